@@ -1,0 +1,63 @@
+# Cluster API IPAM provider for NetBox and Infoblox.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+export GOFLAGS ?= -mod=mod
+export GOTOOLCHAIN ?= local
+
+TOOLS_BIN := $(abspath hack/tools/bin)
+CONTROLLER_GEN_VERSION := v0.21.0
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+
+# Test settings: envtest's API server binaries are built from the Go module
+# proxy and cached outside the checkout by hack/envtest-binaries.sh.
+GO_TEST_FLAGS ?= -count=1 -timeout=30m
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deep-copies, CRDs and RBAC from the kubebuilder markers.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: fmt
+fmt: ## Run gofmt.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: envtest
+envtest: ## Build (once) and print the directory of envtest's kube-apiserver and etcd.
+	@hack/envtest-binaries.sh
+
+.PHONY: demo
+demo: ## Run the demo: a local API server, the NetBox simulator and the manager bind and release a few claims.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/demo
+
+.PHONY: test
+test: ## Run every test, on a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: verify
+verify: generate ## Check that generated files are current and the code is formatted and vetted.
+	@git diff --exit-code -- api config || (echo "generated files are out of date: run make generate" && exit 1)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go') && exit 1)
+	go vet ./...
+
+##@ Tools
+
+$(CONTROLLER_GEN):
+	mkdir -p $(TOOLS_BIN)
+	GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS_BIN)/controller-gen $@
