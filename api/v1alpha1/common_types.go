@@ -1,0 +1,110 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types and reasons set on pools. Claims use CAPI's own reasons
+// (AllocationFailed, PoolNotReady, PoolExhausted) from api/ipam/v1beta2.
+const (
+	// ReadyCondition is True when the pool's backend answered with the given
+	// credentials and every address source was found.
+	ReadyCondition = "Ready"
+
+	// ReadyReason: the pool was validated against its backend.
+	ReadyReason = "Ready"
+	// CredentialsSecretNotFoundReason: the Secret named in the pool does not exist where the pool may read it.
+	CredentialsSecretNotFoundReason = "CredentialsSecretNotFound"
+	// InvalidCredentialsSecretReason: the Secret lacks a key or holds an unusable value.
+	InvalidCredentialsSecretReason = "InvalidCredentialsSecret"
+	// AuthenticationFailedReason: the backend refused the credentials.
+	AuthenticationFailedReason = "AuthenticationFailed"
+	// PermissionDeniedReason: the credentials work but lack a permission the provider needs.
+	PermissionDeniedReason = "PermissionDenied"
+	// SourceNotFoundReason: an address source does not exist in the backend.
+	SourceNotFoundReason = "SourceNotFound"
+	// InvalidConfigurationReason: the spec is inconsistent with what the backend holds (for example a gateway outside a prefix).
+	InvalidConfigurationReason = "InvalidConfiguration"
+	// BackendUnavailableReason: the backend could not be reached or answered with a server error.
+	BackendUnavailableReason = "BackendUnavailable"
+	// SetupRequiredReason: the backend lacks an object the provider needs (a tag, custom field or extensible attribute) and the credentials may not create it.
+	SetupRequiredReason = "SetupRequired"
+	// PausedReason: the pool carries the cluster.x-k8s.io/paused annotation.
+	PausedReason = "Paused"
+)
+
+// Finalizers.
+const (
+	// PoolFinalizer keeps a pool while IPAddresses allocated from it exist.
+	PoolFinalizer = "ipam.cluster.x-k8s.io/protect-pool"
+)
+
+// SecretReference names a Secret. A namespaced pool reads it from its own
+// namespace; a cluster-scoped pool reads it from the manager's namespace.
+type SecretReference struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// GatewayPolicy says how a pool derives the gateway when none is given.
+// +kubebuilder:validation:Enum=FirstUsable;None
+type GatewayPolicy string
+
+const (
+	// GatewayFirstUsable takes the first address after the network address of
+	// the allocated address's prefix (10.0.0.1 for 10.0.0.0/24, 2001:db8::1 for 2001:db8::/64).
+	GatewayFirstUsable GatewayPolicy = "FirstUsable"
+	// GatewayNone leaves the IPAddress without a gateway.
+	GatewayNone GatewayPolicy = "None"
+)
+
+// Gateway says which gateway an IPAddress carries.
+// +kubebuilder:validation:XValidation:rule="!(has(self.address) && has(self.policy) && self.policy == 'None')",message="address and policy None exclude each other"
+type Gateway struct {
+	// address is an explicit gateway. It must lie inside every address source.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="address must be an IPv4 or IPv6 address"
+	Address string `json:"address,omitempty"`
+
+	// policy derives the gateway when address is empty. FirstUsable (the
+	// default) takes the first address after the network address of the
+	// allocated address's prefix; None sets no gateway.
+	// +optional
+	// +kubebuilder:default=FirstUsable
+	Policy GatewayPolicy `json:"policy,omitempty"`
+}
+
+// AddressCounts are the pool's address counts as the backend reports them,
+// summed over all address sources.
+type AddressCounts struct {
+	// total is the number of addresses the sources can hand out.
+	Total int64 `json:"total"`
+	// used is the number of those addresses that hold a record in the backend,
+	// whoever made it.
+	Used int64 `json:"used"`
+	// free is total minus used.
+	Free int64 `json:"free"`
+}
+
+// PoolStatus is the observed state shared by all pool kinds.
+// +kubebuilder:validation:MinProperties=1
+type PoolStatus struct {
+	// conditions of the pool. Known condition types are Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// addresses counts the addresses in the pool's sources.
+	// +optional
+	Addresses *AddressCounts `json:"addresses,omitempty"`
+}

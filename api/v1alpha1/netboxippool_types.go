@@ -1,0 +1,255 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Keys read from a NetBox pool's credentials Secret.
+const (
+	// NetboxTokenKey holds the API token: a v1 token (40 hex characters, sent
+	// as "Token …") or a v2 token ("nbt_…", sent as "Bearer …").
+	NetboxTokenKey = "token"
+	// CABundleKey optionally holds PEM certificates that verify the server.
+	CABundleKey = "ca.crt"
+)
+
+// NetboxIPPoolSpec describes where a NetBox pool takes addresses from and what
+// it records on each reservation.
+type NetboxIPPoolSpec struct {
+	// connection says how to reach NetBox.
+	// +required
+	Connection NetboxConnection `json:"connection"`
+
+	// sources are the NetBox prefixes and IP ranges to allocate from, tried in
+	// order: the next source is used only when the previous ones are full.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Sources []NetboxAddressSource `json:"sources"`
+
+	// gateway of the IPAddresses. Without it the gateway is the first usable
+	// address of the allocated address's prefix.
+	// +optional
+	Gateway Gateway `json:"gateway,omitempty,omitzero"`
+
+	// prefixLength of the IPAddresses. Without it the length is the one NetBox
+	// records on the allocated address, which is its prefix's (or, for an IP
+	// range, the range's).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	PrefixLength *int32 `json:"prefixLength,omitempty"`
+
+	// reservation says what to record on each IP address created in NetBox,
+	// besides the provider's tag and claim marker.
+	// +optional
+	Reservation NetboxReservation `json:"reservation,omitempty,omitzero"`
+}
+
+// NetboxConnection says how to reach NetBox.
+type NetboxConnection struct {
+	// url of NetBox, without the /api suffix, for example https://netbox.example.com.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="url must be an absolute http or https URL"
+	URL string `json:"url"`
+
+	// credentialsSecretRef names the Secret holding the API token under the key
+	// "token" and, optionally, a CA bundle under "ca.crt".
+	// +required
+	CredentialsSecretRef SecretReference `json:"credentialsSecretRef"`
+
+	// insecureSkipTLSVerify turns off verification of NetBox's certificate.
+	// Only for test installations.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+}
+
+// NetboxAddressSource is one NetBox prefix or IP range.
+// +kubebuilder:validation:XValidation:rule="has(self.prefix) != has(self.ipRange)",message="exactly one of prefix or ipRange must be set"
+type NetboxAddressSource struct {
+	// prefix selects a NetBox prefix.
+	// +optional
+	Prefix *NetboxPrefixSource `json:"prefix,omitempty"`
+
+	// ipRange selects a NetBox IP range.
+	// +optional
+	IPRange *NetboxIPRangeSource `json:"ipRange,omitempty"`
+}
+
+// NetboxPrefixSource selects a NetBox prefix by ID, or by CIDR within a VRF.
+// +kubebuilder:validation:XValidation:rule="has(self.id) != has(self.cidr)",message="exactly one of id or cidr must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.vrf) || has(self.cidr)",message="vrf selects a prefix by cidr and cannot be used with id"
+type NetboxPrefixSource struct {
+	// id of the prefix in NetBox.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ID *int32 `json:"id,omitempty"`
+
+	// cidr of the prefix, for example 10.0.0.0/24 or 2001:db8::/64.
+	// +optional
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="cidr must be a network address with its prefix length, for example 10.0.0.0/24"
+	CIDR string `json:"cidr,omitempty"`
+
+	// vrf is the name of the VRF holding the prefix. Without it the prefix is
+	// looked up in the global table.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	VRF string `json:"vrf,omitempty"`
+}
+
+// NetboxIPRangeSource selects a NetBox IP range by ID, or by its first and
+// last address within a VRF.
+// +kubebuilder:validation:XValidation:rule="has(self.id) != (has(self.start) || has(self.end))",message="exactly one of id or start and end must be set"
+// +kubebuilder:validation:XValidation:rule="has(self.start) == has(self.end)",message="start and end go together"
+// +kubebuilder:validation:XValidation:rule="!has(self.start) || ip(self.start).family() == ip(self.end).family()",message="start and end must be of the same IP family"
+// +kubebuilder:validation:XValidation:rule="!has(self.vrf) || has(self.start)",message="vrf selects a range by start and end and cannot be used with id"
+type NetboxIPRangeSource struct {
+	// id of the IP range in NetBox.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ID *int32 `json:"id,omitempty"`
+
+	// start is the range's first address, without prefix length.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="start must be an IP address without prefix length"
+	Start string `json:"start,omitempty"`
+
+	// end is the range's last address, without prefix length.
+	// +optional
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="end must be an IP address without prefix length"
+	End string `json:"end,omitempty"`
+
+	// vrf is the name of the VRF holding the range. Without it the range is
+	// looked up in the global table.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	VRF string `json:"vrf,omitempty"`
+}
+
+// NetboxReservation says what to record on each IP address the pool creates.
+// Patterns are Go templates over .ClaimName, .Namespace and .ClusterName.
+type NetboxReservation struct {
+	// status of the IP address in NetBox.
+	// +optional
+	// +kubebuilder:default=active
+	// +kubebuilder:validation:Enum=active;reserved;deprecated;dhcp;slaac
+	Status string `json:"status,omitempty"`
+
+	// role of the IP address in NetBox.
+	// +optional
+	// +kubebuilder:validation:Enum=loopback;secondary;anycast;vip;vrrp;hsrp;glbp;carp
+	Role string `json:"role,omitempty"`
+
+	// tenant is the slug of the NetBox tenant to assign.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	Tenant string `json:"tenant,omitempty"`
+
+	// dnsNamePattern renders the IP address's DNS name, for example
+	// "{{ .ClaimName }}.{{ .ClusterName }}.example.com".
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	DNSNamePattern string `json:"dnsNamePattern,omitempty"`
+
+	// descriptionPattern renders the IP address's description. The default
+	// names the cluster and the claim.
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	DescriptionPattern string `json:"descriptionPattern,omitempty"`
+
+	// tags are slugs of existing NetBox tags to add besides the provider's own.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=100
+	Tags []string `json:"tags,omitempty"`
+
+	// customFields are values of existing NetBox text custom fields to set.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	CustomFields map[string]string `json:"customFields,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=netboxippools,scope=Namespaced,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].reason"
+// +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
+// +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
+// +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="NetBox",type="string",JSONPath=".spec.connection.url",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// NetboxIPPool hands out addresses from NetBox prefixes and IP ranges to
+// IPAddressClaims in its own namespace.
+type NetboxIPPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the pool.
+	// +required
+	Spec NetboxIPPoolSpec `json:"spec"`
+	// status is the observed state of the pool.
+	// +optional
+	Status PoolStatus `json:"status,omitempty,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// NetboxIPPoolList is a list of NetboxIPPools.
+type NetboxIPPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NetboxIPPool `json:"items"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=globalnetboxippools,scope=Cluster,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].reason"
+// +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
+// +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
+// +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="NetBox",type="string",JSONPath=".spec.connection.url",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// GlobalNetboxIPPool is a cluster-scoped NetboxIPPool: claims in any namespace
+// may use it, and it reads its Secret from the manager's namespace.
+type GlobalNetboxIPPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the pool.
+	// +required
+	Spec NetboxIPPoolSpec `json:"spec"`
+	// status is the observed state of the pool.
+	// +optional
+	Status PoolStatus `json:"status,omitempty,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// GlobalNetboxIPPoolList is a list of GlobalNetboxIPPools.
+type GlobalNetboxIPPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GlobalNetboxIPPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NetboxIPPool{}, &NetboxIPPoolList{}, &GlobalNetboxIPPool{}, &GlobalNetboxIPPoolList{})
+}

@@ -1,0 +1,27 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// GetConditions returns the pool's conditions.
+func (p *NetboxIPPool) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions sets the pool's conditions.
+func (p *NetboxIPPool) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }
+
+// GetPoolStatus returns the status shared by all pool kinds.
+func (p *NetboxIPPool) GetPoolStatus() *PoolStatus { return &p.Status }
+
+// GetNetboxSpec returns the NetBox settings of the pool.
+func (p *NetboxIPPool) GetNetboxSpec() *NetboxIPPoolSpec { return &p.Spec }
+
+// GetConditions returns the pool's conditions.
+func (p *GlobalNetboxIPPool) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions sets the pool's conditions.
+func (p *GlobalNetboxIPPool) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }
+
+// GetPoolStatus returns the status shared by all pool kinds.
+func (p *GlobalNetboxIPPool) GetPoolStatus() *PoolStatus { return &p.Status }
+
+// GetNetboxSpec returns the NetBox settings of the pool.
+func (p *GlobalNetboxIPPool) GetNetboxSpec() *NetboxIPPoolSpec { return &p.Spec }
