@@ -1,0 +1,76 @@
+// Package backends defines the contract between the shared claim reconciler
+// and the external IPAM systems. Implementations know nothing of Kubernetes:
+// they reserve, find and release addresses in their system, keyed by a
+// reservation marker that identifies the claim.
+package backends
+
+import (
+	"context"
+	"net/netip"
+)
+
+// Backend is one configured pool in an external IPAM system.
+//
+// Every method is safe for concurrent use and idempotent: calling Allocate
+// twice for the same claim returns the same address, and Release of an
+// address that is already gone succeeds.
+type Backend interface {
+	// Validate checks the configuration against the system (credentials work,
+	// sources exist, the gateway lies inside them) and prepares what the
+	// provider needs there, such as its tag or marker field. It returns the
+	// address counts of the pool's sources.
+	Validate(ctx context.Context) (Usage, error)
+
+	// Usage returns the address counts of the pool's sources.
+	Usage(ctx context.Context) (Usage, error)
+
+	// Allocate returns the address reserved for the claim, reserving one if
+	// the system holds none carrying the claim's marker. If more than one
+	// record carries the marker (a retried request), it keeps one and releases
+	// the others.
+	Allocate(ctx context.Context, claim Claim) (Allocation, error)
+
+	// Lookup returns the address reserved for the claim, or ErrNotFound.
+	Lookup(ctx context.Context, claim Claim) (Allocation, error)
+
+	// Release deletes every record that carries the claim's marker. If none
+	// does but the system still holds last, the address the claim was given,
+	// under another or no marker, it leaves that record alone and returns
+	// ErrNotOwned. A claim with nothing to release is not an error.
+	Release(ctx context.Context, claim Claim, last netip.Prefix) error
+}
+
+// Claim identifies the owner of a reservation.
+type Claim struct {
+	// Marker is the claim's reservation marker (see Marker).
+	Marker string
+	// Namespace, Name and ClusterName describe the claim to the IPAM team,
+	// for example in the reservation's description or DNS name.
+	Namespace   string
+	Name        string
+	ClusterName string
+}
+
+// Allocation is an address reserved in the external system.
+type Allocation struct {
+	// Address with the prefix length to configure on the machine.
+	Address netip.Prefix
+	// Gateway, or the zero Addr when the pool sets none.
+	Gateway netip.Addr
+	// Reference is the system's identifier of the record, for logs and events.
+	Reference string
+}
+
+// Usage counts the addresses of a pool's sources.
+type Usage struct {
+	Total int64
+	Used  int64
+}
+
+// Free is the number of addresses left.
+func (u Usage) Free() int64 {
+	if u.Used > u.Total {
+		return 0
+	}
+	return u.Total - u.Used
+}

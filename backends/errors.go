@@ -1,0 +1,27 @@
+package backends
+
+import "errors"
+
+// Kinds of failure a Backend reports, wrapped with context. The reconcilers
+// map them to condition reasons, so a backend must wrap the right one.
+var (
+	// ErrExhausted: no source of the pool has a free address.
+	ErrExhausted = errors.New("no free address left in the pool")
+	// ErrNotFound: the object looked for does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrUnauthorized: the system refused the credentials.
+	ErrUnauthorized = errors.New("credentials refused")
+	// ErrForbidden: the credentials lack a permission.
+	ErrForbidden = errors.New("permission denied")
+	// ErrConflict: the system refused a change that conflicts with its data.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalidConfig: the pool's configuration cannot work with this system.
+	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrSetupRequired: the system lacks an object the provider needs and may not create.
+	ErrSetupRequired = errors.New("setup required")
+	// ErrUnavailable: the system could not be reached or failed.
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrNotOwned: a record holds the address but not the claim's marker,
+	// so the provider must leave it alone.
+	ErrNotOwned = errors.New("record does not carry the claim's marker")
+)

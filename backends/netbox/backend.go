@@ -1,0 +1,344 @@
+package netbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"text/template"
+
+	netbox "github.com/netbox-community/go-netbox/v4"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Backend is a NetBox pool. Create it with New.
+type Backend struct {
+	cfg     Config
+	api     *netbox.APIClient
+	http    *http.Client
+	baseURL string
+	auth    string
+
+	dnsName     *template.Template
+	description *template.Template
+
+	mu sync.Mutex
+	// Filled by the first successful resolution and reused: NetBox IDs do not
+	// change, so allocation needs no lookups beyond the marker search.
+	sources []resolvedSource
+	refs    *references
+}
+
+// references are NetBox objects an IP address request names by ID or by
+// name and slug, looked up once.
+type references struct {
+	tags     []netbox.NestedTagRequest
+	tenantID int32
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// New checks cfg and returns a Backend. It makes no request.
+func New(cfg Config) (*Backend, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	httpClient, err := newHTTPClient(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		cfg:     cfg,
+		http:    httpClient,
+		api:     newAPIClient(&cfg, httpClient),
+		baseURL: strings.TrimRight(cfg.URL, "/"),
+		auth:    authorization(cfg.Token),
+	}
+	if b.dnsName, err = parsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
+		return nil, err
+	}
+	if b.description, err = parsePattern("description", cfg.Reservation.DescriptionPattern); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Validate checks the credentials, makes sure the provider's tag and marker
+// field exist, resolves the sources afresh and checks the gateway.
+func (b *Backend) Validate(ctx context.Context) (backends.Usage, error) {
+	refs, err := b.ensureSetup(ctx)
+	if err != nil {
+		return backends.Usage{}, err
+	}
+	sources, err := b.resolveSources(ctx)
+	if err != nil {
+		return backends.Usage{}, err
+	}
+	if err := b.checkGateway(ctx, sources); err != nil {
+		return backends.Usage{}, err
+	}
+	b.mu.Lock()
+	b.sources, b.refs = sources, refs
+	b.mu.Unlock()
+	return b.usage(ctx, sources)
+}
+
+// Usage counts the addresses of the pool's sources.
+func (b *Backend) Usage(ctx context.Context) (backends.Usage, error) {
+	sources, _, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Usage{}, err
+	}
+	return b.usage(ctx, sources)
+}
+
+// prepared returns the resolved sources and references, resolving them on
+// first use.
+func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, *references, error) {
+	b.mu.Lock()
+	sources, refs := b.sources, b.refs
+	b.mu.Unlock()
+	if sources != nil && refs != nil {
+		return sources, refs, nil
+	}
+	if _, err := b.Validate(ctx); err != nil {
+		return nil, nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sources, b.refs, nil
+}
+
+// Lookup returns the address that carries the claim's marker.
+func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
+	records, err := b.findByMarker(ctx, claim.Marker)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	if len(records) == 0 {
+		return backends.Allocation{}, fmt.Errorf("%w: no IP address carries marker %q", backends.ErrNotFound, claim.Marker)
+	}
+	return b.toAllocation(records[0])
+}
+
+// Allocate returns the claim's address, reserving the next free one of the
+// first source with space when NetBox holds none for the claim.
+func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
+	// A record may exist from an earlier attempt whose answer was lost, or
+	// from before a crash or clusterctl move: reuse it.
+	if alloc, found, err := b.adoptExisting(ctx, claim); err != nil || found {
+		return alloc, err
+	}
+	sources, refs, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	request, err := b.ipRequest(claim, refs)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	var exhausted []string
+	for _, src := range sources {
+		created, err := b.allocateFrom(ctx, src, request)
+		switch {
+		case err == nil && created != nil:
+			return b.toAllocation(*created)
+		case errors.Is(err, backends.ErrConflict):
+			exhausted = append(exhausted, src.display)
+			continue
+		case errors.Is(err, backends.ErrUnavailable):
+			// The reservation may have been made though its answer was lost.
+			if alloc, found, lookupErr := b.adoptExisting(ctx, claim); lookupErr == nil && found {
+				return alloc, nil
+			}
+			return backends.Allocation{}, err
+		default:
+			return backends.Allocation{}, err
+		}
+	}
+	return backends.Allocation{}, fmt.Errorf("%w: every source is full: %s", backends.ErrExhausted, strings.Join(exhausted, ", "))
+}
+
+// allocateFrom asks NetBox for the next free address of one source. It
+// returns the record kept for the claim: when the POST took more than one
+// attempt it may have been applied twice, and the marker search decides.
+func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request netbox.IPAddressRequest) (*ipRecord, error) {
+	ctx, attempts := withAttemptCounter(ctx)
+	var created []netbox.IPAddress
+	var resp *http.Response
+	var err error
+	op := fmt.Sprintf("allocating from %s", src.display)
+	switch src.kind {
+	case SourcePrefix:
+		created, resp, err = b.api.IpamAPI.IpamPrefixesAvailableIpsCreate(ctx, src.id).IPAddressRequest([]netbox.IPAddressRequest{request}).Execute()
+	default:
+		created, resp, err = b.api.IpamAPI.IpamIpRangesAvailableIpsCreate(ctx, src.id).IPAddressRequest([]netbox.IPAddressRequest{request}).Execute()
+	}
+	if err != nil {
+		return nil, classify(op, resp, err)
+	}
+	if len(created) != 1 {
+		return nil, fmt.Errorf("%s: NetBox created %d addresses for one request", op, len(created))
+	}
+	if attempts.Load() > 1 {
+		if records, err := b.findByMarker(ctx, markerOf(request, b.cfg.MarkerField)); err == nil && len(records) > 0 {
+			kept, err := b.keepOne(ctx, records)
+			return &kept, err
+		}
+	}
+	rec := recordFromAPI(created[0])
+	return &rec, nil
+}
+
+// adoptExisting finds records carrying the claim's marker and keeps one.
+func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (backends.Allocation, bool, error) {
+	records, err := b.findByMarker(ctx, claim.Marker)
+	if err != nil || len(records) == 0 {
+		return backends.Allocation{}, false, err
+	}
+	kept, err := b.keepOne(ctx, records)
+	if err != nil {
+		return backends.Allocation{}, false, err
+	}
+	alloc, err := b.toAllocation(kept)
+	return alloc, err == nil, err
+}
+
+// keepOne keeps the oldest of several records that carry one marker and
+// deletes the rest: only a retried request can have made them.
+func (b *Backend) keepOne(ctx context.Context, records []ipRecord) (ipRecord, error) {
+	for _, extra := range records[1:] {
+		if err := b.deleteRecord(ctx, extra); err != nil {
+			return ipRecord{}, fmt.Errorf("releasing duplicate reservation %s: %w", extra.Address, err)
+		}
+	}
+	return records[0], nil
+}
+
+// Release deletes the records that carry the claim's marker. When none does,
+// it checks whether last is held by a record without the marker (a human took
+// it over) and reports that with ErrNotOwned instead of deleting it.
+func (b *Backend) Release(ctx context.Context, claim backends.Claim, last netip.Prefix) error {
+	records, err := b.findByMarker(ctx, claim.Marker)
+	if err != nil {
+		return err
+	}
+	for _, r := range records {
+		if err := b.deleteRecord(ctx, r); err != nil {
+			return err
+		}
+	}
+	if len(records) > 0 || !last.IsValid() {
+		return nil
+	}
+	others, err := b.findByAddress(ctx, last.Addr())
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		o := others[0]
+		return fmt.Errorf("%w: NetBox IP address %d (%s) no longer carries marker %q (it has %q); it was left in place",
+			backends.ErrNotOwned, o.ID, o.Address, claim.Marker, o.Marker)
+	}
+	return nil
+}
+
+func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
+	resp, err := b.api.IpamAPI.IpamIpAddressesDestroy(ctx, r.ID).Execute()
+	if err != nil {
+		err = classify(fmt.Sprintf("deleting IP address %d (%s)", r.ID, r.Address), resp, err)
+		if errors.Is(err, backends.ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	return nil
+}
+
+// ipRequest builds the IP address request for a claim.
+func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAddressRequest, error) {
+	data := templateData{ClaimName: claim.Name, Namespace: claim.Namespace, ClusterName: claim.ClusterName}
+	req := netbox.IPAddressRequest{
+		Tags:         slices.Clone(refs.tags),
+		CustomFields: map[string]any{b.cfg.MarkerField: claim.Marker},
+	}
+	for k, v := range b.cfg.Reservation.CustomFields {
+		req.CustomFields[k] = v
+	}
+	status, err := netbox.NewIPAddressStatusValueFromValue(b.cfg.Reservation.Status)
+	if err != nil {
+		return req, fmt.Errorf("%w: status: %v", backends.ErrInvalidConfig, err)
+	}
+	req.Status = status
+	if b.cfg.Reservation.Role != "" {
+		role, err := netbox.NewIPAddressRoleValueFromValue(b.cfg.Reservation.Role)
+		if err != nil {
+			return req, fmt.Errorf("%w: role: %v", backends.ErrInvalidConfig, err)
+		}
+		req.Role = role
+	}
+	if refs.tenantID != 0 {
+		id := refs.tenantID
+		req.Tenant = *netbox.NewNullableASNRangeRequestTenant(&netbox.ASNRangeRequestTenant{Int32: &id})
+	}
+	if dns, err := render(b.dnsName, data); err != nil {
+		return req, fmt.Errorf("%w: dns name pattern: %v", backends.ErrInvalidConfig, err)
+	} else if dns != "" {
+		req.DnsName = &dns
+	}
+	desc, err := render(b.description, data)
+	if err != nil {
+		return req, fmt.Errorf("%w: description pattern: %v", backends.ErrInvalidConfig, err)
+	}
+	desc = truncate(desc, 200)
+	req.Description = &desc
+	return req, nil
+}
+
+func markerOf(req netbox.IPAddressRequest, field string) string {
+	s, _ := req.CustomFields[field].(string)
+	return s
+}
+
+// toAllocation turns a record into the address, prefix length and gateway
+// the IPAddress carries.
+func (b *Backend) toAllocation(r ipRecord) (backends.Allocation, error) {
+	p, err := netip.ParsePrefix(r.Address)
+	if err != nil {
+		return backends.Allocation{}, fmt.Errorf("NetBox IP address %d has an unparsable address %q: %w", r.ID, r.Address, err)
+	}
+	if b.cfg.PrefixLength > 0 && b.cfg.PrefixLength <= p.Addr().BitLen() {
+		p = netip.PrefixFrom(p.Addr(), b.cfg.PrefixLength)
+	}
+	return backends.Allocation{
+		Address:   p,
+		Gateway:   b.gatewayFor(p),
+		Reference: fmt.Sprintf("ipam/ip-addresses/%d", r.ID),
+	}, nil
+}
+
+// gatewayFor applies the gateway rule to an allocated address.
+func (b *Backend) gatewayFor(p netip.Prefix) netip.Addr {
+	switch {
+	case b.cfg.Gateway.Address.IsValid():
+		return b.cfg.Gateway.Address
+	case b.cfg.Gateway.None:
+		return netip.Addr{}
+	}
+	return firstUsable(p)
+}
+
+// firstUsable is the address after the network address, or none when the
+// prefix is too small to hold a gateway besides the address itself.
+func firstUsable(p netip.Prefix) netip.Addr {
+	if p.Bits() >= p.Addr().BitLen()-1 {
+		return netip.Addr{}
+	}
+	return p.Masked().Addr().Next()
+}

@@ -1,0 +1,207 @@
+package netbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+	netbox "github.com/netbox-community/go-netbox/v4"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// newHTTPClient returns a client that retries connection errors, 429 and 5xx
+// with backoff, and bounds each attempt. TLS fails closed: a CA bundle that
+// does not parse is an error, never a reason to skip verification.
+func newHTTPClient(cfg *Config) (*http.Client, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+	if len(cfg.CABundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(cfg.CABundle) {
+			return nil, fmt.Errorf("%w: the CA bundle holds no PEM certificate", backends.ErrInvalidConfig)
+		}
+		tlsConfig.RootCAs = pool
+	}
+	if cfg.InsecureSkipTLSVerify {
+		tlsConfig.InsecureSkipVerify = true //nolint:gosec // explicit opt-in in the pool spec
+	}
+	transport := cleanhttp.DefaultPooledTransport()
+	transport.TLSClientConfig = tlsConfig
+
+	rc := retryablehttp.NewClient()
+	rc.HTTPClient = &http.Client{Transport: transport, Timeout: cfg.HTTP.Timeout}
+	rc.Logger = nil
+	rc.RetryMax = cfg.HTTP.RetryMax
+	rc.RetryWaitMin = cfg.HTTP.RetryWaitMin
+	rc.RetryWaitMax = cfg.HTTP.RetryWaitMax
+	// Hand the last response back instead of a bare "giving up" error, so the
+	// caller sees NetBox's status and body.
+	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	rc.RequestLogHook = func(_ retryablehttp.Logger, req *http.Request, attempt int) {
+		if n, ok := req.Context().Value(attemptsKey{}).(*atomic.Int32); ok {
+			n.Add(1)
+		}
+	}
+	return rc.StandardClient(), nil
+}
+
+// attemptsKey carries a counter of the attempts made for one logical request.
+// A POST that took more than one attempt may have been applied more than once.
+type attemptsKey struct{}
+
+func withAttemptCounter(ctx context.Context) (context.Context, *atomic.Int32) {
+	n := new(atomic.Int32)
+	return context.WithValue(ctx, attemptsKey{}, n), n
+}
+
+// authorization returns the Authorization header for a token: v2 tokens
+// ("nbt_<key>.<secret>", NetBox 4.5+) use Bearer, v1 tokens use Token.
+func authorization(token string) string {
+	if strings.HasPrefix(token, "nbt_") {
+		return "Bearer " + token
+	}
+	return "Token " + token
+}
+
+// newAPIClient returns a go-netbox client over httpClient.
+func newAPIClient(cfg *Config, httpClient *http.Client) *netbox.APIClient {
+	nc := netbox.NewConfiguration()
+	nc.Servers = netbox.ServerConfigurations{{URL: strings.TrimRight(cfg.URL, "/")}}
+	nc.HTTPClient = httpClient
+	nc.UserAgent = cfg.UserAgent
+	nc.AddDefaultHeader("Authorization", authorization(cfg.Token))
+	return netbox.NewAPIClient(nc)
+}
+
+// getJSON sends a GET the generated client cannot express (custom-field
+// filters, vrf_id=null) and decodes the answer into out.
+func (b *Backend) getJSON(ctx context.Context, path string, query url.Values, out any) error {
+	u := b.baseURL + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Authorization", b.auth)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", b.cfg.UserAgent)
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return classify("GET "+path, nil, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return fmt.Errorf("%w: reading GET %s: %v", backends.ErrUnavailable, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		return classify("GET "+path, resp, &netboxError{status: resp.StatusCode, body: body})
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decoding GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// netboxError is a non-2xx answer from a request built by hand.
+type netboxError struct {
+	status int
+	body   []byte
+}
+
+func (e *netboxError) Error() string { return http.StatusText(e.status) }
+
+// classify maps a failed call to the backends error it stands for, keeping
+// NetBox's own explanation (its "detail", or the field errors of a 400).
+func classify(op string, resp *http.Response, err error) error {
+	if resp == nil {
+		var oapi *netbox.GenericOpenAPIError
+		if errors.As(err, &oapi) {
+			// The request was never sent (the generated client refused it).
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		return fmt.Errorf("%w: %s: %v", backends.ErrUnavailable, op, err)
+	}
+	detail := errorDetail(err)
+	var kind error
+	switch status := resp.StatusCode; {
+	case status == http.StatusUnauthorized:
+		kind = backends.ErrUnauthorized
+	case status == http.StatusForbidden:
+		// NetBox answers 403 both for a bad token and for a missing permission.
+		if strings.Contains(detail, "permission") {
+			kind = backends.ErrForbidden
+		} else {
+			kind = backends.ErrUnauthorized
+		}
+	case status == http.StatusNotFound:
+		kind = backends.ErrNotFound
+	case status == http.StatusConflict:
+		kind = backends.ErrConflict
+	case status == http.StatusBadRequest:
+		kind = backends.ErrInvalidConfig
+	case status == http.StatusTooManyRequests || status >= 500:
+		kind = backends.ErrUnavailable
+	case status >= 200 && status < 300:
+		// A 2xx whose body did not decode.
+		return fmt.Errorf("%s: decoding NetBox's answer: %v", op, err)
+	default:
+		kind = fmt.Errorf("unexpected HTTP status %d", status)
+	}
+	if detail == "" {
+		return fmt.Errorf("%w: %s: HTTP %d", kind, op, resp.StatusCode)
+	}
+	return fmt.Errorf("%w: %s: HTTP %d: %s", kind, op, resp.StatusCode, detail)
+}
+
+// errorDetail extracts a short human explanation from an error body.
+func errorDetail(err error) string {
+	var body []byte
+	var oapi *netbox.GenericOpenAPIError
+	var nbe *netboxError
+	switch {
+	case errors.As(err, &oapi):
+		body = oapi.Body()
+	case errors.As(err, &nbe):
+		body = nbe.body
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return ""
+	}
+	var withDetail struct {
+		Detail string `json:"detail"`
+	}
+	if json.Unmarshal(body, &withDetail) == nil && withDetail.Detail != "" {
+		return withDetail.Detail
+	}
+	if body[0] == '{' || body[0] == '[' {
+		// Field errors of a 400: keep them compact, they name what to fix.
+		var compact bytes.Buffer
+		if json.Compact(&compact, body) == nil {
+			return truncate(compact.String(), 300)
+		}
+	}
+	// An HTML error page from a proxy says nothing useful beyond the status.
+	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

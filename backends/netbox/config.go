@@ -1,0 +1,206 @@
+// Package netbox implements backends.Backend on NetBox's REST API.
+//
+// Every IP address it creates carries the provider's tag and, in a text custom
+// field, the claim's reservation marker. Allocation asks NetBox for the next
+// free address of a prefix or IP range (NetBox serialises that per parent), and
+// the marker makes every step repeatable: a lost response, a retried POST or a
+// restarted manager finds the address again instead of taking another.
+package netbox
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Defaults for the objects the provider keeps in NetBox.
+const (
+	DefaultTag         = "cluster-api-ipam"
+	DefaultMarkerField = "capi_ipam_claim"
+)
+
+// SourceKind says whether a source is a prefix or an IP range.
+type SourceKind string
+
+// Source kinds.
+const (
+	SourcePrefix  SourceKind = "prefix"
+	SourceIPRange SourceKind = "ip-range"
+)
+
+// Source selects a prefix or IP range by ID, or by CIDR (prefix) or first and
+// last address (range) within a VRF named by VRF ("" is the global table).
+type Source struct {
+	Kind  SourceKind
+	ID    int32
+	CIDR  netip.Prefix
+	Start netip.Addr
+	End   netip.Addr
+	VRF   string
+}
+
+func (s Source) String() string {
+	var what string
+	switch {
+	case s.ID != 0:
+		what = fmt.Sprintf("%s %d", s.Kind, s.ID)
+	case s.Kind == SourcePrefix:
+		what = "prefix " + s.CIDR.String()
+	default:
+		what = fmt.Sprintf("ip-range %s-%s", s.Start, s.End)
+	}
+	if s.VRF != "" {
+		what += " in VRF " + s.VRF
+	}
+	return what
+}
+
+// Gateway says which gateway allocations carry: Address when valid, none when
+// None, otherwise the first usable address of the allocation's prefix.
+type Gateway struct {
+	Address netip.Addr
+	None    bool
+}
+
+// Reservation says what to record on each IP address.
+type Reservation struct {
+	Status             string
+	Role               string
+	TenantSlug         string
+	DNSNamePattern     string
+	DescriptionPattern string
+	Tags               []string
+	CustomFields       map[string]string
+}
+
+// DefaultDescriptionPattern names the claim and its cluster, so the IPAM
+// team can tell who holds an address.
+const DefaultDescriptionPattern = `Cluster API claim {{ .Namespace }}/{{ .ClaimName }}{{ with .ClusterName }} of cluster {{ . }}{{ end }}`
+
+// HTTPOptions bound every request.
+type HTTPOptions struct {
+	// Timeout of one attempt.
+	Timeout time.Duration
+	// RetryMax is how many times a failed request is retried.
+	RetryMax int
+	// RetryWaitMin and RetryWaitMax bound the backoff between attempts.
+	RetryWaitMin time.Duration
+	RetryWaitMax time.Duration
+}
+
+// Config is one NetBox pool.
+type Config struct {
+	URL                   string
+	Token                 string
+	CABundle              []byte
+	InsecureSkipTLSVerify bool
+
+	Sources      []Source
+	Gateway      Gateway
+	PrefixLength int
+	Reservation  Reservation
+
+	// Tag and MarkerField name the provider's tag slug and custom field.
+	Tag         string
+	MarkerField string
+
+	HTTP      HTTPOptions
+	UserAgent string
+}
+
+func (c *Config) setDefaults() {
+	if c.Tag == "" {
+		c.Tag = DefaultTag
+	}
+	if c.MarkerField == "" {
+		c.MarkerField = DefaultMarkerField
+	}
+	if c.Reservation.Status == "" {
+		c.Reservation.Status = "active"
+	}
+	if c.Reservation.DescriptionPattern == "" {
+		c.Reservation.DescriptionPattern = DefaultDescriptionPattern
+	}
+	if c.HTTP.Timeout == 0 {
+		c.HTTP.Timeout = 15 * time.Second
+	}
+	if c.HTTP.RetryMax == 0 {
+		c.HTTP.RetryMax = 3
+	}
+	if c.HTTP.RetryWaitMin == 0 {
+		c.HTTP.RetryWaitMin = 250 * time.Millisecond
+	}
+	if c.HTTP.RetryWaitMax == 0 {
+		c.HTTP.RetryWaitMax = 4 * time.Second
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "cluster-api-ipam-provider-bridge"
+	}
+}
+
+// templateData is what reservation patterns may use.
+type templateData struct {
+	ClaimName   string
+	Namespace   string
+	ClusterName string
+}
+
+func parsePattern(name, pattern string) (*template.Template, error) {
+	if pattern == "" {
+		return nil, nil
+	}
+	t, err := template.New(name).Option("missingkey=error").Parse(pattern)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s pattern: %v", backends.ErrInvalidConfig, name, err)
+	}
+	// Render once with sample data so a pattern naming an unknown field fails
+	// at pool validation rather than at the first allocation.
+	if _, err := render(t, templateData{ClaimName: "claim", Namespace: "ns", ClusterName: "cluster"}); err != nil {
+		return nil, fmt.Errorf("%w: %s pattern: %v", backends.ErrInvalidConfig, name, err)
+	}
+	return t, nil
+}
+
+func render(t *template.Template, data templateData) (string, error) {
+	if t == nil {
+		return "", nil
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, data); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+func (c *Config) validate() error {
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: url %q is not an absolute http or https URL", backends.ErrInvalidConfig, c.URL)
+	}
+	if c.Token == "" {
+		return fmt.Errorf("%w: the API token is empty", backends.ErrInvalidConfig)
+	}
+	if strings.ContainsAny(c.Token, " \t\r\n") {
+		return fmt.Errorf("%w: the API token contains white space", backends.ErrInvalidConfig)
+	}
+	if len(c.Sources) == 0 {
+		return fmt.Errorf("%w: no address source", backends.ErrInvalidConfig)
+	}
+	for _, s := range c.Sources {
+		if s.ID == 0 && s.Kind == SourcePrefix && !s.CIDR.IsValid() {
+			return fmt.Errorf("%w: prefix source without id or cidr", backends.ErrInvalidConfig)
+		}
+		if s.ID == 0 && s.Kind == SourceIPRange && (!s.Start.IsValid() || !s.End.IsValid() || s.End.Less(s.Start) || s.Start.Is4() != s.End.Is4()) {
+			return fmt.Errorf("%w: ip-range source %s-%s is not a range of one family", backends.ErrInvalidConfig, s.Start, s.End)
+		}
+	}
+	if c.PrefixLength < 0 || c.PrefixLength > 128 {
+		return fmt.Errorf("%w: prefix length %d out of range", backends.ErrInvalidConfig, c.PrefixLength)
+	}
+	return nil
+}

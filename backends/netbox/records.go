@@ -1,0 +1,119 @@
+package netbox
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+
+	netbox "github.com/netbox-community/go-netbox/v4"
+)
+
+// Lookups decode only the fields the backend reads, so a NetBox release that
+// adds fields or enum values does not break them. Writes use go-netbox.
+
+// page is NetBox's list envelope.
+type page[T any] struct {
+	Count   int64 `json:"count"`
+	Results []T   `json:"results"`
+}
+
+type brief struct {
+	ID   int32  `json:"id"`
+	Name string `json:"name"`
+	Slug string `json:"slug"`
+}
+
+type ipRecord struct {
+	ID           int32          `json:"id"`
+	Address      string         `json:"address"`
+	VRF          *brief         `json:"vrf"`
+	CustomFields map[string]any `json:"custom_fields"`
+	// Marker is the value of the marker field, filled after decoding.
+	Marker string `json:"-"`
+}
+
+func recordFromAPI(ip netbox.IPAddress) ipRecord {
+	r := ipRecord{ID: ip.Id, Address: ip.Address, CustomFields: ip.CustomFields}
+	if v := ip.Vrf.Get(); v != nil {
+		r.VRF = &brief{ID: v.Id, Name: v.Name}
+	}
+	return r
+}
+
+// maxPage is NetBox's default MAX_PAGE_SIZE.
+const maxPage = 1000
+
+// findByMarker returns the records carrying the marker, oldest first. The
+// tag and custom-field filters run in NetBox: one request whatever the pool
+// size. The values are compared again here because a field whose filter
+// logic an administrator set to "loose" matches substrings.
+func (b *Backend) findByMarker(ctx context.Context, marker string) ([]ipRecord, error) {
+	q := url.Values{}
+	q.Set("tag", b.cfg.Tag)
+	q.Set("cf_"+b.cfg.MarkerField, marker)
+	q.Set("limit", strconv.Itoa(maxPage))
+	q.Set("ordering", "id")
+	var p page[ipRecord]
+	if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		return nil, fmt.Errorf("looking up marker %q: %w", marker, err)
+	}
+	matching := make([]ipRecord, 0, len(p.Results))
+	for _, r := range p.Results {
+		r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+		if r.Marker == marker {
+			matching = append(matching, r)
+		}
+	}
+	slices.SortFunc(matching, func(a, b ipRecord) int { return int(a.ID) - int(b.ID) })
+	return matching, nil
+}
+
+// findByAddress returns the records holding addr in any VRF of the pool's
+// sources, whatever their marker.
+func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]ipRecord, error) {
+	sources, _, err := b.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	q.Set("address", addr.String())
+	q.Set("limit", strconv.Itoa(maxPage))
+	var p page[ipRecord]
+	if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		return nil, fmt.Errorf("looking up address %s: %w", addr, err)
+	}
+	var held []ipRecord
+	for _, r := range p.Results {
+		for _, s := range sources {
+			if s.vrfID == vrfIDOf(r.VRF) && s.contains(addr) {
+				r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+				held = append(held, r)
+				break
+			}
+		}
+	}
+	return held, nil
+}
+
+func markerValue(fields map[string]any, name string) string {
+	s, _ := fields[name].(string)
+	return s
+}
+
+func vrfIDOf(v *brief) int32 {
+	if v == nil {
+		return 0
+	}
+	return v.ID
+}
+
+// vrfFilter is the vrf_id filter value: "null" selects the global table.
+func vrfFilter(id int32) string {
+	if id == 0 {
+		return "null"
+	}
+	return strconv.Itoa(int(id))
+}

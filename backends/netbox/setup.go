@@ -1,0 +1,165 @@
+package netbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+
+	netbox "github.com/netbox-community/go-netbox/v4"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+type customFieldObject struct {
+	ID          int32    `json:"id"`
+	Name        string   `json:"name"`
+	ObjectTypes []string `json:"object_types"`
+	Type        struct {
+		Value string `json:"value"`
+	} `json:"type"`
+	FilterLogic struct {
+		Value string `json:"value"`
+	} `json:"filter_logic"`
+}
+
+// ensureSetup makes sure NetBox holds what reservations refer to: the
+// provider's tag and marker field (created when the token may), the pool's
+// extra tags and custom fields, and its tenant. Its first request also proves
+// the token works.
+func (b *Backend) ensureSetup(ctx context.Context) (*references, error) {
+	refs := &references{}
+	tags, err := b.ensureTags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	refs.tags = tags
+	if err := b.ensureCustomFields(ctx); err != nil {
+		return nil, err
+	}
+	if slug := b.cfg.Reservation.TenantSlug; slug != "" {
+		var p page[brief]
+		if err := b.getJSON(ctx, "/api/tenancy/tenants/", url.Values{"slug": {slug}}, &p); err != nil {
+			return nil, fmt.Errorf("looking up tenant %q: %w", slug, err)
+		}
+		if len(p.Results) != 1 {
+			return nil, fmt.Errorf("%w: tenant %q does not exist in NetBox", backends.ErrNotFound, slug)
+		}
+		refs.tenantID = p.Results[0].ID
+	}
+	return refs, nil
+}
+
+func (b *Backend) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, error) {
+	wanted := append([]string{b.cfg.Tag}, b.cfg.Reservation.Tags...)
+	var p page[brief]
+	if err := b.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": wanted, "limit": {"1000"}}, &p); err != nil {
+		return nil, fmt.Errorf("looking up tags: %w", err)
+	}
+	found := map[string]brief{}
+	for _, t := range p.Results {
+		found[t.Slug] = t
+	}
+	if _, ok := found[b.cfg.Tag]; !ok {
+		t, err := b.createTag(ctx)
+		if err != nil {
+			return nil, err
+		}
+		found[t.Slug] = t
+	}
+	tags := make([]netbox.NestedTagRequest, 0, len(wanted))
+	for _, slug := range wanted {
+		t, ok := found[slug]
+		if !ok {
+			return nil, fmt.Errorf("%w: tag %q does not exist in NetBox", backends.ErrNotFound, slug)
+		}
+		tags = append(tags, netbox.NestedTagRequest{Name: t.Name, Slug: t.Slug})
+	}
+	return tags, nil
+}
+
+func (b *Backend) createTag(ctx context.Context) (brief, error) {
+	req := netbox.NewTagRequest(b.cfg.Tag, b.cfg.Tag)
+	req.SetDescription("IP addresses reserved by Cluster API for an IPAddressClaim")
+	req.SetObjectTypes([]string{"ipam.ipaddress"})
+	_, resp, err := b.api.ExtrasAPI.ExtrasTagsCreate(ctx).TagRequest(*req).Execute()
+	if err = createError(resp, err); err != nil {
+		err = classify("creating tag "+b.cfg.Tag, resp, err)
+		if errors.Is(err, backends.ErrForbidden) {
+			return brief{}, fmt.Errorf("%w: tag %q does not exist and the token may not create it; create it in NetBox (Customization > Tags) or grant extras.add_tag: %v",
+				backends.ErrSetupRequired, b.cfg.Tag, err)
+		}
+		return brief{}, err
+	}
+	return brief{Name: b.cfg.Tag, Slug: b.cfg.Tag}, nil
+}
+
+func (b *Backend) ensureCustomFields(ctx context.Context) error {
+	names := []string{b.cfg.MarkerField}
+	for name := range b.cfg.Reservation.CustomFields {
+		names = append(names, name)
+	}
+	slices.Sort(names[1:])
+	var p page[customFieldObject]
+	if err := b.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": names, "limit": {"1000"}}, &p); err != nil {
+		return fmt.Errorf("looking up custom fields: %w", err)
+	}
+	found := map[string]customFieldObject{}
+	for _, cf := range p.Results {
+		found[cf.Name] = cf
+	}
+	for _, name := range names {
+		cf, ok := found[name]
+		switch {
+		case !ok && name == b.cfg.MarkerField:
+			if err := b.createMarkerField(ctx); err != nil {
+				return err
+			}
+			continue
+		case !ok:
+			return fmt.Errorf("%w: custom field %q does not exist in NetBox", backends.ErrNotFound, name)
+		case !slices.Contains(cf.ObjectTypes, "ipam.ipaddress"):
+			return fmt.Errorf("%w: custom field %q does not apply to IP addresses; add ipam.ipaddress to its object types", backends.ErrSetupRequired, name)
+		}
+		if name != b.cfg.MarkerField {
+			continue
+		}
+		if cf.Type.Value != "text" {
+			return fmt.Errorf("%w: marker field %q must be of type text, not %q", backends.ErrSetupRequired, name, cf.Type.Value)
+		}
+		if cf.FilterLogic.Value == "disabled" {
+			// NetBox would ignore the cf_ filter and return every address.
+			return fmt.Errorf("%w: marker field %q has filtering disabled; set its filter logic to exact", backends.ErrSetupRequired, name)
+		}
+	}
+	return nil
+}
+
+func (b *Backend) createMarkerField(ctx context.Context) error {
+	req := netbox.NewWritableCustomFieldRequest([]string{"ipam.ipaddress"}, b.cfg.MarkerField)
+	req.SetType(netbox.PATCHEDWRITABLECUSTOMFIELDREQUESTTYPE_TEXT)
+	req.SetFilterLogic(netbox.PATCHEDWRITABLECUSTOMFIELDREQUESTFILTERLOGIC_EXACT)
+	req.SetLabel("Cluster API claim")
+	req.SetDescription("The IPAddressClaim holding this address, as [<identity>/]<namespace>/<name>. Set by the Cluster API IPAM provider; remove it to keep the address when the claim is deleted.")
+	_, resp, err := b.api.ExtrasAPI.ExtrasCustomFieldsCreate(ctx).WritableCustomFieldRequest(*req).Execute()
+	if err = createError(resp, err); err != nil {
+		err = classify("creating custom field "+b.cfg.MarkerField, resp, err)
+		if errors.Is(err, backends.ErrForbidden) {
+			return fmt.Errorf("%w: custom field %q does not exist and the token may not create it; create it in NetBox (type text, object type IP address, filter logic exact) or grant extras.add_customfield: %v",
+				backends.ErrSetupRequired, b.cfg.MarkerField, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// createError ignores an error that only says the 201 answer of a create did
+// not decode: the object exists, and its fields are not needed.
+func createError(resp *http.Response, err error) error {
+	if err != nil && resp != nil && resp.StatusCode == http.StatusCreated {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,273 @@
+package netbox
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net/netip"
+	"net/url"
+
+	"go4.org/netipx"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// resolvedSource is a source found in NetBox.
+type resolvedSource struct {
+	kind    SourceKind
+	id      int32
+	vrfID   int32
+	display string
+	// network is the prefix, or the network of a range's start address.
+	network netip.Prefix
+	// first and last bound the addresses NetBox may hand out.
+	first, last netip.Addr
+	total       int64
+	// populated ranges have no free address by NetBox's rule.
+	populated bool
+}
+
+func (s resolvedSource) contains(a netip.Addr) bool {
+	return !a.Less(s.first) && !s.last.Less(a)
+}
+
+type prefixObject struct {
+	ID     int32  `json:"id"`
+	Prefix string `json:"prefix"`
+	VRF    *brief `json:"vrf"`
+	IsPool bool   `json:"is_pool"`
+}
+
+type rangeObject struct {
+	ID            int32  `json:"id"`
+	StartAddress  string `json:"start_address"`
+	EndAddress    string `json:"end_address"`
+	VRF           *brief `json:"vrf"`
+	MarkPopulated bool   `json:"mark_populated"`
+}
+
+// resolveSources finds every source in NetBox.
+func (b *Backend) resolveSources(ctx context.Context) ([]resolvedSource, error) {
+	vrfIDs := map[string]int32{}
+	resolved := make([]resolvedSource, 0, len(b.cfg.Sources))
+	for _, s := range b.cfg.Sources {
+		vrfID, ok := vrfIDs[s.VRF]
+		if !ok && s.VRF != "" {
+			var err error
+			if vrfID, err = b.findVRF(ctx, s.VRF); err != nil {
+				return nil, err
+			}
+			vrfIDs[s.VRF] = vrfID
+		}
+		var r resolvedSource
+		var err error
+		if s.Kind == SourcePrefix {
+			r, err = b.resolvePrefix(ctx, s, vrfID)
+		} else {
+			r, err = b.resolveRange(ctx, s, vrfID)
+		}
+		if err != nil {
+			return nil, err
+		}
+		resolved = append(resolved, r)
+	}
+	return resolved, nil
+}
+
+func (b *Backend) findVRF(ctx context.Context, name string) (int32, error) {
+	var p page[brief]
+	if err := b.getJSON(ctx, "/api/ipam/vrfs/", url.Values{"name": {name}}, &p); err != nil {
+		return 0, fmt.Errorf("looking up VRF %q: %w", name, err)
+	}
+	switch len(p.Results) {
+	case 0:
+		return 0, fmt.Errorf("%w: VRF %q does not exist in NetBox", backends.ErrNotFound, name)
+	case 1:
+		return p.Results[0].ID, nil
+	default:
+		return 0, fmt.Errorf("%w: %d VRFs are named %q; select the source by id", backends.ErrInvalidConfig, len(p.Results), name)
+	}
+}
+
+func (b *Backend) resolvePrefix(ctx context.Context, s Source, vrfID int32) (resolvedSource, error) {
+	var obj prefixObject
+	if s.ID != 0 {
+		if err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/prefixes/%d/", s.ID), nil, &obj); err != nil {
+			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
+		}
+	} else {
+		q := url.Values{"prefix": {s.CIDR.String()}, "vrf_id": {vrfFilter(vrfID)}}
+		var p page[prefixObject]
+		if err := b.getJSON(ctx, "/api/ipam/prefixes/", q, &p); err != nil {
+			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
+		}
+		switch len(p.Results) {
+		case 0:
+			return resolvedSource{}, fmt.Errorf("%w: %s does not exist in NetBox", backends.ErrNotFound, s)
+		case 1:
+			obj = p.Results[0]
+		default:
+			return resolvedSource{}, fmt.Errorf("%w: %d prefixes match %s; select it by id", backends.ErrInvalidConfig, len(p.Results), s)
+		}
+	}
+	network, err := netip.ParsePrefix(obj.Prefix)
+	if err != nil {
+		return resolvedSource{}, fmt.Errorf("NetBox prefix %d has an unparsable prefix %q: %w", obj.ID, obj.Prefix, err)
+	}
+	network = network.Masked()
+	r := resolvedSource{
+		kind: SourcePrefix, id: obj.ID, vrfID: vrfIDOf(obj.VRF), network: network,
+		display: fmt.Sprintf("prefix %s (id %d)", network, obj.ID),
+	}
+	r.first, r.last = network.Addr(), netipx.PrefixLastIP(network)
+	hostBits := network.Addr().BitLen() - network.Bits()
+	r.total = pow2(hostBits)
+	// NetBox's rule: outside pools, IPv4 skips the network and broadcast
+	// addresses and IPv6 the subnet-router anycast address, except in /31,
+	// /32, /127 and /128.
+	if !obj.IsPool && hostBits > 1 {
+		r.first = r.first.Next()
+		r.total--
+		if network.Addr().Is4() {
+			r.last = r.last.Prev()
+			r.total--
+		}
+	}
+	return r, nil
+}
+
+func (b *Backend) resolveRange(ctx context.Context, s Source, vrfID int32) (resolvedSource, error) {
+	var obj rangeObject
+	if s.ID != 0 {
+		if err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-ranges/%d/", s.ID), nil, &obj); err != nil {
+			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
+		}
+	} else {
+		q := url.Values{"start_address": {s.Start.String()}, "end_address": {s.End.String()}, "vrf_id": {vrfFilter(vrfID)}}
+		var p page[rangeObject]
+		if err := b.getJSON(ctx, "/api/ipam/ip-ranges/", q, &p); err != nil {
+			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
+		}
+		var matches []rangeObject
+		for _, o := range p.Results {
+			start, errS := netip.ParsePrefix(o.StartAddress)
+			end, errE := netip.ParsePrefix(o.EndAddress)
+			if errS == nil && errE == nil && start.Addr() == s.Start && end.Addr() == s.End {
+				matches = append(matches, o)
+			}
+		}
+		switch len(matches) {
+		case 0:
+			return resolvedSource{}, fmt.Errorf("%w: %s does not exist in NetBox", backends.ErrNotFound, s)
+		case 1:
+			obj = matches[0]
+		default:
+			return resolvedSource{}, fmt.Errorf("%w: %d IP ranges match %s; select it by id", backends.ErrInvalidConfig, len(matches), s)
+		}
+	}
+	start, err := netip.ParsePrefix(obj.StartAddress)
+	if err != nil {
+		return resolvedSource{}, fmt.Errorf("NetBox IP range %d has an unparsable start %q: %w", obj.ID, obj.StartAddress, err)
+	}
+	end, err := netip.ParsePrefix(obj.EndAddress)
+	if err != nil {
+		return resolvedSource{}, fmt.Errorf("NetBox IP range %d has an unparsable end %q: %w", obj.ID, obj.EndAddress, err)
+	}
+	r := resolvedSource{
+		kind: SourceIPRange, id: obj.ID, vrfID: vrfIDOf(obj.VRF),
+		network: start.Masked(), first: start.Addr(), last: end.Addr(), populated: obj.MarkPopulated,
+		display: fmt.Sprintf("ip-range %s-%s (id %d)", start.Addr(), end.Addr(), obj.ID),
+	}
+	r.total = rangeSize(r.first, r.last)
+	return r, nil
+}
+
+// checkGateway makes sure an allocation can never be handed the gateway: an
+// explicit gateway must lie in every source's network, and a gateway inside a
+// source must be recorded in NetBox, or NetBox would consider it free.
+func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) error {
+	if b.cfg.Gateway.None {
+		return nil
+	}
+	for _, s := range sources {
+		gw := b.cfg.Gateway.Address
+		if gw.IsValid() {
+			if !s.network.Contains(gw) {
+				return fmt.Errorf("%w: gateway %s is outside %s (network %s)", backends.ErrInvalidConfig, gw, s.display, s.network)
+			}
+		} else {
+			gw = firstUsable(s.network)
+			if !gw.IsValid() {
+				continue
+			}
+		}
+		if !s.contains(gw) {
+			continue
+		}
+		q := url.Values{"address": {gw.String()}, "vrf_id": {vrfFilter(s.vrfID)}, "limit": {"1"}}
+		var p page[ipRecord]
+		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+			return fmt.Errorf("looking up gateway %s: %w", gw, err)
+		}
+		if p.Count == 0 {
+			return fmt.Errorf("%w: gateway %s lies in %s but is not recorded in NetBox, so NetBox could hand it out; record it (for example with status reserved) or set gateway.policy None",
+				backends.ErrInvalidConfig, gw, s.display)
+		}
+	}
+	return nil
+}
+
+// usage counts each source's records with one request per source: the
+// addresses under a prefix, or under the CIDRs that cover a range.
+func (b *Backend) usage(ctx context.Context, sources []resolvedSource) (backends.Usage, error) {
+	var u backends.Usage
+	for _, s := range sources {
+		u.Total = satAdd(u.Total, s.total)
+		if s.populated {
+			u.Used = satAdd(u.Used, s.total)
+			continue
+		}
+		q := url.Values{"vrf_id": {vrfFilter(s.vrfID)}, "limit": {"1"}}
+		if s.kind == SourcePrefix {
+			q.Add("parent", s.network.String())
+		} else {
+			for _, p := range netipx.IPRangeFrom(s.first, s.last).Prefixes() {
+				q.Add("parent", p.String())
+			}
+		}
+		var p page[ipRecord]
+		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+			return backends.Usage{}, fmt.Errorf("counting addresses of %s: %w", s.display, err)
+		}
+		u.Used = satAdd(u.Used, min(p.Count, s.total))
+	}
+	return u, nil
+}
+
+func pow2(bits int) int64 {
+	if bits >= 63 {
+		return math.MaxInt64
+	}
+	return int64(1) << bits
+}
+
+// rangeSize counts the addresses from first to last, saturating.
+func rangeSize(first, last netip.Addr) int64 {
+	a, z := first.As16(), last.As16()
+	if [8]byte(a[:8]) != [8]byte(z[:8]) {
+		return math.MaxInt64
+	}
+	d := binary.BigEndian.Uint64(z[8:]) - binary.BigEndian.Uint64(a[8:])
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(d) + 1
+}
+
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
