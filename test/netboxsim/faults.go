@@ -1,0 +1,156 @@
+package netboxsim
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+)
+
+// FaultKind says how an injected fault disturbs a request.
+type FaultKind int
+
+const (
+	// FaultStatus replies with Status without processing the request: an
+	// nginx HTML page for 502/503/504, NetBox's JSON error for 500.
+	FaultStatus FaultKind = iota
+	// FaultDrop closes the connection without reply and without processing.
+	FaultDrop
+	// FaultLoseResponse processes the request fully (e.g. allocates), then
+	// closes the connection without replying.
+	FaultLoseResponse
+	// FaultLatency sleeps Latency, then processes normally. The request is
+	// processed even if the client gave up meanwhile, as NetBox would.
+	FaultLatency
+)
+
+// Fault is consumed, in order of injection, by the first matching requests.
+// Go's HTTP client silently retries idempotent requests (GET) whose reused
+// connection dies, so a drop on a GET may go unnoticed by the caller.
+type Fault struct {
+	Kind         FaultKind
+	Method       string // "" = any
+	PathContains string
+	Times        int // matching requests affected; default 1
+	Status       int // FaultStatus; default 503
+	Latency      time.Duration
+}
+
+// InjectFault queues a fault.
+func (s *Server) InjectFault(f Fault) {
+	if f.Times <= 0 {
+		f.Times = 1
+	}
+	if f.Kind == FaultStatus && f.Status == 0 {
+		f.Status = http.StatusServiceUnavailable
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &f)
+}
+
+// ClearFaults drops all pending faults.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+// SetLatency adds d to every request, before anything else happens.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
+}
+
+// takeFault consumes one use of the first fault matching the request.
+func (s *Server) takeFault(method, path string) (Fault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, f := range s.faults {
+		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) {
+			f.Times--
+			if f.Times == 0 {
+				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
+			}
+			return *f, true
+		}
+	}
+	return Fault{}, false
+}
+
+func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, rt *route, id string) int {
+	f, ok := s.takeFault(r.Method, r.URL.Path)
+	if !ok {
+		return s.dispatch(w, r, rt, id)
+	}
+	switch f.Kind {
+	case FaultStatus:
+		_, _ = io.Copy(io.Discard, r.Body)
+		return writeFaultStatus(w, f.Status)
+	case FaultDrop:
+		// Drain the body so the client sees a clean close, not a reset.
+		_, _ = io.Copy(io.Discard, r.Body)
+		hijackClose(w)
+		return 0
+	case FaultLoseResponse:
+		rec := httptest.NewRecorder()
+		status := s.dispatch(rec, r, rt, id)
+		hijackClose(w)
+		return status
+	case FaultLatency:
+		if !s.sleep(f.Latency) {
+			hijackClose(w)
+			return 0
+		}
+	}
+	return s.dispatch(w, r, rt, id)
+}
+
+// sleep waits d unless the server is closing (then it returns false). The
+// client going away does not cut it short.
+func (s *Server) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closing:
+		return false
+	}
+}
+
+// hijackClose closes the connection without writing a response.
+func hijackClose(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("netboxsim: connection cannot be hijacked (HTTP/2?)")
+	}
+	conn, _, err := hj.Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
+
+// writeFaultStatus answers like the component that would really fail: nginx
+// for gateway errors, NetBox's exception handler for 500, DRF otherwise.
+func writeFaultStatus(w http.ResponseWriter, status int) int {
+	text := http.StatusText(status)
+	switch status {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(status)
+		_, _ = fmt.Fprintf(w, "<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n"+
+			"<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n", status, text, status, text)
+		return status
+	case http.StatusInternalServerError:
+		return writeResponse(w, pythonCrash("OperationalError", "server closed the connection unexpectedly"))
+	default:
+		return writeResponse(w, errDetail(status, text))
+	}
+}

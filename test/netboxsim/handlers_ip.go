@@ -1,0 +1,208 @@
+package netboxsim
+
+import (
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+func listIPs(c *reqCtx) response {
+	st := c.st()
+	f := newFilterSet(c.r)
+	var preds []func(*ipObj) bool
+	if ids, ok := f.numbers("id"); ok {
+		preds = append(preds, func(ip *ipObj) bool { return containsID(ids, ip.id) })
+	}
+	if vals := f.values("address"); vals != nil {
+		preds = append(preds, func(ip *ipObj) bool { return netIn(vals, ip.addr) })
+	}
+	if vals := f.values("parent"); vals != nil {
+		// Hosts inside any of the prefixes, whatever their mask or VRF; one
+		// unparsable prefix empties the result (search_by_parent).
+		parents, valid := make([]netip.Prefix, 0, len(vals)), true
+		for _, v := range vals {
+			p, ok := parseAddress(v)
+			valid = valid && ok
+			parents = append(parents, p.Masked())
+		}
+		preds = append(preds, func(ip *ipObj) bool {
+			return valid && slices.ContainsFunc(parents, func(p netip.Prefix) bool { return p.Contains(ip.addr.Addr()) })
+		})
+	}
+	if vrfs, ok := f.related("vrf_id", st.vrfExists); ok {
+		preds = append(preds, func(ip *ipObj) bool { return vrfs[ip.vrf] })
+	}
+	if tenants, ok := f.related("tenant_id", func(id int32) bool { _, ok := st.tenants[id]; return ok }); ok {
+		preds = append(preds, func(ip *ipObj) bool { return tenants[ip.tenant] })
+	}
+	for _, slug := range f.values("tag") {
+		// TagFilter is conjoined: every tag must be present.
+		t := st.tagBySlug(slug)
+		if t == nil {
+			f.errs.add("tag", "Select a valid choice. "+slug+" is not one of the available choices.")
+			break
+		}
+		preds = append(preds, func(ip *ipObj) bool { return slices.Contains(ip.tags, t.id) })
+	}
+	if vals := f.values("description"); vals != nil {
+		preds = append(preds, func(ip *ipObj) bool { return slices.Contains(vals, ip.description) })
+	}
+	if vals := f.values("dns_name"); vals != nil {
+		preds = append(preds, func(ip *ipObj) bool { return slices.Contains(vals, ip.dnsName) })
+	}
+	if sts, ok := f.choices("status", ipStatusLabels); ok {
+		preds = append(preds, func(ip *ipObj) bool { return slices.Contains(sts, ip.status) })
+	}
+	if roles, ok := f.choices("role", ipRoleLabels); ok {
+		preds = append(preds, func(ip *ipObj) bool { return slices.Contains(roles, ip.role) })
+	}
+	if fams, ok := f.numbers("family"); ok {
+		preds = append(preds, func(ip *ipObj) bool { return slices.Contains(fams, int64(familyNumber(ip.addr.Addr()))) })
+	}
+	if masks, ok := f.numbers("mask_length"); ok {
+		preds = append(preds, func(ip *ipObj) bool { return slices.Contains(masks, int64(ip.addr.Bits())) })
+	}
+	if q := strings.TrimSpace(f.q.Get("q")); q != "" {
+		lq := strings.ToLower(q)
+		preds = append(preds, func(ip *ipObj) bool {
+			return strings.Contains(strings.ToLower(ip.dnsName), lq) || strings.Contains(strings.ToLower(ip.description), lq) ||
+				strings.HasPrefix(strings.ToLower(ip.addr.String()), lq)
+		})
+	}
+	preds = append(preds, customFieldFilters(st, f)...)
+	if resp, bad := f.failed(); bad {
+		return resp
+	}
+	return paginate(c, filter(st.ipList(), preds), func(ip *ipObj) any { return c.rend.ip(ip) })
+}
+
+// customFieldFilters builds the cf_<name> filters NetBox generates for each
+// custom field: exact or case-insensitive contains (loose) for text; fields
+// with filter logic "disabled" get no filter, so the parameter is ignored.
+func customFieldFilters(st *store, f *filterSet) []func(*ipObj) bool {
+	var preds []func(*ipObj) bool
+	for _, cf := range st.customFieldsFor("ipam.ipaddress") {
+		vals := f.values("cf_" + cf.name)
+		if vals == nil || cf.filterLogic == "disabled" {
+			continue
+		}
+		loose := cf.filterLogic == "loose" && (cf.typ == "text" || cf.typ == "longtext" || cf.typ == "url")
+		preds = append(preds, func(ip *ipObj) bool {
+			return slices.ContainsFunc(vals, func(want string) bool { return cfMatches(ip.cf[cf.name], want, loose) })
+		})
+	}
+	return preds
+}
+
+func cfMatches(have any, want string, loose bool) bool {
+	switch x := have.(type) {
+	case string:
+		if loose {
+			return strings.Contains(strings.ToLower(x), strings.ToLower(want))
+		}
+		return x == want
+	case float64:
+		n, err := strconv.ParseFloat(want, 64)
+		return err == nil && n == x
+	case bool:
+		b, msg := booleanField(want)
+		return msg == "" && b == x
+	}
+	return false
+}
+
+func getIP(c *reqCtx) response {
+	return getOne(c, c.st().ips, "IPAddress", func(ip *ipObj) any { return c.rend.ip(ip) })
+}
+
+// createIPs is POST on the list endpoint: one object or a list (bulk).
+func createIPs(c *reqCtx) response {
+	data, bad := c.body()
+	if bad != nil {
+		return *bad
+	}
+	st := c.st()
+	return createMany(data,
+		func(item any) (*ipObj, fieldErrors) { return st.buildIP(item, nil, false) },
+		func(ip *ipObj) any { st.insertIP(ip); return c.rend.ip(ip) })
+}
+
+func (st *store) insertIP(ip *ipObj) {
+	ip.id = st.nextID("ipaddress")
+	ip.created = now()
+	ip.updated = ip.created
+	st.ips[ip.id] = ip
+}
+
+// updateIP serves PATCH (partial) and PUT (address required).
+func updateIP(c *reqCtx) response {
+	id, ok := c.objectID()
+	if !ok {
+		return errDetail(http.StatusNotFound, "Not found.")
+	}
+	st := c.st()
+	cur, ok := st.ips[id]
+	if !ok {
+		return notFound("IPAddress")
+	}
+	data, bad := c.body()
+	if bad != nil {
+		return *bad
+	}
+	ip, errs := st.buildIP(data, cur, c.r.Method == http.MethodPatch)
+	if errs != nil {
+		return badRequest(errs)
+	}
+	ip.updated = now()
+	st.ips[id] = ip
+	return response{http.StatusOK, c.rend.ip(ip)}
+}
+
+func deleteIP(c *reqCtx) response {
+	id, ok := c.objectID()
+	if !ok {
+		return errDetail(http.StatusNotFound, "Not found.")
+	}
+	if _, ok := c.st().ips[id]; !ok {
+		return notFound("IPAddress")
+	}
+	delete(c.st().ips, id)
+	return response{status: http.StatusNoContent}
+}
+
+// createMany validates every item first and stores them only if all are
+// valid, answering with a list when a list was sent. Errors of a list are
+// a list with {} for the valid items, as DRF's ListSerializer reports.
+func createMany[T any](data any, build func(any) (T, fieldErrors), save func(T) any) response {
+	items, many := data.([]any)
+	if !many {
+		items = []any{data}
+	}
+	built := make([]T, len(items))
+	errs := make([]fieldErrors, len(items))
+	failed := false
+	for i, it := range items {
+		built[i], errs[i] = build(it)
+		if errs[i] == nil {
+			errs[i] = fieldErrors{}
+		} else {
+			failed = true
+		}
+	}
+	if failed {
+		if many {
+			return badRequest(errs)
+		}
+		return badRequest(errs[0])
+	}
+	out := make([]any, len(built))
+	for i, b := range built {
+		out[i] = save(b)
+	}
+	if many {
+		return response{http.StatusCreated, out}
+	}
+	return response{http.StatusCreated, out[0]}
+}

@@ -1,0 +1,367 @@
+package netboxsim
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestListFilters(t *testing.T) {
+	s := newSim(t)
+	vrf := s.AddVRF("blue", "")
+	s.AddTag("Managed", "managed")
+	s.AddTag("Pool A", "pool-a")
+	s.AddCustomField("claim", "exact")
+	s.AddCustomField("owner", "loose")
+	s.AddCustomField("secret", "disabled")
+	s.AddIPAddress("10.0.0.1/24", IPOptions{Tags: []string{"managed", "pool-a"},
+		CustomFields: map[string]any{"claim": "ns/a", "owner": "Team-Blue", "secret": "s1"}, Description: "one"})
+	s.AddIPAddress("10.0.0.2/24", IPOptions{Tags: []string{"managed"},
+		CustomFields: map[string]any{"claim": "ns/a-2", "owner": "team-red"}})
+	s.AddIPAddress("10.0.1.1/32", IPOptions{VRF: vrf, Description: "one"})
+	s.AddIPAddress("10.0.0.1/32", IPOptions{VRF: vrf})
+	s.AddIPAddress("2001:db8::1/64", IPOptions{})
+
+	tests := []struct {
+		query string
+		want  []string // in NetBox's order (inet, then id)
+	}{
+		{"", []string{"10.0.0.1/24", "10.0.0.2/24", "10.0.0.1/32", "10.0.1.1/32", "2001:db8::1/64"}},
+		{"tag=managed", []string{"10.0.0.1/24", "10.0.0.2/24"}},
+		{"tag=managed&tag=pool-a", []string{"10.0.0.1/24"}},
+		{"cf_claim=ns/a", []string{"10.0.0.1/24"}},
+		{"cf_claim=ns/a&cf_claim=ns/a-2", []string{"10.0.0.1/24", "10.0.0.2/24"}},
+		{"cf_owner=TEAM", []string{"10.0.0.1/24", "10.0.0.2/24"}},
+		{"cf_owner=blue", []string{"10.0.0.1/24"}},
+		{"cf_secret=nothing-matches", []string{"10.0.0.1/24", "10.0.0.2/24", "10.0.0.1/32", "10.0.1.1/32", "2001:db8::1/64"}},
+		{"cf_undefined=x", []string{"10.0.0.1/24", "10.0.0.2/24", "10.0.0.1/32", "10.0.1.1/32", "2001:db8::1/64"}},
+		{"parent=10.0.0.0/24", []string{"10.0.0.1/24", "10.0.0.2/24", "10.0.0.1/32"}},
+		{"parent=10.0.0.0/24&vrf_id=null", []string{"10.0.0.1/24", "10.0.0.2/24"}},
+		{"parent=not-a-prefix", nil},
+		{"address=10.0.0.1", []string{"10.0.0.1/24", "10.0.0.1/32"}},
+		{"address=10.0.0.1/32", []string{"10.0.0.1/32"}},
+		{"address=10.0.0.1/24&address=10.0.1.1", []string{"10.0.0.1/24", "10.0.1.1/32"}},
+		{fmt.Sprintf("vrf_id=%d", vrf), []string{"10.0.0.1/32", "10.0.1.1/32"}},
+		{fmt.Sprintf("vrf_id=null&vrf_id=%d&family=6", vrf), []string{"2001:db8::1/64"}},
+		{"description=one", []string{"10.0.0.1/24", "10.0.1.1/32"}},
+		{"mask_length=32", []string{"10.0.0.1/32", "10.0.1.1/32"}},
+		{"id=2&id=5", []string{"10.0.0.2/24", "2001:db8::1/64"}},
+		{"unknown_param=1", []string{"10.0.0.1/24", "10.0.0.2/24", "10.0.0.1/32", "10.0.1.1/32", "2001:db8::1/64"}},
+	}
+	c := client(t, s)
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			page := obj(t, c.getJSON("/api/ipam/ip-addresses/?"+tt.query, 200))
+			assert.EqualValues(t, len(tt.want), page["count"])
+			assert.Equal(t, tt.want, addresses(t, page["results"]))
+		})
+	}
+
+	invalid := []struct{ query, field, msg string }{
+		{"tag=ghost", "tag", "Select a valid choice. ghost is not one of the available choices."},
+		{"vrf_id=99", "vrf_id", "Select a valid choice. 99 is not one of the available choices."},
+		{"status=bogus", "status", "Select a valid choice. bogus is not one of the available choices."},
+		{"id=abc", "id", "Enter a number."},
+	}
+	for _, tt := range invalid {
+		t.Run(tt.query, func(t *testing.T) {
+			status, body, _ := c.do(http.MethodGet, "/api/ipam/ip-addresses/?"+tt.query, nil)
+			require.Equal(t, http.StatusBadRequest, status)
+			assert.Equal(t, map[string]any{tt.field: []any{tt.msg}}, decode(t, body))
+		})
+	}
+}
+
+func TestPagination(t *testing.T) {
+	s := newSim(t)
+	for i := 1; i <= 120; i++ {
+		s.AddIPAddress(fmt.Sprintf("10.0.0.%d/24", i), IPOptions{})
+	}
+	c := client(t, s)
+	base := s.URL() + "/api/ipam/ip-addresses/"
+
+	tests := []struct {
+		query           string
+		wantLen         int
+		wantFirst       string
+		wantNext, wantP any
+	}{
+		{"", 50, "10.0.0.1/24", base + "?limit=50&offset=50", nil},
+		{"limit=50&offset=50", 50, "10.0.0.51/24", base + "?limit=50&offset=100", base + "?limit=50"},
+		{"limit=50&offset=100", 20, "10.0.0.101/24", nil, base + "?limit=50&offset=50"},
+		{"limit=10&offset=25&vrf_id=null", 10, "10.0.0.26/24", base + "?limit=10&offset=35&vrf_id=null", base + "?limit=10&offset=15&vrf_id=null"},
+		{"limit=0", 120, "10.0.0.1/24", nil, nil},
+		{"limit=5000", 120, "10.0.0.1/24", nil, nil},
+		{"limit=-3", 50, "10.0.0.1/24", base + "?limit=50&offset=50", nil},
+		{"offset=500", 0, "", nil, base + "?limit=50&offset=450"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			page := obj(t, c.getJSON("/api/ipam/ip-addresses/?"+tt.query, 200))
+			assert.EqualValues(t, 120, page["count"])
+			results := list(t, page["results"])
+			require.Len(t, results, tt.wantLen)
+			if tt.wantLen > 0 {
+				assert.Equal(t, tt.wantFirst, obj(t, results[0])["address"])
+			}
+			assert.Equal(t, tt.wantNext, page["next"])
+			assert.Equal(t, tt.wantP, page["previous"])
+		})
+	}
+}
+
+func TestObjectShapes(t *testing.T) {
+	s := newSim(t)
+	vrf := s.AddVRF("blue", "65000:1")
+	s.AddTag("Managed", "managed")
+	s.AddCustomField("claim", "")
+	pid := s.AddPrefix("10.0.0.0/24", PrefixOptions{VRF: vrf, IsPool: true})
+	s.AddPrefix("10.0.0.0/16", PrefixOptions{VRF: vrf})
+	rid := s.AddIPRange("10.0.0.10/24", "10.0.0.20/24", RangeOptions{VRF: vrf, MarkUtilized: true})
+	ipID := s.AddIPAddress("10.0.0.5/24", IPOptions{VRF: vrf, Tags: []string{"managed"}})
+	c := client(t, s)
+	created := `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z$`
+
+	ip := obj(t, c.getJSON(fmt.Sprintf("/api/ipam/ip-addresses/%d/", ipID), 200))
+	requireKeys(t, ip, "id", "url", "display_url", "display", "family", "address", "vrf", "tenant", "status", "role",
+		"assigned_object_type", "assigned_object_id", "assigned_object", "nat_inside", "nat_outside", "dns_name",
+		"description", "comments", "tags", "custom_fields", "created", "last_updated")
+	assert.Equal(t, fmt.Sprintf("%s/api/ipam/ip-addresses/%d/", s.URL(), ipID), ip["url"])
+	assert.Equal(t, fmt.Sprintf("%s/ipam/ip-addresses/%d/", s.URL(), ipID), ip["display_url"])
+	assert.Equal(t, "10.0.0.5/24", ip["display"])
+	assert.Equal(t, map[string]any{"value": float64(4), "label": "IPv4"}, ip["family"])
+	assert.Equal(t, map[string]any{"value": "active", "label": "Active"}, ip["status"])
+	assert.Nil(t, ip["role"])
+	assert.Nil(t, ip["tenant"])
+	assert.Equal(t, []any{}, ip["nat_outside"])
+	assert.Equal(t, map[string]any{"claim": nil}, ip["custom_fields"], "every defined field, null when unset")
+	assert.Regexp(t, created, ip["created"])
+	tag := obj(t, list(t, ip["tags"])[0])
+	requireKeys(t, tag, "id", "url", "display", "name", "slug", "color")
+	assert.Equal(t, "9e9e9e", tag["color"])
+	v := obj(t, ip["vrf"])
+	assert.Equal(t, map[string]any{"id": float64(vrf), "url": fmt.Sprintf("%s/api/ipam/vrfs/%d/", s.URL(), vrf),
+		"display": "blue (65000:1)", "name": "blue", "rd": "65000:1", "description": ""}, v)
+
+	p := obj(t, c.getJSON(fmt.Sprintf("/api/ipam/prefixes/%d/", pid), 200))
+	requireKeys(t, p, "id", "url", "display", "family", "prefix", "vrf", "scope_type", "scope_id", "scope", "tenant",
+		"vlan", "status", "role", "is_pool", "mark_utilized", "description", "comments", "tags", "custom_fields",
+		"created", "last_updated", "children", "_depth")
+	assert.Equal(t, "10.0.0.0/24", p["prefix"])
+	assert.Equal(t, true, p["is_pool"])
+	assert.EqualValues(t, 1, p["_depth"], "nested in the /16")
+
+	r := obj(t, c.getJSON(fmt.Sprintf("/api/ipam/ip-ranges/%d/", rid), 200))
+	requireKeys(t, r, "id", "url", "display", "family", "start_address", "end_address", "size", "vrf", "tenant",
+		"status", "role", "description", "comments", "tags", "custom_fields", "created", "last_updated",
+		"mark_populated", "mark_utilized")
+	assert.EqualValues(t, 11, r["size"])
+	assert.Equal(t, "10.0.0.10-20/24", r["display"])
+	assert.Equal(t, true, r["mark_utilized"])
+
+	prefixes := obj(t, c.getJSON("/api/ipam/prefixes/?prefix=10.0.0.0/24&vrf_id="+fmt.Sprint(vrf), 200))
+	assert.EqualValues(t, 1, prefixes["count"])
+	ranges := obj(t, c.getJSON("/api/ipam/ip-ranges/?start_address=10.0.0.10/24&end_address=10.0.0.20/24", 200))
+	assert.EqualValues(t, 1, ranges["count"])
+	vrfs := obj(t, c.getJSON("/api/ipam/vrfs/?name=blue", 200))
+	assert.EqualValues(t, 1, obj(t, list(t, vrfs["results"])[0])["ipaddress_count"])
+}
+
+func TestIPAddressCRUD(t *testing.T) {
+	s := newSim(t)
+	s.AddTag("Managed", "managed")
+	tenant := s.AddTenant("Acme", "acme")
+	c := client(t, s)
+
+	status, body, resp := c.do(http.MethodPost, "/api/ipam/ip-addresses/", map[string]any{
+		"address": "192.0.2.10/24", "tags": []any{map[string]any{"slug": "managed"}}, "tenant": tenant})
+	require.Equal(t, http.StatusCreated, status, string(body))
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	assert.Equal(t, "4.3", resp.Header.Get("API-Version"))
+	id := int(obj(t, decode(t, body))["id"].(float64))
+	path := fmt.Sprintf("/api/ipam/ip-addresses/%d/", id)
+
+	status, body, _ = c.do(http.MethodPatch, path, map[string]any{"description": "patched", "role": nil})
+	require.Equal(t, http.StatusOK, status, string(body))
+	ip := obj(t, decode(t, body))
+	assert.Equal(t, "patched", ip["description"])
+	assert.Equal(t, "192.0.2.10/24", ip["address"], "PATCH keeps other fields")
+	assert.Len(t, list(t, ip["tags"]), 1)
+
+	status, body, _ = c.do(http.MethodPut, path, map[string]any{"description": "no address"})
+	require.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, map[string]any{"address": []any{"This field is required."}}, decode(t, body))
+
+	validation := []struct {
+		name string
+		body any
+		want any
+	}{
+		{"duplicate", map[string]any{"address": "192.0.2.10/32"},
+			map[string]any{"address": []any{"Duplicate IP address found in global table: 192.0.2.10/24"}}},
+		{"slaac on ipv4", map[string]any{"address": "192.0.2.11/24", "status": "slaac"},
+			map[string]any{"status": []any{"Only IPv6 addresses can be assigned SLAAC status"}}},
+		{"zero mask", map[string]any{"address": "192.0.2.12/0"},
+			map[string]any{"address": []any{"Cannot create IP address with /0 mask."}}},
+		{"bad address", map[string]any{"address": "nope"},
+			map[string]any{"address": []any{"Enter a valid IPv4 or IPv6 address with optional mask."}}},
+		{"missing address", map[string]any{}, map[string]any{"address": []any{"This field is required."}}},
+		{"not a dict", "[1]", []any{map[string]any{"non_field_errors": []any{"Invalid data. Expected a dictionary, but got int."}}}},
+	}
+	for _, tt := range validation {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body, _ := c.do(http.MethodPost, "/api/ipam/ip-addresses/", tt.body)
+			require.Equal(t, http.StatusBadRequest, status, string(body))
+			assert.Equal(t, tt.want, decode(t, body))
+		})
+	}
+
+	t.Run("populated range", func(t *testing.T) {
+		s.AddIPRange("198.51.100.10/24", "198.51.100.20/24", RangeOptions{MarkPopulated: true})
+		status, body, _ := c.do(http.MethodPost, "/api/ipam/ip-addresses/", map[string]any{"address": "198.51.100.15/24"})
+		require.Equal(t, http.StatusBadRequest, status)
+		assert.Equal(t, map[string]any{"address": []any{"Cannot create IP address 198.51.100.15/24 inside range 198.51.100.10-20/24."}},
+			decode(t, body))
+	})
+
+	status, body, _ = c.do(http.MethodDelete, path, nil)
+	require.Equal(t, http.StatusNoContent, status)
+	assert.Empty(t, body)
+	status, body, _ = c.do(http.MethodGet, path, nil)
+	require.Equal(t, http.StatusNotFound, status)
+	assert.JSONEq(t, `{"detail":"No IPAddress matches the given query."}`, string(body))
+}
+
+func TestCustomFieldsMustExist(t *testing.T) {
+	s := newSim(t)
+	c := client(t, s)
+	ip := map[string]any{"address": "10.0.0.1/24", "custom_fields": map[string]any{"claim": "x"}}
+
+	status, body, _ := c.do(http.MethodPost, "/api/ipam/ip-addresses/", ip)
+	require.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, map[string]any{"__all__": []any{"Unknown field name 'claim' in custom field data."}}, decode(t, body))
+
+	status, body, _ = c.do(http.MethodPost, "/api/extras/custom-fields/", map[string]any{
+		"name": "claim", "type": "text", "object_types": []any{"ipam.ipaddress"}, "filter_logic": "exact"})
+	require.Equal(t, http.StatusCreated, status, string(body))
+	cf := obj(t, decode(t, body))
+	assert.Equal(t, map[string]any{"value": "exact", "label": "Exact"}, cf["filter_logic"])
+	assert.Equal(t, "Claim", cf["display"])
+	requireKeys(t, cf, "id", "url", "display", "object_types", "type", "data_type", "name")
+
+	status, body, _ = c.do(http.MethodPost, "/api/extras/custom-fields/", map[string]any{
+		"name": "claim", "type": "text", "object_types": []any{"ipam.ipaddress"}})
+	require.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, map[string]any{"name": []any{"custom field with this name already exists."}}, decode(t, body))
+
+	status, body, _ = c.do(http.MethodPost, "/api/ipam/ip-addresses/", ip)
+	require.Equal(t, http.StatusCreated, status, string(body))
+	assert.Equal(t, map[string]any{"claim": "x"}, obj(t, decode(t, body))["custom_fields"])
+
+	status, body, _ = c.do(http.MethodPost, "/api/ipam/ip-addresses/", map[string]any{
+		"address": "10.0.0.2/24", "custom_fields": map[string]any{"claim": 5}})
+	require.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, map[string]any{"__all__": []any{"Invalid value for custom field 'claim': Value must be a string."}}, decode(t, body))
+
+	fields := obj(t, c.getJSON("/api/extras/custom-fields/?name=claim", 200))
+	assert.EqualValues(t, 1, fields["count"])
+}
+
+func TestTagsEndpoint(t *testing.T) {
+	s := newSim(t)
+	c := client(t, s)
+	status, body, _ := c.do(http.MethodPost, "/api/extras/tags/", map[string]any{"name": "Managed", "slug": "managed"})
+	require.Equal(t, http.StatusCreated, status, string(body))
+	tag := obj(t, decode(t, body))
+	assert.Equal(t, "9e9e9e", tag["color"])
+	requireKeys(t, tag, "id", "url", "display", "name", "slug")
+
+	status, body, _ = c.do(http.MethodPost, "/api/extras/tags/", map[string]any{"name": "Other", "slug": "managed", "color": "red"})
+	require.Equal(t, http.StatusBadRequest, status)
+	assert.Equal(t, map[string]any{
+		"slug":  []any{"tag with this slug already exists."},
+		"color": []any{"Enter a valid hexadecimal RGB color code."},
+	}, decode(t, body))
+
+	page := obj(t, c.getJSON("/api/extras/tags/?slug=managed", 200))
+	assert.EqualValues(t, 1, page["count"])
+	page = obj(t, c.getJSON("/api/extras/tags/?slug=other", 200))
+	assert.EqualValues(t, 0, page["count"])
+	obj(t, c.getJSON(fmt.Sprintf("/api/extras/tags/%v/", tag["id"]), 200))
+}
+
+func TestRoutingAndErrors(t *testing.T) {
+	s := newSim(t)
+	c := client(t, s)
+	c.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+	tests := []struct {
+		name, method, path string
+		body               any
+		wantStatus         int
+		wantBody           string // JSON, or a substring for non-JSON bodies
+	}{
+		{"missing object", "GET", "/api/ipam/vrfs/7/", nil, 404, `{"detail":"No VRF matches the given query."}`},
+		{"non-numeric id", "GET", "/api/ipam/ip-addresses/abc/", nil, 404, `{"detail":"Not found."}`},
+		{"method not allowed", "DELETE", "/api/ipam/prefixes/", nil, 405, `{"detail":"Method \"DELETE\" not allowed."}`},
+		{"malformed json", "POST", "/api/ipam/ip-addresses/", `{"address": `, 400,
+			`{"detail":"JSON parse error - Expecting value: line 1 column 13 (char 12)"}`},
+		{"unknown path", "GET", "/api/ipam/nothing/", nil, 404, "Page Not Found"},
+		{"no trailing slash", "GET", "/api/ipam/ip-addresses?limit=1", nil, 301, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body, resp := c.do(tt.method, tt.path, tt.body)
+			require.Equal(t, tt.wantStatus, status, string(body))
+			switch {
+			case status == 301:
+				assert.Equal(t, "/api/ipam/ip-addresses/?limit=1", resp.Header.Get("Location"))
+			case resp.Header.Get("Content-Type") == "application/json":
+				assert.JSONEq(t, tt.wantBody, string(body))
+			default:
+				assert.Contains(t, resp.Header.Get("Content-Type"), "text/html")
+				assert.Contains(t, string(body), tt.wantBody)
+			}
+		})
+	}
+
+	t.Run("unsupported media type", func(t *testing.T) {
+		req, err := http.NewRequest(http.MethodPost, s.URL()+"/api/extras/tags/", strings.NewReader("a=b"))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Token "+v1Token)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode)
+	})
+}
+
+func TestHumanEdits(t *testing.T) {
+	s := newSim(t)
+	s.AddTag("Managed", "managed")
+	id := s.AddIPAddress("10.0.0.7/24", IPOptions{Tags: []string{"managed"}, CustomFields: map[string]any{"claim": "a"}})
+
+	got := s.IPAddresses()
+	got[0].CustomFields["claim"] = "mutated"
+	got[0].Tags[0] = "mutated"
+	assert.Equal(t, "a", s.IPAddresses()[0].CustomFields["claim"], "IPAddresses returns deep copies")
+
+	s.EditIPAddress(id, func(ip *IPAddress) {
+		ip.Description = "edited by hand"
+		ip.Tags = nil
+		ip.Status = "deprecated"
+	})
+	ip := obj(t, client(t, s).getJSON(fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), 200))
+	assert.Equal(t, "edited by hand", ip["description"])
+	assert.Empty(t, ip["tags"])
+	assert.Equal(t, "deprecated", obj(t, ip["status"])["value"])
+
+	s.DeleteIPAddress(id)
+	assert.Empty(t, s.IPAddresses())
+	assert.Panics(t, func() { s.EditIPAddress(id, func(*IPAddress) {}) })
+}

@@ -1,0 +1,226 @@
+// Package netboxsim is an in-process HTTP server that answers the subset of
+// the NetBox 4.x REST API used by the IPAM backend the way NetBox 4.3 does:
+// paths with trailing slashes, status codes, JSON shapes strict enough for
+// go-netbox, and NetBox's error bodies. Tests seed it, inject faults and
+// inspect what clients did.
+package netboxsim
+
+import (
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+const (
+	netboxVersion = "4.3.7"
+	apiVersion    = "4.3" // NetBox sends it in the API-Version header
+	maxBodyBytes  = 10 << 20
+)
+
+// Server is a simulated NetBox. It is safe for concurrent use.
+type Server struct {
+	ts        *httptest.Server
+	routes    []route
+	closing   chan struct{} // closed by Close to cut sleeps short
+	closeOnce sync.Once
+
+	mu      sync.Mutex // guards everything below; held for a whole API request
+	db      *store
+	tokens  map[string]tokenInfo
+	calls   []Call
+	faults  []*Fault
+	latency time.Duration
+	onAlloc func([]IPAddress)
+}
+
+// Call is one request to a known endpoint that passed authentication
+// (redirects, unknown URLs and rejected tokens are not recorded). Status is
+// what the server produced: 0 when the connection was dropped before
+// processing, the real status when the response was processed and then lost.
+type Call struct {
+	Method string
+	Path   string // without query
+	Query  string // raw query string
+	Status int
+}
+
+// New starts a plain-HTTP server on 127.0.0.1.
+func New() *Server { return start(false) }
+
+// NewTLS starts a server on 127.0.0.1 over TLS; see CACertPEM.
+func NewTLS() *Server { return start(true) }
+
+func start(useTLS bool) *Server {
+	s := &Server{closing: make(chan struct{}), db: newStore(), tokens: map[string]tokenInfo{}}
+	s.routes = s.buildRoutes()
+	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	// Dropped connections and clients rejecting the certificate are expected
+	// in fault tests; keep them out of the test log.
+	s.ts.Config.ErrorLog = log.New(io.Discard, "", 0)
+	if useTLS {
+		s.ts.StartTLS()
+	} else {
+		s.ts.Start()
+	}
+	return s
+}
+
+// URL is the base URL without trailing slash, e.g. http://127.0.0.1:1234.
+func (s *Server) URL() string { return s.ts.URL }
+
+// CACertPEM returns the PEM of the TLS server's certificate (nil for HTTP).
+func (s *Server) CACertPEM() []byte {
+	cert := s.ts.Certificate()
+	if cert == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+}
+
+// Close stops the server, cutting injected latencies short.
+func (s *Server) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.ts.Close()
+	})
+}
+
+// OnAllocate registers a hook called after each successful available-ips
+// allocation, with copies of the created IP addresses. It runs outside the
+// server lock, before the response is written.
+func (s *Server) OnAllocate(fn func(created []IPAddress)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onAlloc = fn
+}
+
+// Calls returns the recorded calls in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+// ResetCalls forgets the recorded calls.
+func (s *Server) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = nil
+}
+
+// CountCalls counts recorded calls with the method ("" = any) whose path
+// starts with pathPrefix.
+func (s *Server) CountCalls(method, pathPrefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.calls {
+		if (method == "" || strings.EqualFold(c.Method, method)) && strings.HasPrefix(c.Path, pathPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	latency := s.latency
+	s.mu.Unlock()
+	if !s.sleep(latency) {
+		hijackClose(w)
+		return
+	}
+
+	rt, id, ok := s.match(r.URL.Path)
+	if !ok {
+		// Django's APPEND_SLASH: redirect when the slashed path exists.
+		if _, _, found := s.match(r.URL.Path + "/"); found && !strings.HasSuffix(r.URL.Path, "/") {
+			target := r.URL.Path + "/"
+			if r.URL.RawQuery != "" {
+				target += "?" + r.URL.RawQuery
+			}
+			http.Redirect(w, r, target, http.StatusMovedPermanently)
+			return
+		}
+		writeNotFoundPage(w)
+		return
+	}
+	if detail := s.authenticate(r); detail != "" {
+		writeResponse(w, errDetail(http.StatusForbidden, detail))
+		return
+	}
+	status := s.serveWithFaults(w, r, rt, id)
+	s.mu.Lock()
+	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
+	s.mu.Unlock()
+}
+
+// dispatch runs the route's handler under the server lock and writes its
+// response. It returns the status written.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route, id string) int {
+	h, ok := rt.methods[r.Method]
+	if !ok {
+		return writeResponse(w, errDetail(http.StatusMethodNotAllowed, fmt.Sprintf("Method \"%s\" not allowed.", r.Method)))
+	}
+	// Read the body before taking the lock so a slow client blocks nobody.
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		return writeResponse(w, errDetail(http.StatusBadRequest, "Request body could not be read: "+err.Error()))
+	}
+	c := &reqCtx{s: s, r: r, raw: raw, id: id}
+	s.mu.Lock()
+	c.rend = renderer{base: baseURL(r), st: s.db}
+	resp := h(c)
+	s.mu.Unlock()
+	for _, fn := range c.after {
+		fn()
+	}
+	return writeResponse(w, resp)
+}
+
+func baseURL(r *http.Request) string {
+	if r.TLS != nil {
+		return "https://" + r.Host
+	}
+	return "http://" + r.Host
+}
+
+// response is what a handler produces; body is rendered to JSON.
+type response struct {
+	status int
+	body   any
+}
+
+func errDetail(status int, detail string) response {
+	return response{status, map[string]string{"detail": detail}}
+}
+
+func writeResponse(w http.ResponseWriter, resp response) int {
+	w.Header().Set("API-Version", apiVersion)
+	if resp.status == http.StatusNoContent {
+		w.WriteHeader(resp.status)
+		return resp.status
+	}
+	b := marshal(resp.body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(resp.status)
+	_, _ = w.Write(b)
+	return resp.status
+}
+
+// writeNotFoundPage answers unknown URLs like Django does: with an HTML page,
+// before any authentication.
+func writeNotFoundPage(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = io.WriteString(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head><title>Page Not Found | NetBox</title></head>\n"+
+		"<body>\n<h1>Page Not Found</h1>\n<p>The requested page does not exist.</p>\n</body>\n</html>\n")
+}
