@@ -1,0 +1,543 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+const (
+	// ClaimFinalizer keeps a claim until its address is released.
+	ClaimFinalizer = "ipam.cluster.x-k8s.io/release-address"
+	// ProtectAddressFinalizer keeps an IPAddress from being deleted by anyone
+	// but the claim reconciler.
+	ProtectAddressFinalizer = "ipam.cluster.x-k8s.io/protect-address"
+)
+
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ClaimReconciler fulfils IPAddressClaims that reference one of our pool
+// kinds: it owns the whole Cluster API IPAM contract and asks the pool's
+// backend only to allocate, look up and release.
+type ClaimReconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Kinds    PoolKinds
+	Backends *Backends
+
+	// Identity distinguishes this management cluster's reservations when
+	// several share one IPAM system.
+	Identity string
+	// WatchFilterValue limits the reconciler to objects with a matching
+	// cluster.x-k8s.io/watch-filter label.
+	WatchFilterValue string
+	// MaxConcurrentReconciles is the number of claims reconciled at once.
+	MaxConcurrentReconciles int
+	// ExhaustedRetryInterval is how often a claim on a full pool tries again
+	// when no release in this cluster frees space sooner.
+	ExhaustedRetryInterval time.Duration
+}
+
+// SetupWithManager watches claims for our pool kinds, their IPAddresses,
+// their Clusters (to resume when unpaused) and our pools (to resume when one
+// becomes ready or unpaused, or frees space).
+func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.ExhaustedRetryInterval == 0 {
+		r.ExhaustedRetryInterval = time.Minute
+	}
+	log := ctrl.LoggerFrom(ctx)
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclaim").
+		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				_, ours := r.Kinds.For(o.(*ipamv1.IPAddressClaim).Spec.PoolRef)
+				return ours
+			}),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue),
+		)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		// An IPAddress event goes to its claim; a deleted one may also have
+		// freed the space a waiting claim needs.
+		Owns(&ipamv1.IPAddress{}).
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToWaitingClaims),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
+			builder.WithPredicates(clusterPausedChanged()))
+	for _, kind := range r.Kinds {
+		b = b.Watches(kind.New(), handler.EnqueueRequestsFromMapFunc(r.poolToClaims(kind)),
+			builder.WithPredicates(poolMayUnblockClaims()))
+	}
+	return b.Complete(r)
+}
+
+// Reconcile walks the contract: ignore foreign pools; find the Cluster and
+// stop if it or the pool is paused; on deletion release; otherwise make sure
+// the claim has its IPAddress.
+func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	// Claims for other providers' pools are not ours to touch, nor are
+	// claims outside our watch filter (secondary watches enqueue them too).
+	kind, ours := r.Kinds.For(claim.Spec.PoolRef)
+	if !ours || !matchesWatchFilter(claim, r.WatchFilterValue) {
+		return ctrl.Result{}, nil
+	}
+	clusterName := claimClusterName(claim)
+	log := ctrl.LoggerFrom(ctx).WithValues(kind.Kind, claim.Spec.PoolRef.Name, "Cluster", clusterName)
+	ctx = ctrl.LoggerInto(ctx, log)
+	deleting := !claim.DeletionTimestamp.IsZero()
+
+	cluster, err := r.getCluster(ctx, claim.Namespace, clusterName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if cluster == nil && clusterName != "" && !deleting {
+		// The Cluster watch brings the claim back when the Cluster appears.
+		log.Info("Cluster not found, waiting for it")
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, ClusterNotFoundReason, "Reconcile",
+			"Cluster %s/%s not found", claim.Namespace, clusterName)
+		return ctrl.Result{}, nil
+	}
+
+	pool, err := getPool(ctx, r.Client, kind, claim.Namespace, claim.Spec.PoolRef.Name)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", kind.Kind, claim.Spec.PoolRef.Name, err)
+	}
+
+	patchHelper, err := patch.NewHelper(claim, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := patchHelper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
+			ipamv1.IPAddressClaimReadyCondition, clusterv1.PausedCondition,
+		}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if paused, why := isPaused(cluster, pool); paused {
+		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue,
+			Reason: clusterv1.PausedReason, Message: why})
+		log.V(4).Info("Paused, skipping", "why", why)
+		return ctrl.Result{}, nil
+	}
+	conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse,
+		Reason: clusterv1.NotPausedReason})
+
+	if deleting {
+		return r.reconcileDelete(ctx, claim, kind, pool)
+	}
+	return r.reconcileNormal(ctx, claim, kind, pool)
+}
+
+func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+
+	if pool == nil {
+		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
+			fmt.Sprintf("%s %s not found", kind.Kind, claim.Spec.PoolRef.Name))
+		return ctrl.Result{}, nil
+	}
+
+	// The finalizer is persisted before anything is reserved, so a claim
+	// can never be deleted without its address being released.
+	if controllerutil.AddFinalizer(claim, ClaimFinalizer) {
+		return ctrl.Result{}, nil
+	}
+
+	if !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
+		msg := fmt.Sprintf("%s %s is not ready", kind.Kind, pool.GetName())
+		if m := conditions.GetMessage(pool, v1alpha1.ReadyCondition); m != "" {
+			msg += ": " + m
+		}
+		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
+		return ctrl.Result{}, nil
+	}
+
+	address := &ipamv1.IPAddress{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.allocate(ctx, claim, kind, pool)
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("getting IPAddress: %w", err)
+	case !address.DeletionTimestamp.IsZero():
+		// Someone deleted the IPAddress while its claim lives. Let it go; the
+		// delete event brings the claim back, and the marker finds the same
+		// address again.
+		log.Info("IPAddress is being deleted while its claim exists, recreating it")
+		return ctrl.Result{}, r.removeAddressFinalizer(ctx, address)
+	case !addressBelongsTo(address, claim):
+		setClaimReady(claim, metav1.ConditionFalse, AddressConflictReason,
+			fmt.Sprintf("IPAddress %s exists but belongs to claim %q of pool %s %s", address.Name,
+				address.Spec.ClaimRef.Name, address.Spec.PoolRef.Kind, address.Spec.PoolRef.Name))
+		return ctrl.Result{}, nil
+	}
+
+	// Bound: the IPAddress says everything, so a resync costs no backend call.
+	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
+	setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
+	return ctrl.Result{}, nil
+}
+
+// allocate reserves the claim's address in the backend and writes the
+// IPAddress. A crash between the two is harmless: the next attempt finds the
+// reservation by its marker.
+func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	backend, err := r.Backends.For(ctx, kind, pool)
+	if err != nil {
+		return r.allocationFailed(claim, err)
+	}
+	alloc, err := backend.Allocate(ctx, r.backendClaim(claim))
+	if err != nil {
+		return r.allocationFailed(claim, err)
+	}
+
+	address, err := r.newIPAddress(claim, pool, alloc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.Client.Create(ctx, address); err != nil {
+		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
+			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
+		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
+	}
+	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
+	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressAllocatedReason, "Allocate",
+		"Allocated %s from %s %s (%s)", alloc.Address, kind.Kind, pool.GetName(), alloc.Reference)
+
+	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
+	setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
+	return ctrl.Result{}, nil
+}
+
+func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err error) (ctrl.Result, error) {
+	reason := claimReason(err)
+	setClaimReady(claim, metav1.ConditionFalse, reason, err.Error())
+	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%v", err)
+	if reason == ipamv1.IPAddressClaimReadyPoolExhaustedReason {
+		// A release in this cluster wakes the claim sooner (see
+		// addressToWaitingClaims); this covers space freed in the backend.
+		return ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}, nil
+	}
+	return ctrl.Result{}, err
+}
+
+// reconcileDelete releases the address, deletes the IPAddress and lets the
+// claim go.
+func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
+		return ctrl.Result{}, nil
+	}
+
+	address := &ipamv1.IPAddress{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("getting IPAddress: %w", err)
+		}
+		address = nil
+	}
+	if address != nil && !addressBelongsTo(address, claim) {
+		address = nil
+	}
+
+	if pool == nil {
+		// The pool's finalizer should prevent this; without the pool there is
+		// no backend to release in.
+		log.Info("Pool is gone, the address cannot be released in the backend")
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, PoolNotFoundReason, "Release",
+			"%s %s not found: the address was not released in the IPAM system", kind.Kind, claim.Spec.PoolRef.Name)
+	} else if err := r.release(ctx, claim, kind, pool, address); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	if address != nil {
+		if err := r.removeAddressFinalizer(ctx, address); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Delete(ctx, address); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting IPAddress: %w", err)
+		}
+	}
+	controllerutil.RemoveFinalizer(claim, ClaimFinalizer)
+	return ctrl.Result{}, nil
+}
+
+func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool, address *ipamv1.IPAddress) error {
+	log := ctrl.LoggerFrom(ctx)
+	var last netip.Prefix
+	if address != nil {
+		last, _ = addressPrefix(address)
+	}
+	backend, err := r.Backends.For(ctx, kind, pool)
+	if err == nil {
+		err = backend.Release(ctx, r.backendClaim(claim), last)
+	}
+	switch {
+	case errors.Is(err, backends.ErrNotOwned):
+		// Someone took the record over in the IPAM system: respect that,
+		// say so, and let the claim go.
+		log.Info("Leaving the backend record in place", "reason", err.Error())
+		setClaimReady(claim, metav1.ConditionFalse, ReleaseSkippedReason, err.Error())
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, ReleaseSkippedReason, "Release", "%v", err)
+		r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, ReleaseSkippedReason, "Release",
+			"Claim %s/%s: %v", claim.Namespace, claim.Name, err)
+		return nil
+	case err != nil:
+		setClaimReady(claim, metav1.ConditionFalse, ReleaseFailedReason, err.Error())
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, ReleaseFailedReason, "Release", "%v", err)
+		return fmt.Errorf("releasing address: %w", err)
+	}
+	if last.IsValid() {
+		log.Info("Released address", "address", last.String())
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressReleasedReason, "Release",
+			"Released %s to %s %s", last, kind.Kind, pool.GetName())
+	}
+	return nil
+}
+
+// backendClaim describes the claim to the backend.
+func (r *ClaimReconciler) backendClaim(claim *ipamv1.IPAddressClaim) backends.Claim {
+	return backends.Claim{
+		Marker:      backends.Marker(r.Identity, claim.Namespace, claim.Name),
+		Namespace:   claim.Namespace,
+		Name:        claim.Name,
+		ClusterName: claimClusterName(claim),
+	}
+}
+
+// newIPAddress builds the claim's IPAddress: same name, owned by the claim
+// (controller) and by the pool (so the pool cannot go first), protected by a
+// finalizer, labelled with the cluster for clusterctl move.
+func (r *ClaimReconciler) newIPAddress(claim *ipamv1.IPAddressClaim, pool Pool, alloc backends.Allocation) (*ipamv1.IPAddress, error) {
+	address := &ipamv1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:       claim.Name,
+			Namespace:  claim.Namespace,
+			Finalizers: []string{ProtectAddressFinalizer},
+		},
+		Spec: ipamv1.IPAddressSpec{
+			ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
+			PoolRef:  claim.Spec.PoolRef,
+			Address:  alloc.Address.Addr().String(),
+			Prefix:   ptr.To(int32(alloc.Address.Bits())),
+		},
+	}
+	if alloc.Gateway.IsValid() {
+		address.Spec.Gateway = alloc.Gateway.String()
+	}
+	if name := claimClusterName(claim); name != "" {
+		address.Labels = map[string]string{clusterv1.ClusterNameLabel: name}
+	}
+	scheme := r.Client.Scheme()
+	if err := controllerutil.SetControllerReference(claim, address, scheme); err != nil {
+		return nil, fmt.Errorf("setting the claim as owner: %w", err)
+	}
+	if err := controllerutil.SetOwnerReference(pool, address, scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+		return nil, fmt.Errorf("setting the pool as owner: %w", err)
+	}
+	return address, nil
+}
+
+func (r *ClaimReconciler) removeAddressFinalizer(ctx context.Context, address *ipamv1.IPAddress) error {
+	if !controllerutil.ContainsFinalizer(address, ProtectAddressFinalizer) {
+		return nil
+	}
+	base := address.DeepCopy()
+	controllerutil.RemoveFinalizer(address, ProtectAddressFinalizer)
+	if err := r.Client.Patch(ctx, address, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
+	}
+	return nil
+}
+
+func (r *ClaimReconciler) getCluster(ctx context.Context, namespace, name string) (*clusterv1.Cluster, error) {
+	if name == "" {
+		return nil, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting Cluster %s: %w", name, err)
+	}
+	return cluster, nil
+}
+
+// isPaused says whether the claim's Cluster or pool is paused, and why.
+func isPaused(cluster *clusterv1.Cluster, pool Pool) (bool, string) {
+	switch {
+	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
+		return true, fmt.Sprintf("Cluster %s has spec.paused set", cluster.Name)
+	case cluster != nil && annotations.HasPaused(cluster):
+		return true, fmt.Sprintf("Cluster %s has the %s annotation", cluster.Name, clusterv1.PausedAnnotation)
+	case pool != nil && annotations.HasPaused(pool):
+		return true, fmt.Sprintf("pool %s has the %s annotation", pool.GetName(), clusterv1.PausedAnnotation)
+	}
+	return false, ""
+}
+
+// matchesWatchFilter says whether an object carries the watch-filter label
+// value this manager serves; every object does when the value is empty.
+func matchesWatchFilter(o client.Object, value string) bool {
+	return value == "" || o.GetLabels()[clusterv1.WatchLabel] == value
+}
+
+func addressBelongsTo(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
+	return address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
+}
+
+func addressPrefix(address *ipamv1.IPAddress) (netip.Prefix, error) {
+	addr, err := netip.ParseAddr(address.Spec.Address)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	// PrefixFrom keeps the host bits; Addr.Prefix would mask them away.
+	return netip.PrefixFrom(addr, int(ptr.Deref(address.Spec.Prefix, int32(addr.BitLen())))), nil
+}
+
+func setClaimReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(claim, metav1.Condition{
+		Type:    ipamv1.IPAddressClaimReadyCondition,
+		Status:  status,
+		Reason:  reason,
+		Message: message,
+	})
+}
+
+// clusterToClaims maps a Cluster to the claims that belong to it.
+func (r *ClaimReconciler) clusterToClaims(ctx context.Context, o client.Object) []reconcile.Request {
+	claims := &ipamv1.IPAddressClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()),
+		client.MatchingFields{clusterNameField: o.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of Cluster", "Cluster", o.GetName())
+		return nil
+	}
+	return claimRequests(claims.Items, func(*ipamv1.IPAddressClaim) bool { return true })
+}
+
+// poolToClaims maps a pool to its claims that still wait for an address.
+func (r *ClaimReconciler) poolToClaims(kind PoolKind) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind.Kind, Name: o.GetName()}
+		return r.waitingClaims(ctx, ref, o.GetNamespace())
+	}
+}
+
+// addressToWaitingClaims wakes the claims waiting on the pool of a deleted
+// IPAddress: its release may have freed the space they need.
+func (r *ClaimReconciler) addressToWaitingClaims(ctx context.Context, o client.Object) []reconcile.Request {
+	ref := o.(*ipamv1.IPAddress).Spec.PoolRef
+	kind, ours := r.Kinds.For(ref)
+	if !ours {
+		return nil
+	}
+	namespace := ""
+	if kind.Namespaced {
+		namespace = o.GetNamespace()
+	}
+	return r.waitingClaims(ctx, ref, namespace)
+}
+
+func (r *ClaimReconciler) waitingClaims(ctx context.Context, ref ipamv1.IPPoolReference, namespace string) []reconcile.Request {
+	claims := &ipamv1.IPAddressClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{poolRefField: poolRefKey(ref)}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of pool", "pool", ref.Name)
+		return nil
+	}
+	return claimRequests(claims.Items, func(c *ipamv1.IPAddressClaim) bool {
+		return c.Status.AddressRef.Name == "" || !c.DeletionTimestamp.IsZero()
+	})
+}
+
+func claimRequests(claims []ipamv1.IPAddressClaim, keep func(*ipamv1.IPAddressClaim) bool) []reconcile.Request {
+	var requests []reconcile.Request
+	for i := range claims {
+		if keep(&claims[i]) {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims[i])})
+		}
+	}
+	return requests
+}
+
+// clusterPausedChanged passes Cluster creations (a claim may wait for its
+// Cluster) and changes of the paused state, by spec or annotation, so that
+// claims record that they are paused and resume when unpaused.
+func clusterPausedChanged() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldCluster, newCluster := e.ObjectOld.(*clusterv1.Cluster), e.ObjectNew.(*clusterv1.Cluster)
+			return annotations.IsPaused(oldCluster, oldCluster) != annotations.IsPaused(newCluster, newCluster)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// poolMayUnblockClaims passes pool events that can let a waiting claim go
+// on: creation, a change of readiness, of the paused annotation, or of the
+// free count.
+func poolMayUnblockClaims() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldPool, newPool := e.ObjectOld.(Pool), e.ObjectNew.(Pool)
+			return conditions.IsTrue(oldPool, v1alpha1.ReadyCondition) != conditions.IsTrue(newPool, v1alpha1.ReadyCondition) ||
+				annotations.HasPaused(oldPool) != annotations.HasPaused(newPool) ||
+				freeCount(oldPool) < freeCount(newPool)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+func freeCount(p Pool) int64 {
+	if a := p.GetPoolStatus().Addresses; a != nil {
+		return a.Free
+	}
+	return 0
+}

@@ -1,0 +1,255 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools;globalnetboxippools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/status;globalnetboxippools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// PoolReconciler validates pools of one kind against their backend, keeps
+// their Ready condition and address counts current, and keeps a pool while
+// IPAddresses allocated from it exist.
+type PoolReconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Kind     PoolKind
+	Backends *Backends
+
+	WatchFilterValue        string
+	MaxConcurrentReconciles int
+	// SyncPeriod is how often a ready pool is validated again and its
+	// counts refreshed.
+	SyncPeriod time.Duration
+
+	mu sync.Mutex
+	// validated remembers when each pool was last validated, so that the
+	// refresh after an allocation or release costs only the count requests.
+	validated map[types.UID]validation
+}
+
+type validation struct {
+	generation int64
+	at         time.Time
+}
+
+// SetupWithManager watches the pools, their Secrets (metadata only) and the
+// IPAddresses allocated from them.
+func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.SyncPeriod == 0 {
+		r.SyncPeriod = 5 * time.Minute
+	}
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(r.Kind.Kind).
+		For(r.Kind.New(), builder.WithPredicates(
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		Watches(secret, handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		Complete(r)
+}
+
+// Reconcile validates the pool and refreshes its counts.
+func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	pool := r.Kind.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !matchesWatchFilter(pool, r.WatchFilterValue) {
+		return ctrl.Result{}, nil
+	}
+
+	patchHelper, err := patch.NewHelper(pool, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
+			v1alpha1.ReadyCondition, clusterv1.PausedCondition,
+		}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, err})
+		}
+	}()
+
+	if !pool.GetDeletionTimestamp().IsZero() {
+		return r.reconcileDelete(ctx, pool)
+	}
+	if controllerutil.AddFinalizer(pool, v1alpha1.PoolFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	if annotations.HasPaused(pool) {
+		conditions.Set(pool, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue,
+			Reason: clusterv1.PausedReason, Message: fmt.Sprintf("the pool has the %s annotation", clusterv1.PausedAnnotation)})
+		return ctrl.Result{}, nil
+	}
+	conditions.Set(pool, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
+	return r.reconcileNormal(ctx, pool)
+}
+
+func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.Result, error) {
+	status := pool.GetPoolStatus()
+	wasReady := conditions.IsTrue(pool, v1alpha1.ReadyCondition)
+
+	backend, err := r.Backends.For(ctx, r.Kind, pool)
+	if err != nil {
+		return r.notReady(ctx, pool, err)
+	}
+	var usage *v1alpha1.AddressCounts
+	if r.needsValidation(pool, wasReady) {
+		u, err := backend.Validate(ctx)
+		if err != nil {
+			return r.notReady(ctx, pool, err)
+		}
+		r.markValidated(pool)
+		usage = &v1alpha1.AddressCounts{Total: u.Total, Used: u.Used, Free: u.Free()}
+	} else {
+		u, err := backend.Usage(ctx)
+		if err != nil {
+			return r.notReady(ctx, pool, err)
+		}
+		usage = &v1alpha1.AddressCounts{Total: u.Total, Used: u.Used, Free: u.Free()}
+	}
+
+	status.Addresses = usage
+	status.ObservedGeneration = pool.GetGeneration()
+	conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason})
+	if !wasReady {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "Validate",
+			"Pool is ready: %d addresses, %d used", usage.Total, usage.Used)
+	}
+	return ctrl.Result{RequeueAfter: r.SyncPeriod}, nil
+}
+
+// notReady records why the pool cannot be used. Backend outages are retried
+// with backoff; configuration errors wait for a change of the pool or Secret.
+func (r *PoolReconciler) notReady(ctx context.Context, pool Pool, err error) (ctrl.Result, error) {
+	reason := poolReason(err)
+	prev := conditions.Get(pool, v1alpha1.ReadyCondition)
+	conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: err.Error()})
+	pool.GetPoolStatus().ObservedGeneration = pool.GetGeneration()
+	if prev == nil || prev.Reason != reason || prev.Message != err.Error() {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "Validate", "%v", err)
+	}
+	r.forgetValidation(pool)
+	ctrl.LoggerFrom(ctx).Info("Pool is not ready", "reason", reason, "message", err.Error())
+	if reason == v1alpha1.BackendUnavailableReason {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.SyncPeriod}, nil
+}
+
+// reconcileDelete keeps the pool while IPAddresses from it exist.
+func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.Result, error) {
+	addresses := &ipamv1.IPAddressList{}
+	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: r.Kind.Kind, Name: pool.GetName()}
+	if err := r.Client.List(ctx, addresses, client.InNamespace(pool.GetNamespace()),
+		client.MatchingFields{poolRefField: poolRefKey(ref)}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing IPAddresses of the pool: %w", err)
+	}
+	if n := len(addresses.Items); n > 0 {
+		// Each IPAddress deletion brings the pool back here.
+		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: "Deleting",
+			Message: fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n)})
+		return ctrl.Result{}, nil
+	}
+	r.Backends.Forget(pool)
+	r.forgetValidation(pool)
+	controllerutil.RemoveFinalizer(pool, v1alpha1.PoolFinalizer)
+	return ctrl.Result{}, nil
+}
+
+func (r *PoolReconciler) needsValidation(pool Pool, ready bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.validated[pool.GetUID()]
+	return !ready || !ok || v.generation != pool.GetGeneration() || time.Since(v.at) >= r.SyncPeriod
+}
+
+func (r *PoolReconciler) markValidated(pool Pool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.validated == nil {
+		r.validated = map[types.UID]validation{}
+	}
+	r.validated[pool.GetUID()] = validation{generation: pool.GetGeneration(), at: time.Now()}
+}
+
+func (r *PoolReconciler) forgetValidation(pool Pool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.validated, pool.GetUID())
+}
+
+// secretToPools maps a Secret to the pools that read it.
+func (r *PoolReconciler) secretToPools(ctx context.Context, o client.Object) []reconcile.Request {
+	if !r.Kind.Namespaced && o.GetNamespace() != r.Backends.ManagerNamespace {
+		return nil
+	}
+	pools := r.Kind.NewList()
+	opts := []client.ListOption{client.MatchingFields{secretNameField: o.GetName()}}
+	if r.Kind.Namespaced {
+		opts = append(opts, client.InNamespace(o.GetNamespace()))
+	}
+	if err := r.Client.List(ctx, pools, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing pools of Secret", "Secret", o.GetName())
+		return nil
+	}
+	var requests []reconcile.Request
+	_ = meta.EachListItem(pools, func(obj runtime.Object) error {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj.(client.Object))})
+		return nil
+	})
+	// A changed Secret yields a new backend (see Backends.For), whose first
+	// use validates the pool afresh.
+	return requests
+}
+
+// addressToPool maps an IPAddress to its pool, to refresh the counts and to
+// let a deleted pool go once its last address is gone.
+func (r *PoolReconciler) addressToPool(_ context.Context, o client.Object) []reconcile.Request {
+	ref := o.(*ipamv1.IPAddress).Spec.PoolRef
+	if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != r.Kind.Kind {
+		return nil
+	}
+	key := client.ObjectKey{Name: ref.Name}
+	if r.Kind.Namespaced {
+		key.Namespace = o.GetNamespace()
+	}
+	return []reconcile.Request{{NamespacedName: key}}
+}

@@ -1,0 +1,81 @@
+// Package controllers holds the shared IPAddressClaim reconciler, which owns
+// the Cluster API IPAM contract, and the pool reconciler. Both reach the
+// external IPAM systems only through backends.Backend.
+package controllers
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Pool is implemented by every pool kind.
+type Pool interface {
+	client.Object
+	GetConditions() []metav1.Condition
+	SetConditions([]metav1.Condition)
+	GetPoolStatus() *v1alpha1.PoolStatus
+}
+
+// BackendOptions are the manager-wide settings every backend receives.
+type BackendOptions struct {
+	// RequestTimeout bounds one request to the backend.
+	RequestTimeout time.Duration
+}
+
+// PoolKind describes one pool kind: how to make its objects, where its
+// credentials are, and how to turn it into a backend.
+type PoolKind struct {
+	Kind       string
+	Namespaced bool
+	New        func() Pool
+	NewList    func() client.ObjectList
+	// SecretName names the pool's credentials Secret.
+	SecretName func(Pool) string
+	// NewBackend builds the pool's backend from its spec and Secret. It makes
+	// no request; errors say what is wrong with the spec or the Secret.
+	NewBackend func(pool Pool, secret *corev1.Secret, opts BackendOptions) (backends.Backend, error)
+}
+
+// GroupKind of the pool kind.
+func (k PoolKind) GroupKind() schema.GroupKind {
+	return schema.GroupKind{Group: v1alpha1.GroupVersion.Group, Kind: k.Kind}
+}
+
+// PoolKinds is the set of pool kinds the manager serves.
+type PoolKinds []PoolKind
+
+// For returns the kind a pool reference names, if it is one of ours.
+func (ks PoolKinds) For(ref ipamv1.IPPoolReference) (PoolKind, bool) {
+	if ref.APIGroup != v1alpha1.GroupVersion.Group {
+		return PoolKind{}, false
+	}
+	for _, k := range ks {
+		if k.Kind == ref.Kind {
+			return k, true
+		}
+	}
+	return PoolKind{}, false
+}
+
+// getPool fetches the pool a claim references; nil when it does not exist.
+func getPool(ctx context.Context, c client.Reader, kind PoolKind, namespace, name string) (Pool, error) {
+	pool := kind.New()
+	key := client.ObjectKey{Name: name}
+	if kind.Namespaced {
+		key.Namespace = namespace
+	}
+	if err := c.Get(ctx, key, pool); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return pool, nil
+}

@@ -1,0 +1,64 @@
+package controllers
+
+import (
+	"errors"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Reasons set on claims besides CAPI's own.
+const (
+	// AddressAllocatedReason: the claim's IPAddress exists.
+	AddressAllocatedReason = "AddressAllocated"
+	// AddressReleasedReason: the address was released in the backend.
+	AddressReleasedReason = "AddressReleased"
+	// ReleaseSkippedReason: the backend's record no longer carries the
+	// claim's marker, so it was left in place.
+	ReleaseSkippedReason = "ReleaseSkipped"
+	// ReleaseFailedReason: releasing the address failed and will be retried.
+	ReleaseFailedReason = "ReleaseFailed"
+	// ClusterNotFoundReason: the claim's Cluster does not exist.
+	ClusterNotFoundReason = "ClusterNotFound"
+	// AddressConflictReason: an IPAddress with the claim's name belongs to something else.
+	AddressConflictReason = "AddressConflict"
+	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
+	PoolNotFoundReason = "PoolNotFound"
+)
+
+// poolReason maps a failure to build or validate a pool's backend to the
+// pool's Ready reason.
+func poolReason(err error) string {
+	var secretErr *SecretError
+	switch {
+	case errors.As(err, &secretErr):
+		return secretErr.Reason
+	case errors.Is(err, backends.ErrUnauthorized):
+		return v1alpha1.AuthenticationFailedReason
+	case errors.Is(err, backends.ErrForbidden):
+		return v1alpha1.PermissionDeniedReason
+	case errors.Is(err, backends.ErrSetupRequired):
+		return v1alpha1.SetupRequiredReason
+	case errors.Is(err, backends.ErrNotFound):
+		return v1alpha1.SourceNotFoundReason
+	case errors.Is(err, backends.ErrInvalidConfig):
+		return v1alpha1.InvalidConfigurationReason
+	default:
+		return v1alpha1.BackendUnavailableReason
+	}
+}
+
+// claimReason maps an allocation failure to the claim's Ready reason.
+func claimReason(err error) string {
+	var secretErr *SecretError
+	switch {
+	case errors.Is(err, backends.ErrExhausted):
+		return ipamv1.IPAddressClaimReadyPoolExhaustedReason
+	case errors.As(err, &secretErr):
+		return ipamv1.IPAddressClaimReadyPoolNotReadyReason
+	default:
+		return ipamv1.IPAddressClaimReadyAllocationFailedReason
+	}
+}

@@ -1,0 +1,77 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Options configure the provider's reconcilers.
+type Options struct {
+	// Identity makes this management cluster's reservation markers distinct
+	// when several share one IPAM system.
+	Identity string
+	// ManagerNamespace holds the Secrets of cluster-scoped pools.
+	ManagerNamespace string
+	// WatchFilterValue limits reconciliation to objects labelled
+	// cluster.x-k8s.io/watch-filter=<value>.
+	WatchFilterValue string
+
+	ClaimConcurrency int
+	PoolConcurrency  int
+	// SyncPeriod is how often pools are validated again.
+	SyncPeriod time.Duration
+	// ExhaustedRetryInterval is how often a claim on a full pool retries.
+	ExhaustedRetryInterval time.Duration
+
+	Backend BackendOptions
+}
+
+// Setup registers the indexes and reconcilers of every pool kind with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if err := backends.ValidateIdentity(opts.Identity); err != nil {
+		return err
+	}
+	kinds := NetboxPoolKinds()
+	if err := SetupIndexes(ctx, mgr, kinds); err != nil {
+		return err
+	}
+	cache := &Backends{
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		ManagerNamespace: opts.ManagerNamespace,
+		Options:          opts.Backend,
+	}
+	claims := &ClaimReconciler{
+		Client:                  mgr.GetClient(),
+		Recorder:                mgr.GetEventRecorder("ipam-bridge-claim-controller"),
+		Kinds:                   kinds,
+		Backends:                cache,
+		Identity:                opts.Identity,
+		WatchFilterValue:        opts.WatchFilterValue,
+		MaxConcurrentReconciles: opts.ClaimConcurrency,
+		ExhaustedRetryInterval:  opts.ExhaustedRetryInterval,
+	}
+	if err := claims.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the claim controller: %w", err)
+	}
+	for _, kind := range kinds {
+		pools := &PoolReconciler{
+			Client:                  mgr.GetClient(),
+			Recorder:                mgr.GetEventRecorder("ipam-bridge-pool-controller"),
+			Kind:                    kind,
+			Backends:                cache,
+			WatchFilterValue:        opts.WatchFilterValue,
+			MaxConcurrentReconciles: opts.PoolConcurrency,
+			SyncPeriod:              opts.SyncPeriod,
+		}
+		if err := pools.SetupWithManager(ctx, mgr); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", kind.Kind, err)
+		}
+	}
+	return nil
+}
