@@ -1,0 +1,73 @@
+// Package envtestenv starts a real kube-apiserver and etcd with the CRDs the
+// provider works with: ours, and CAPI's Cluster, IPAddressClaim and
+// IPAddress taken from the cluster-api module.
+package envtestenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// capiCRDs are the CAPI CRDs, relative to the cluster-api module.
+var capiCRDs = []string{
+	"core/config/crd/bases/cluster.x-k8s.io_clusters.yaml",
+	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddressclaims.yaml",
+	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddresses.yaml",
+}
+
+// RepoRoot is the root of this repository.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Start starts the API server. KUBEBUILDER_ASSETS must name the directory
+// holding kube-apiserver and etcd (make test and make demo set it, from
+// hack/envtest-binaries.sh).
+func Start() (*envtest.Environment, *rest.Config, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through make test, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
+	}
+	capiDir, err := moduleDir("sigs.k8s.io/cluster-api")
+	if err != nil {
+		return nil, nil, err
+	}
+	paths := []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
+	for _, crd := range capiCRDs {
+		paths = append(paths, filepath.Join(capiDir, crd))
+	}
+	env := &envtest.Environment{
+		CRDDirectoryPaths:     paths,
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	// Tests create objects in bursts; the client's default limits would
+	// throttle them.
+	cfg.QPS, cfg.Burst = 500, 1000
+	return env, cfg, nil
+}
+
+// moduleDir finds a dependency's directory in the module cache.
+func moduleDir(module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating module %s: %w", module, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("module %s is not downloaded; run go mod download", module)
+	}
+	return dir, nil
+}

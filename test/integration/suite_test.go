@@ -1,0 +1,425 @@
+// Package integration runs the provider's reconcilers against a real
+// kube-apiserver and etcd (envtest) and the in-process NetBox simulator.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+)
+
+const (
+	// suiteFilter is the watch-filter label value of the shared manager.
+	// Tests that need a manager of their own use another value, so that the
+	// two never reconcile the same objects.
+	suiteFilter      = "suite"
+	managerNamespace = "ipam-bridge-system"
+	waitTimeout      = 45 * time.Second
+	pollInterval     = 100 * time.Millisecond
+)
+
+var (
+	restConfig *rest.Config
+	k8s        client.Client
+	testScheme *runtime.Scheme
+	// managerLogs holds everything the shared manager logged.
+	managerLogs = &lockedBuffer{}
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	env, cfg, err := envtestenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = env.Stop() }()
+	restConfig = cfg
+	testScheme = scheme.New()
+	if k8s, err = client.New(cfg, client.Options{Scheme: testScheme}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctrl.SetLogger(funcr.New(func(prefix, args string) {
+		managerLogs.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 4}))
+
+	done, err := startManager(ctx, suiteFilter, "", nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	cancel()
+	<-done
+	if code != 0 && os.Getenv("SHOW_MANAGER_LOGS") != "" {
+		fmt.Fprintln(os.Stderr, managerLogs.String())
+	}
+	return code
+}
+
+// startManager runs a manager with the provider's reconcilers for objects
+// labelled with filter. wrap, when set, wraps the manager's client.
+func startManager(ctx context.Context, filter, identity string, wrap func(client.WithWatch) client.Client) (<-chan struct{}, error) {
+	opts := manager.Options{
+		Scheme:                 testScheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Logger:                 ctrl.Log.WithName(filter),
+		// Tests run several managers in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if wrap != nil {
+		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(cfg, o)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}
+	}
+	mgr, err := manager.New(restConfig, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := controllers.Setup(ctx, mgr, controllers.Options{
+		Identity:         identity,
+		ManagerNamespace: managerNamespace,
+		WatchFilterValue: filter,
+		ClaimConcurrency: 8,
+		PoolConcurrency:  2,
+		SyncPeriod:       time.Minute,
+		// Long, so that tests prove a release wakes waiting claims.
+		ExhaustedRetryInterval: 10 * time.Minute,
+	}); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return done, nil
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fixture is one test's namespace, NetBox simulator and credentials.
+type fixture struct {
+	t      *testing.T
+	ctx    context.Context
+	ns     string
+	filter string
+	sim    *netboxsim.Server
+	token  string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := &fixture{t: t, ctx: ctx, ns: "t-" + randomHex(4), filter: suiteFilter, sim: netboxsim.New(), token: randomHex(20)}
+	t.Cleanup(f.sim.Close)
+	f.sim.AddToken(f.token, true)
+	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
+	f.createSecret(f.ns, "netbox", f.token)
+	return f
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (f *fixture) labels() map[string]string {
+	return map[string]string{clusterv1.WatchLabel: f.filter}
+}
+
+func (f *fixture) createSecret(namespace, name, token string) {
+	f.t.Helper()
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)},
+	}
+	require.NoError(f.t, k8s.Create(f.ctx, s))
+	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
+}
+
+// seedPrefix adds a prefix and records its first usable address as the
+// gateway, as an IPAM team would.
+func (f *fixture) seedPrefix(cidr string, o netboxsim.PrefixOptions) int32 {
+	id := f.sim.AddPrefix(cidr, o)
+	gw := firstUsable(cidr)
+	f.sim.AddIPAddress(gw, netboxsim.IPOptions{VRF: o.VRF, Status: "reserved", Description: "gateway"})
+	return id
+}
+
+func firstUsable(cidr string) string {
+	i := strings.Index(cidr, "/")
+	base, bits := cidr[:i], cidr[i:]
+	if strings.Contains(base, ":") {
+		return strings.TrimSuffix(base, "::") + "::1" + bits
+	}
+	parts := strings.Split(base, ".")
+	last := parts[3]
+	n := 0
+	fmt.Sscanf(last, "%d", &n)
+	parts[3] = fmt.Sprint(n + 1)
+	return strings.Join(parts, ".") + bits
+}
+
+type poolOption func(*v1alpha1.NetboxIPPoolSpec)
+
+func prefixSource(cidr string) v1alpha1.NetboxAddressSource {
+	return v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: cidr}}
+}
+
+func withSources(s ...v1alpha1.NetboxAddressSource) poolOption {
+	return func(spec *v1alpha1.NetboxIPPoolSpec) { spec.Sources = s }
+}
+
+func (f *fixture) poolSpec(cidr string, opts ...poolOption) v1alpha1.NetboxIPPoolSpec {
+	spec := v1alpha1.NetboxIPPoolSpec{
+		Connection: v1alpha1.NetboxConnection{URL: f.sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"}},
+		Sources:    []v1alpha1.NetboxAddressSource{prefixSource(cidr)},
+	}
+	for _, o := range opts {
+		o(&spec)
+	}
+	return spec
+}
+
+func (f *fixture) createPool(name, cidr string, opts ...poolOption) *v1alpha1.NetboxIPPool {
+	f.t.Helper()
+	pool := &v1alpha1.NetboxIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: f.labels()},
+		Spec:       f.poolSpec(cidr, opts...),
+	}
+	require.NoError(f.t, k8s.Create(f.ctx, pool))
+	return pool
+}
+
+func (f *fixture) waitPoolReason(pool controllers.Pool, status metav1.ConditionStatus, reason string) *metav1.Condition {
+	f.t.Helper()
+	var cond *metav1.Condition
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := pool.DeepCopyObject().(controllers.Pool)
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+		cond = conditions.Get(got, v1alpha1.ReadyCondition)
+		require.NotNil(c, cond, "pool has no Ready condition")
+		assert.Equal(c, status, cond.Status, cond.Message)
+		assert.Equal(c, reason, cond.Reason, cond.Message)
+	}, waitTimeout, pollInterval)
+	return cond
+}
+
+func (f *fixture) waitPoolReady(pool controllers.Pool) {
+	f.t.Helper()
+	f.waitPoolReason(pool, metav1.ConditionTrue, v1alpha1.ReadyReason)
+}
+
+type claimOption func(*ipamv1.IPAddressClaim)
+
+func inCluster(name string) claimOption {
+	return func(c *ipamv1.IPAddressClaim) { c.Spec.ClusterName = name }
+}
+
+func poolRef(kind, name string) claimOption {
+	return func(c *ipamv1.IPAddressClaim) {
+		c.Spec.PoolRef = ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: name}
+	}
+}
+
+func (f *fixture) newClaim(name, pool string, opts ...claimOption) *ipamv1.IPAddressClaim {
+	claim := &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: f.labels()},
+		Spec: ipamv1.IPAddressClaimSpec{
+			PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: pool},
+		},
+	}
+	for _, o := range opts {
+		o(claim)
+	}
+	return claim
+}
+
+func (f *fixture) createClaim(name, pool string, opts ...claimOption) *ipamv1.IPAddressClaim {
+	f.t.Helper()
+	claim := f.newClaim(name, pool, opts...)
+	require.NoError(f.t, k8s.Create(f.ctx, claim))
+	return claim
+}
+
+func (f *fixture) createCluster(name string, mutate ...func(*clusterv1.Cluster)) *clusterv1.Cluster {
+	f.t.Helper()
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name},
+		Spec:       clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}},
+	}
+	for _, m := range mutate {
+		m(cluster)
+	}
+	require.NoError(f.t, k8s.Create(f.ctx, cluster))
+	return cluster
+}
+
+// waitBound waits for the claim's IPAddress and addressRef.
+func (f *fixture) waitBound(claim *ipamv1.IPAddressClaim) *ipamv1.IPAddress {
+	f.t.Helper()
+	address := &ipamv1.IPAddress{}
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := &ipamv1.IPAddressClaim{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
+		require.Equal(c, claim.Name, got.Status.AddressRef.Name, "addressRef not set; Ready: %+v", conditions.Get(got, ipamv1.IPAddressClaimReadyCondition))
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), address))
+		assert.True(c, conditions.IsTrue(got, ipamv1.IPAddressClaimReadyCondition))
+	}, waitTimeout, pollInterval)
+	return address
+}
+
+// waitClaimReason waits for the claim's Ready condition to have reason.
+func (f *fixture) waitClaimReason(claim *ipamv1.IPAddressClaim, reason string) *metav1.Condition {
+	f.t.Helper()
+	var cond *metav1.Condition
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := &ipamv1.IPAddressClaim{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
+		cond = conditions.Get(got, ipamv1.IPAddressClaimReadyCondition)
+		require.NotNil(c, cond)
+		assert.Equal(c, reason, cond.Reason, cond.Message)
+	}, waitTimeout, pollInterval)
+	return cond
+}
+
+// waitGone waits until obj no longer exists.
+func (f *fixture) waitGone(obj client.Object) {
+	f.t.Helper()
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		err := k8s.Get(f.ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object))
+		assert.True(c, apierrors.IsNotFound(err), "%T %s still exists (err %v)", obj, obj.GetName(), err)
+	}, waitTimeout, pollInterval)
+}
+
+// markedRecords returns the simulator's IP addresses that carry a marker.
+func (f *fixture) markedRecords() []netboxsim.IPAddress {
+	var out []netboxsim.IPAddress
+	for _, ip := range f.sim.IPAddresses() {
+		if m, _ := ip.CustomFields["capi_ipam_claim"].(string); m != "" {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+func (f *fixture) recordsWithMarker(marker string) []netboxsim.IPAddress {
+	var out []netboxsim.IPAddress
+	for _, ip := range f.markedRecords() {
+		if ip.CustomFields["capi_ipam_claim"] == marker {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// events returns the events about an object.
+func (f *fixture) events(namespace, name string) []eventsv1.Event {
+	f.t.Helper()
+	list := &eventsv1.EventList{}
+	require.NoError(f.t, k8s.List(f.ctx, list, client.InNamespace(namespace)))
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (f *fixture) waitEvent(namespace, name, reason string) eventsv1.Event {
+	f.t.Helper()
+	var found eventsv1.Event
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		list := &eventsv1.EventList{}
+		require.NoError(c, k8s.List(f.ctx, list, client.InNamespace(namespace)))
+		for _, e := range list.Items {
+			if e.Regarding.Name == name && e.Reason == reason {
+				found = e
+				return
+			}
+		}
+		assert.Fail(c, "no event", "no %s event about %s", reason, name)
+	}, waitTimeout, pollInterval)
+	return found
+}
+
+// deleteClaim deletes a claim and waits until it is gone.
+func (f *fixture) deleteClaim(claim *ipamv1.IPAddressClaim) {
+	f.t.Helper()
+	require.NoError(f.t, k8s.Delete(f.ctx, claim))
+	f.waitGone(claim)
+}
+
+func paused(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }
+
+var _ = logr.Discard

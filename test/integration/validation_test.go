@@ -1,0 +1,288 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+)
+
+func (f *fixture) waitNotPaused(claim *ipamv1.IPAddressClaim) {
+	f.t.Helper()
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := &ipamv1.IPAddressClaim{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
+		assert.True(c, conditions.IsFalse(got, clusterv1.PausedCondition), "Paused condition false")
+	}, waitTimeout, pollInterval)
+}
+
+// Bad input ends in a condition with a reason a human can act on, on the
+// pool and on the claims that wait for it.
+func TestBadPoolInputGivesAClearCondition(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(f *fixture) *v1alpha1.NetboxIPPool
+		reason    string
+		inMessage string
+	}{
+		{
+			name: "missing Secret",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Connection.CredentialsSecretRef.Name = "does-not-exist"
+				})
+			},
+			reason: v1alpha1.CredentialsSecretNotFoundReason, inMessage: "does-not-exist",
+		},
+		{
+			name: "Secret without a token",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				require.NoError(f.t, k8s.Create(f.ctx, &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"},
+					Data:       map[string][]byte{"username": []byte("admin")},
+				}))
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Connection.CredentialsSecretRef.Name = "empty"
+				})
+			},
+			reason: v1alpha1.InvalidCredentialsSecretReason, inMessage: `"token"`,
+		},
+		{
+			name: "wrong token",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				f.createSecret(f.ns, "wrong", strings.Repeat("0", 40))
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Connection.CredentialsSecretRef.Name = "wrong"
+				})
+			},
+			reason: v1alpha1.AuthenticationFailedReason, inMessage: "HTTP 403",
+		},
+		{
+			name: "unknown prefix",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "10.99.0.0/24")
+			},
+			reason: v1alpha1.SourceNotFoundReason, inMessage: "10.99.0.0/24",
+		},
+		{
+			name: "unknown prefix id",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "", withSources(v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{ID: ptr.To[int32](4242)}}))
+			},
+			reason: v1alpha1.SourceNotFoundReason, inMessage: "4242",
+		},
+		{
+			name: "unknown VRF",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "", withSources(v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: "10.40.0.0/24", VRF: "nope"}}))
+			},
+			reason: v1alpha1.SourceNotFoundReason, inMessage: `VRF "nope"`,
+		},
+		{
+			name: "gateway outside the prefix",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Gateway.Address = "192.168.1.1"
+				})
+			},
+			reason: v1alpha1.InvalidConfigurationReason, inMessage: "192.168.1.1 is outside prefix 10.40.0.0/24",
+		},
+		{
+			name: "gateway not recorded in NetBox",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Gateway.Address = "10.40.0.254"
+				})
+			},
+			reason: v1alpha1.InvalidConfigurationReason, inMessage: "not recorded in NetBox",
+		},
+		{
+			name: "unknown tenant",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Reservation.Tenant = "nobody"
+				})
+			},
+			reason: v1alpha1.SourceNotFoundReason, inMessage: `tenant "nobody"`,
+		},
+		{
+			name: "DNS name pattern naming an unknown field",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Reservation.DNSNamePattern = "{{ .Machine }}.example.com"
+				})
+			},
+			reason: v1alpha1.InvalidConfigurationReason, inMessage: "Machine",
+		},
+		{
+			name: "unreachable NetBox",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.Connection.URL = "http://127.0.0.1:1"
+				})
+			},
+			reason: v1alpha1.BackendUnavailableReason, inMessage: "127.0.0.1:1",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.seedPrefix("10.40.0.0/24", netboxsim.PrefixOptions{})
+			pool := tt.setup(f)
+
+			cond := f.waitPoolReason(pool, metav1.ConditionFalse, tt.reason)
+			assert.Contains(t, cond.Message, tt.inMessage)
+			f.waitEvent(f.ns, pool.Name, tt.reason)
+
+			claim := f.createClaim("machine", pool.Name)
+			claimCond := f.waitClaimReason(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
+			assert.Contains(t, claimCond.Message, tt.inMessage, "the claim says why")
+			assert.Empty(t, f.markedRecords())
+		})
+	}
+}
+
+func TestFixedSecretMakesThePoolReady(t *testing.T) {
+	f := newFixture(t)
+	f.seedPrefix("10.41.0.0/24", netboxsim.PrefixOptions{})
+	f.createSecret(f.ns, "rotating", strings.Repeat("1", 40))
+	pool := f.createPool("pool", "10.41.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+		s.Connection.CredentialsSecretRef.Name = "rotating"
+	})
+	f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.AuthenticationFailedReason)
+	claim := f.createClaim("machine", "pool")
+	f.waitClaimReason(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
+
+	secret := &corev1.Secret{}
+	require.NoError(t, k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "rotating"}, secret))
+	secret.Data[v1alpha1.NetboxTokenKey] = []byte(f.token)
+	require.NoError(t, k8s.Update(f.ctx, secret))
+
+	f.waitPoolReady(pool)
+	f.waitBound(claim)
+}
+
+func TestReadOnlyTokenGivesAClearCondition(t *testing.T) {
+	f := newFixture(t)
+	f.seedPrefix("10.42.0.0/24", netboxsim.PrefixOptions{})
+	readOnly := strings.Repeat("a", 40)
+	f.sim.AddToken(readOnly, false)
+	f.createSecret(f.ns, "read-only", readOnly)
+
+	t.Run("without the provider's tag and field in NetBox", func(t *testing.T) {
+		pool := f.createPool("setup", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Connection.CredentialsSecretRef.Name = "read-only"
+		})
+		cond := f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.SetupRequiredReason)
+		assert.Contains(t, cond.Message, `tag "cluster-api-ipam"`)
+	})
+	t.Run("with them, allocation fails with the permission named", func(t *testing.T) {
+		f.sim.AddTag("cluster-api-ipam", "cluster-api-ipam")
+		f.sim.AddCustomField("capi_ipam_claim", "exact")
+		pool := f.createPool("pool", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Connection.CredentialsSecretRef.Name = "read-only"
+		})
+		f.waitPoolReady(pool)
+		cond := f.waitClaimReason(f.createClaim("machine", "pool"), ipamv1.IPAddressClaimReadyAllocationFailedReason)
+		assert.Contains(t, cond.Message, "You do not have permission to perform this action.")
+	})
+}
+
+func TestInvalidSpecsAreRejectedByTheAPIServer(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name    string
+		mutate  func(*v1alpha1.NetboxIPPoolSpec)
+		message string
+	}{
+		{"bad CIDR", func(s *v1alpha1.NetboxIPPoolSpec) { s.Sources[0].Prefix.CIDR = "10.0.0.300/24" }, "cidr must be a network address"},
+		{"CIDR with host bits", func(s *v1alpha1.NetboxIPPoolSpec) { s.Sources[0].Prefix.CIDR = "10.0.0.5/24" }, "cidr must be a network address"},
+		{"prefix and range together", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Sources[0].IPRange = &v1alpha1.NetboxIPRangeSource{ID: ptr.To[int32](1)}
+		}, "exactly one of prefix or ipRange"},
+		{"prefix by id and cidr", func(s *v1alpha1.NetboxIPPoolSpec) { s.Sources[0].Prefix.ID = ptr.To[int32](3) }, "exactly one of id or cidr"},
+		{"vrf with id", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Sources[0].Prefix = &v1alpha1.NetboxPrefixSource{ID: ptr.To[int32](3), VRF: "prod"}
+		}, "vrf selects a prefix by cidr"},
+		{"range of two families", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Sources[0] = v1alpha1.NetboxAddressSource{IPRange: &v1alpha1.NetboxIPRangeSource{Start: "10.0.0.1", End: "2001:db8::1"}}
+		}, "same IP family"},
+		{"range without end", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Sources[0] = v1alpha1.NetboxAddressSource{IPRange: &v1alpha1.NetboxIPRangeSource{Start: "10.0.0.1"}}
+		}, "start and end go together"},
+		{"no sources", func(s *v1alpha1.NetboxIPPoolSpec) { s.Sources = nil }, "spec.sources"},
+		{"URL without scheme", func(s *v1alpha1.NetboxIPPoolSpec) { s.Connection.URL = "netbox.example.com" }, "absolute http or https URL"},
+		{"gateway not an address", func(s *v1alpha1.NetboxIPPoolSpec) { s.Gateway.Address = "10.0.0.0/24" }, "must be an IPv4 or IPv6 address"},
+		{"gateway address with policy None", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Gateway = v1alpha1.Gateway{Address: "10.0.0.1", Policy: v1alpha1.GatewayNone}
+		}, "exclude each other"},
+		{"unknown status", func(s *v1alpha1.NetboxIPPoolSpec) { s.Reservation.Status = "taken" }, "Unsupported value"},
+		{"prefix length out of range", func(s *v1alpha1.NetboxIPPoolSpec) { s.PrefixLength = ptr.To[int32](129) }, "prefixLength"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pool := &v1alpha1.NetboxIPPool{
+				ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "invalid"},
+				Spec:       f.poolSpec("10.0.0.0/24"),
+			}
+			tt.mutate(&pool.Spec)
+			err := k8s.Create(f.ctx, pool)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.message)
+		})
+	}
+}
+
+// The token appears nowhere a human or another program can read: not in
+// the manager's logs, events or conditions, whatever goes wrong.
+func TestTokensNeverLeak(t *testing.T) {
+	f := newFixture(t)
+	f.seedPrefix("10.43.0.0/24", netboxsim.PrefixOptions{})
+	wrong := "nbt_leakcheck12." + strings.Repeat("z", 40)
+	f.createSecret(f.ns, "wrong", wrong)
+	bad := f.createPool("bad", "10.43.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+		s.Connection.CredentialsSecretRef.Name = "wrong"
+	})
+	good := f.createPool("good", "10.43.0.0/24")
+	f.waitPoolReason(bad, metav1.ConditionFalse, v1alpha1.AuthenticationFailedReason)
+	f.sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 500, Method: "POST", Times: 10})
+	failing := f.createClaim("failing", "good")
+	f.waitClaimReason(failing, ipamv1.IPAddressClaimReadyAllocationFailedReason)
+	f.sim.ClearFaults()
+	f.waitBound(failing)
+	f.createClaim("waiting", "bad")
+	f.waitClaimReason(&ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "waiting"}}, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
+
+	var readable strings.Builder
+	readable.WriteString(managerLogs.String())
+	for _, e := range f.events(f.ns, "bad") {
+		readable.WriteString(e.Note)
+	}
+	for _, name := range []string{"good", "failing", "waiting"} {
+		for _, e := range f.events(f.ns, name) {
+			readable.WriteString(e.Note)
+		}
+	}
+	for _, obj := range []client.Object{bad, good, failing, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "waiting"}}} {
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(obj), obj))
+		for _, c := range obj.(conditions.Getter).GetConditions() {
+			readable.WriteString(c.Message)
+		}
+	}
+	require.NotEmpty(t, readable.String())
+	for _, token := range []string{wrong, f.token, "leakcheck12"} {
+		assert.NotContains(t, readable.String(), token)
+	}
+}
