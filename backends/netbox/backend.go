@@ -27,7 +27,9 @@ type Backend struct {
 	dnsName     *template.Template
 	description *template.Template
 
-	mu sync.Mutex
+	// prepareMu makes concurrent first uses wait for one preparation.
+	prepareMu sync.Mutex
+	mu        sync.Mutex
 	// Filled by the first successful resolution and reused: NetBox IDs do not
 	// change, so allocation needs no lookups beyond the marker search.
 	sources []resolvedSource
@@ -107,6 +109,14 @@ func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, *references, 
 	if sources != nil && refs != nil {
 		return sources, refs, nil
 	}
+	b.prepareMu.Lock()
+	defer b.prepareMu.Unlock()
+	b.mu.Lock()
+	sources, refs = b.sources, b.refs
+	b.mu.Unlock()
+	if sources != nil && refs != nil {
+		return sources, refs, nil
+	}
 	if _, err := b.Validate(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -117,6 +127,9 @@ func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, *references, 
 
 // Lookup returns the address that carries the claim's marker.
 func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
+	if _, _, err := b.prepared(ctx); err != nil {
+		return backends.Allocation{}, err
+	}
 	records, err := b.findByMarker(ctx, claim.Marker)
 	if err != nil {
 		return backends.Allocation{}, err
@@ -130,14 +143,15 @@ func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Al
 // Allocate returns the claim's address, reserving the next free one of the
 // first source with space when NetBox holds none for the claim.
 func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
+	// Prepared first: NetBox refuses a tag filter naming a tag it lacks.
+	sources, refs, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
 	// A record may exist from an earlier attempt whose answer was lost, or
 	// from before a crash or clusterctl move: reuse it.
 	if alloc, found, err := b.adoptExisting(ctx, claim); err != nil || found {
 		return alloc, err
-	}
-	sources, refs, err := b.prepared(ctx)
-	if err != nil {
-		return backends.Allocation{}, err
 	}
 	request, err := b.ipRequest(claim, refs)
 	if err != nil {
@@ -225,6 +239,9 @@ func (b *Backend) keepOne(ctx context.Context, records []ipRecord) (ipRecord, er
 // it checks whether last is held by a record without the marker (a human took
 // it over) and reports that with ErrNotOwned instead of deleting it.
 func (b *Backend) Release(ctx context.Context, claim backends.Claim, last netip.Prefix) error {
+	if _, _, err := b.prepared(ctx); err != nil {
+		return err
+	}
 	records, err := b.findByMarker(ctx, claim.Marker)
 	if err != nil {
 		return err

@@ -129,9 +129,14 @@ func (e *netboxError) Error() string { return http.StatusText(e.status) }
 func classify(op string, resp *http.Response, err error) error {
 	if resp == nil {
 		var oapi *netbox.GenericOpenAPIError
-		if errors.As(err, &oapi) {
+		var verifyErr *tls.CertificateVerificationError
+		switch {
+		case errors.As(err, &oapi):
 			// The request was never sent (the generated client refused it).
 			return fmt.Errorf("%s: %w", op, err)
+		case errors.As(err, &verifyErr):
+			return fmt.Errorf("%w: %s: NetBox's certificate is not trusted (add its CA to the Secret as %q): %v",
+				backends.ErrInvalidConfig, op, "ca.crt", verifyErr.Err)
 		}
 		return fmt.Errorf("%w: %s: %v", backends.ErrUnavailable, op, err)
 	}

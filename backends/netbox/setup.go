@@ -64,6 +64,13 @@ func (b *Backend) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, er
 	}
 	if _, ok := found[b.cfg.Tag]; !ok {
 		t, err := b.createTag(ctx)
+		if errors.Is(err, backends.ErrInvalidConfig) {
+			// Another replica or pool may have created it meanwhile.
+			var again page[brief]
+			if b.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": {b.cfg.Tag}}, &again) == nil && len(again.Results) == 1 {
+				t, err = again.Results[0], nil
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +121,15 @@ func (b *Backend) ensureCustomFields(ctx context.Context) error {
 		cf, ok := found[name]
 		switch {
 		case !ok && name == b.cfg.MarkerField:
-			if err := b.createMarkerField(ctx); err != nil {
+			err := b.createMarkerField(ctx)
+			if errors.Is(err, backends.ErrInvalidConfig) {
+				// Another replica or pool may have created it meanwhile.
+				var again page[customFieldObject]
+				if b.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": {name}}, &again) == nil && len(again.Results) == 1 {
+					err = nil
+				}
+			}
+			if err != nil {
 				return err
 			}
 			continue

@@ -128,9 +128,10 @@ func (b *Backend) resolvePrefix(ctx context.Context, s Source, vrfID int32) (res
 	// /32, /127 and /128.
 	if !obj.IsPool && hostBits > 1 {
 		r.first = r.first.Next()
-		r.total--
 		if network.Addr().Is4() {
 			r.last = r.last.Prev()
+			r.total -= 2
+		} else if r.total < math.MaxInt64 {
 			r.total--
 		}
 	}
