@@ -81,32 +81,37 @@ func (s *Server) takeFault(method, path string) (Fault, bool) {
 	return Fault{}, false
 }
 
-func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, rt *route, id string) int {
-	f, ok := s.takeFault(r.Method, r.URL.Path)
-	if !ok {
-		return s.dispatch(w, r, rt, id)
+func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, rt *route, id string) {
+	f, faulty := s.takeFault(r.Method, r.URL.Path)
+	if faulty && f.Kind == FaultLatency && !s.sleep(f.Latency) {
+		s.record(r, 0)
+		hijackClose(w)
+		return
 	}
-	switch f.Kind {
-	case FaultStatus:
+	switch {
+	case faulty && f.Kind == FaultStatus:
 		_, _ = io.Copy(io.Discard, r.Body)
-		return writeFaultStatus(w, f.Status)
-	case FaultDrop:
+		s.record(r, f.Status)
+		writeFaultStatus(w, f.Status)
+	case faulty && f.Kind == FaultDrop:
 		// Drain the body so the client sees a clean close, not a reset.
 		_, _ = io.Copy(io.Discard, r.Body)
+		s.record(r, 0)
 		hijackClose(w)
-		return 0
-	case FaultLoseResponse:
+	default:
 		rec := httptest.NewRecorder()
 		status := s.dispatch(rec, r, rt, id)
-		hijackClose(w)
-		return status
-	case FaultLatency:
-		if !s.sleep(f.Latency) {
+		s.record(r, status)
+		if faulty && f.Kind == FaultLoseResponse {
 			hijackClose(w)
-			return 0
+			return
 		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
 	}
-	return s.dispatch(w, r, rt, id)
 }
 
 // sleep waits d unless the server is closing (then it returns false). The

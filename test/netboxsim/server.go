@@ -156,10 +156,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResponse(w, errDetail(http.StatusForbidden, detail))
 		return
 	}
-	status := s.serveWithFaults(w, r, rt, id)
+	s.serveWithFaults(w, r, rt, id)
+}
+
+// record counts a call. It runs before the client can see any answer, so a
+// caller whose request just returned always finds its call counted.
+func (s *Server) record(r *http.Request, status int) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
-	s.mu.Unlock()
 }
 
 // dispatch runs the route's handler under the server lock and writes its
