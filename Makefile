@@ -49,6 +49,11 @@ demo: ## Run the demo: a local API server, the NetBox simulator and the manager 
 test: ## Run every test, on a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: bench
+bench: ## Run the benchmarks and print their figures (backend micro-benchmark, then end to end on envtest).
+	go test -run '^$$' -bench . -benchmem -count 5 ./backends/...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/bench
+
 .PHONY: verify
 verify: generate ## Check that generated files are current and the code is formatted and vetted.
 	@git diff --exit-code -- api config || (echo "generated files are out of date: run make generate" && exit 1)

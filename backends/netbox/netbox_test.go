@@ -22,7 +22,7 @@ const token = "0123456789abcdef0123456789abcdef01234567"
 
 // newSim starts a simulator with a write token and the given prefixes, each
 // with its first usable address recorded as the gateway.
-func newSim(t *testing.T, prefixes ...string) *netboxsim.Server {
+func newSim(t testing.TB, prefixes ...string) *netboxsim.Server {
 	t.Helper()
 	sim := netboxsim.New()
 	t.Cleanup(sim.Close)
@@ -43,7 +43,7 @@ func prefixSources(cidrs ...string) []netbox.Source {
 	return out
 }
 
-func newBackend(t *testing.T, sim *netboxsim.Server, mutate ...func(*netbox.Config)) *netbox.Backend {
+func newBackend(t testing.TB, sim *netboxsim.Server, mutate ...func(*netbox.Config)) *netbox.Backend {
 	t.Helper()
 	cfg := netbox.Config{
 		URL: sim.URL(), Token: token,
