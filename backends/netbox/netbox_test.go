@@ -28,9 +28,7 @@ func newSim(t testing.TB, prefixes ...string) *netboxsim.Server {
 	t.Cleanup(sim.Close)
 	sim.AddToken(token, true)
 	for _, p := range prefixes {
-		sim.AddPrefix(p, netboxsim.PrefixOptions{})
-		pfx := netip.MustParsePrefix(p)
-		sim.AddIPAddress(netip.PrefixFrom(pfx.Addr().Next(), pfx.Bits()).String(), netboxsim.IPOptions{Status: "reserved"})
+		sim.AddPrefixWithGateway(p, netboxsim.PrefixOptions{})
 	}
 	return sim
 }

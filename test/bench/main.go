@@ -23,11 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -105,25 +102,16 @@ func burst(cfg *rest.Config, workers, run int) (result, error) {
 	defer sim.Close()
 	token := "0123456789abcdef0123456789abcdef01234567"
 	sim.AddToken(token, true)
-	sim.AddPrefix("10.0.0.0/16", netboxsim.PrefixOptions{})
-	sim.AddIPAddress("10.0.0.1/16", netboxsim.IPOptions{Status: "reserved"})
+	sim.AddPrefixWithGateway("10.0.0.0/16", netboxsim.PrefixOptions{})
 	sim.SetLatency(*latency)
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"},
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return result{}, err
-	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{
+	mgrCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if _, err := envtestenv.StartManager(mgrCtx, cfg, s, controllers.Options{
 		ManagerNamespace: ns, WatchFilterValue: filter, ClaimConcurrency: workers, SyncPeriod: time.Hour,
 	}); err != nil {
 		return result{}, err
 	}
-	mgrCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { _ = mgr.Start(mgrCtx) }()
 
 	labels := map[string]string{clusterv1.WatchLabel: filter}
 	for _, o := range []client.Object{

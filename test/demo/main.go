@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -64,19 +63,13 @@ func run() error {
 	defer sim.Close()
 	token := "0123456789abcdef0123456789abcdef01234567"
 	sim.AddToken(token, true)
-	sim.AddPrefix(prefix, netboxsim.PrefixOptions{})
-	sim.AddIPAddress("192.0.2.1/24", netboxsim.IPOptions{Status: "reserved", Description: "gateway"})
+	sim.AddPrefixWithGateway(prefix, netboxsim.PrefixOptions{})
 
 	step("Starting the manager")
 	s := scheme.New()
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
+	if _, err := envtestenv.StartManager(ctx, cfg, s, controllers.Options{ManagerNamespace: namespace, ClaimConcurrency: 4}); err != nil {
 		return err
 	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{ManagerNamespace: namespace, ClaimConcurrency: 4}); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {
 		return err

@@ -4,15 +4,23 @@
 package envtestenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // capiCRDs are the CAPI CRDs, relative to the cluster-api module.
@@ -24,7 +32,7 @@ var capiCRDs = []string{
 
 // RepoRoot is the root of this repository.
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
+	_, file, _, _ := goruntime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
@@ -70,4 +78,35 @@ func moduleDir(module string) (string, error) {
 		return "", fmt.Errorf("module %s is not downloaded; run go mod download", module)
 	}
 	return dir, nil
+}
+
+// StartManager runs a manager with the provider's reconcilers until ctx
+// ends; the returned channel closes when it has stopped. Metrics and probes
+// are off, and controller names may repeat, so that one process can run
+// several managers. mutate adjusts the manager's options.
+func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts controllers.Options, mutate ...func(*manager.Options)) (<-chan struct{}, error) {
+	mgrOpts := manager.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	for _, m := range mutate {
+		m(&mgrOpts)
+	}
+	mgr, err := manager.New(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := controllers.Setup(ctx, mgr, opts); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return done, nil
 }

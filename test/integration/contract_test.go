@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -352,5 +351,3 @@ func controllerRef(o metav1.Object) *metav1.OwnerReference {
 	}
 	return nil
 }
-
-var _ = corev1.EventTypeNormal

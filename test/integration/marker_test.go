@@ -7,10 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
@@ -109,7 +109,7 @@ func TestClusterctlMoveFindsTheSameAddress(t *testing.T) {
 	// management cluster (new UIDs, same namespace and name) and deletes the
 	// source objects without running their finalizers.
 	require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), cluster))
-	cluster.Spec.Paused = ptrTrue()
+	cluster.Spec.Paused = ptr.To(true)
 	require.NoError(t, k8s.Update(f.ctx, cluster))
 	f.waitPaused(claim)
 	for _, obj := range []client.Object{before, claim} {
@@ -171,7 +171,3 @@ func TestIdentityKeepsManagementClustersApart(t *testing.T) {
 	assert.Equal(t, "10.25.0.3", address.Spec.Address, "the other cluster's reservation is not adopted")
 	assert.Len(t, f.recordsWithMarker("mgmt-b/"+f.ns+"/machine"), 1)
 }
-
-func ptrTrue() *bool { b := true; return &b }
-
-var _ = clusterv1.ClusterNameLabel

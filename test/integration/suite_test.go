@@ -9,12 +9,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,9 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -104,28 +100,7 @@ func runSuite(m *testing.M) int {
 // startManager runs a manager with the provider's reconcilers for objects
 // labelled with filter. wrap, when set, wraps the manager's client.
 func startManager(ctx context.Context, filter, identity string, wrap func(client.WithWatch) client.Client) (<-chan struct{}, error) {
-	opts := manager.Options{
-		Scheme:                 testScheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Logger:                 ctrl.Log.WithName(filter),
-		// Tests run several managers in one process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if wrap != nil {
-		opts.NewClient = func(cfg *rest.Config, o client.Options) (client.Client, error) {
-			c, err := client.NewWithWatch(cfg, o)
-			if err != nil {
-				return nil, err
-			}
-			return wrap(c), nil
-		}
-	}
-	mgr, err := manager.New(restConfig, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := controllers.Setup(ctx, mgr, controllers.Options{
+	return envtestenv.StartManager(ctx, restConfig, testScheme, controllers.Options{
 		Identity:         identity,
 		ManagerNamespace: managerNamespace,
 		WatchFilterValue: filter,
@@ -134,17 +109,18 @@ func startManager(ctx context.Context, filter, identity string, wrap func(client
 		SyncPeriod:       time.Minute,
 		// Long, so that tests prove a release wakes waiting claims.
 		ExhaustedRetryInterval: 10 * time.Minute,
-	}); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
+	}, func(o *manager.Options) {
+		o.Logger = ctrl.Log.WithName(filter)
+		if wrap != nil {
+			o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
+				c, err := client.NewWithWatch(cfg, opts)
+				if err != nil {
+					return nil, err
+				}
+				return wrap(c), nil
+			}
 		}
-	}()
-	return done, nil
+	})
 }
 
 type lockedBuffer struct {
@@ -206,27 +182,9 @@ func (f *fixture) createSecret(namespace, name, token string) {
 	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
 }
 
-// seedPrefix adds a prefix and records its first usable address as the
-// gateway, as an IPAM team would.
+// seedPrefix adds a prefix with its gateway recorded.
 func (f *fixture) seedPrefix(cidr string, o netboxsim.PrefixOptions) int32 {
-	id := f.sim.AddPrefix(cidr, o)
-	gw := firstUsable(cidr)
-	f.sim.AddIPAddress(gw, netboxsim.IPOptions{VRF: o.VRF, Status: "reserved", Description: "gateway"})
-	return id
-}
-
-func firstUsable(cidr string) string {
-	i := strings.Index(cidr, "/")
-	base, bits := cidr[:i], cidr[i:]
-	if strings.Contains(base, ":") {
-		return strings.TrimSuffix(base, "::") + "::1" + bits
-	}
-	parts := strings.Split(base, ".")
-	last := parts[3]
-	n := 0
-	fmt.Sscanf(last, "%d", &n)
-	parts[3] = fmt.Sprint(n + 1)
-	return strings.Join(parts, ".") + bits
+	return f.sim.AddPrefixWithGateway(cidr, o)
 }
 
 type poolOption func(*v1alpha1.NetboxIPPoolSpec)
@@ -421,5 +379,3 @@ func (f *fixture) deleteClaim(claim *ipamv1.IPAddressClaim) {
 }
 
 func paused(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }
-
-var _ = logr.Discard

@@ -276,3 +276,14 @@ func deepCopyMap(m map[string]any) map[string]any {
 	}
 	return out
 }
+
+// AddPrefixWithGateway adds a prefix and records its first usable address
+// as the gateway (status reserved), as an IPAM team would. It returns the
+// prefix's ID.
+func (s *Server) AddPrefixWithGateway(cidr string, o PrefixOptions) int32 {
+	id := s.AddPrefix(cidr, o)
+	p := netip.MustParsePrefix(cidr).Masked()
+	gw := netip.PrefixFrom(p.Addr().Next(), p.Bits())
+	s.AddIPAddress(gw.String(), IPOptions{VRF: o.VRF, Status: "reserved", Description: "gateway"})
+	return id
+}
