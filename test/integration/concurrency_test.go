@@ -15,13 +15,13 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
-func TestFiftyClaimsAtOnceGetFiftyDistinctAddresses(t *testing.T) {
+func TestHundredClaimsAtOnceGetDistinctAddresses(t *testing.T) {
 	f := newFixture(t)
 	f.seedPrefix("10.30.0.0/24", netboxsim.PrefixOptions{})
 	pool := f.createPool("pool", "10.30.0.0/24")
 	f.waitPoolReady(pool)
 
-	const n = 50
+	const n = 100
 	claims := make([]*ipamv1.IPAddressClaim, n)
 	var wg sync.WaitGroup
 	for i := range n {

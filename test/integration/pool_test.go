@@ -15,6 +15,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
 func (f *fixture) waitCounts(pool *v1alpha1.NetboxIPPool, want v1alpha1.AddressCounts) {
@@ -58,39 +59,30 @@ func TestPoolIsKeptWhileIPAddressesFromItExist(t *testing.T) {
 	f.waitGone(pool)
 }
 
-func TestRangeInAVRFWithEveryStampOverTLSWithAV2Token(t *testing.T) {
+func TestRangeInAVRFWithEveryStampAndAV2Token(t *testing.T) {
 	f := newFixture(t)
-	sim := netboxsim.NewTLS()
-	t.Cleanup(sim.Close)
 	v2 := "nbt_k8sprovider1." + strings.Repeat("Q", 40)
-	sim.AddToken(v2, true)
-	prod := sim.AddVRF("prod", "65000:1")
-	sim.AddIPRange("10.52.0.10/24", "10.52.0.19/24", netboxsim.RangeOptions{VRF: prod})
-	sim.AddIPRange("10.52.0.10/24", "10.52.0.19/24", netboxsim.RangeOptions{}) // the same range in the global table
-	sim.AddTenant("Platform", "platform")
-	sim.AddTag("Kubernetes", "kubernetes")
-	sim.AddCustomField("cost_center", "exact")
-	require.NoError(t, k8s.Create(f.ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "netbox-tls"},
-		Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(v2), v1alpha1.CABundleKey: sim.CACertPEM()},
-	}))
-	pool := &v1alpha1.NetboxIPPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "pool", Labels: f.labels()},
-		Spec: v1alpha1.NetboxIPPoolSpec{
-			Connection: v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox-tls"}},
-			Sources: []v1alpha1.NetboxAddressSource{{IPRange: &v1alpha1.NetboxIPRangeSource{
-				Start: "10.52.0.10", End: "10.52.0.19", VRF: "prod",
-			}}},
-			Reservation: v1alpha1.NetboxReservation{
-				Status: "reserved", Role: "vip", Tenant: "platform",
-				DNSNamePattern:     "{{ .ClaimName }}.{{ .ClusterName }}.example.com",
-				DescriptionPattern: "k8s {{ .Namespace }}/{{ .ClaimName }}",
-				Tags:               []string{"kubernetes"},
-				CustomFields:       map[string]string{"cost_center": "4711"},
-			},
-		},
-	}
-	require.NoError(t, k8s.Create(f.ctx, pool))
+	f.sim.AddToken(v2, true)
+	f.createSecret(f.ns, "netbox-v2", v2)
+	prod := f.sim.AddVRF("prod", "65000:1")
+	f.sim.AddIPRange("10.52.0.10/24", "10.52.0.19/24", netboxsim.RangeOptions{VRF: prod})
+	f.sim.AddIPRange("10.52.0.10/24", "10.52.0.19/24", netboxsim.RangeOptions{}) // the same range in the global table
+	f.sim.AddTenant("Platform", "platform")
+	f.sim.AddTag("Kubernetes", "kubernetes")
+	f.sim.AddCustomField("cost_center", "exact")
+	pool := f.createPool("pool", "", func(s *v1alpha1.NetboxIPPoolSpec) {
+		s.Connection.CredentialsSecretRef.Name = "netbox-v2"
+		s.Sources = []v1alpha1.NetboxAddressSource{{IPRange: &v1alpha1.NetboxIPRangeSource{
+			Start: "10.52.0.10", End: "10.52.0.19", VRF: "prod",
+		}}}
+		s.Reservation = v1alpha1.NetboxReservation{
+			Status: "reserved", Role: "vip", Tenant: "platform",
+			DNSNamePattern:     "{{ .ClaimName }}.{{ .ClusterName }}.example.com",
+			DescriptionPattern: "k8s {{ .Namespace }}/{{ .ClaimName }}",
+			Tags:               []string{"kubernetes"},
+			CustomFields:       map[string]string{"cost_center": "4711"},
+		}
+	})
 	f.waitCounts(pool, v1alpha1.AddressCounts{Total: 10, Used: 0, Free: 10})
 	f.createCluster("edge")
 
@@ -98,13 +90,9 @@ func TestRangeInAVRFWithEveryStampOverTLSWithAV2Token(t *testing.T) {
 
 	assert.Equal(t, "10.52.0.10", address.Spec.Address)
 	assert.Equal(t, "10.52.0.1", address.Spec.Gateway, "first usable address of the range's network; outside the range, so not checked in NetBox")
-	var record *netboxsim.IPAddress
-	for _, ip := range sim.IPAddresses() {
-		if ip.CustomFields["capi_ipam_claim"] == f.ns+"/lb" {
-			record = &ip
-		}
-	}
-	require.NotNil(t, record)
+	records := f.markedRecords()
+	require.Len(t, records, 1)
+	record := records[0]
 	assert.Equal(t, prod, record.VRF)
 	assert.Equal(t, "reserved", record.Status)
 	assert.Equal(t, "vip", record.Role)
@@ -113,6 +101,31 @@ func TestRangeInAVRFWithEveryStampOverTLSWithAV2Token(t *testing.T) {
 	assert.Equal(t, "k8s "+f.ns+"/lb", record.Description)
 	assert.ElementsMatch(t, []string{"cluster-api-ipam", "kubernetes"}, record.Tags)
 	assert.Equal(t, "4711", record.CustomFields["cost_center"])
+}
+
+func TestNetBoxOverTLSWithACABundle(t *testing.T) {
+	netboxtarget.SimOnly(t, "the real NetBox of the test run is served over plain HTTP")
+	f := newFixture(t)
+	sim := netboxsim.NewTLS()
+	t.Cleanup(sim.Close)
+	sim.AddToken(f.token, true)
+	sim.AddPrefixWithGateway("10.54.0.0/24", netboxsim.PrefixOptions{})
+	require.NoError(t, k8s.Create(f.ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "netbox-tls"},
+		Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(f.token), v1alpha1.CABundleKey: sim.CACertPEM()},
+	}))
+	trusted := f.createPool("trusted", "10.54.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+		s.Connection = v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox-tls"}}
+	})
+	untrusted := f.createPool("untrusted", "10.54.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+		s.Connection = v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"}}
+	})
+
+	f.waitPoolReady(trusted)
+	cond := f.waitPoolReason(untrusted, metav1.ConditionFalse, v1alpha1.InvalidConfigurationReason)
+	assert.Contains(t, cond.Message, "certificate is not trusted")
+	address := f.waitBound(f.createClaim("machine", "trusted"))
+	assert.Equal(t, "10.54.0.2", address.Spec.Address)
 }
 
 func TestClaimWaitsForItsPool(t *testing.T) {

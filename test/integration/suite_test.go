@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
 const (
@@ -146,7 +148,7 @@ type fixture struct {
 	ctx    context.Context
 	ns     string
 	filter string
-	sim    *netboxsim.Server
+	sim    netboxtarget.Target
 	token  string
 }
 
@@ -154,8 +156,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := &fixture{t: t, ctx: ctx, ns: "t-" + randomHex(4), filter: suiteFilter, sim: netboxsim.New(), token: randomHex(20)}
-	t.Cleanup(f.sim.Close)
+	f := &fixture{t: t, ctx: ctx, ns: "t-" + randomHex(4), filter: suiteFilter, sim: netboxtarget.New(t), token: randomHex(20)}
 	f.sim.AddToken(f.token, true)
 	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
 	f.createSecret(f.ns, "netbox", f.token)
@@ -319,11 +320,12 @@ func (f *fixture) waitGone(obj client.Object) {
 	}, waitTimeout, pollInterval)
 }
 
-// markedRecords returns the simulator's IP addresses that carry a marker.
+// markedRecords returns the IP addresses whose marker names a claim of
+// this test's namespace (a real NetBox is shared by every test of a run).
 func (f *fixture) markedRecords() []netboxsim.IPAddress {
 	var out []netboxsim.IPAddress
 	for _, ip := range f.sim.IPAddresses() {
-		if m, _ := ip.CustomFields["capi_ipam_claim"].(string); m != "" {
+		if m, _ := ip.CustomFields["capi_ipam_claim"].(string); strings.Contains("/"+m, "/"+f.ns+"/") {
 			out = append(out, ip)
 		}
 	}

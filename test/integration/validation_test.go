@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
 func (f *fixture) waitNotPaused(claim *ipamv1.IPAddressClaim) {
@@ -182,6 +183,7 @@ func TestReadOnlyTokenGivesAClearCondition(t *testing.T) {
 	f.createSecret(f.ns, "read-only", readOnly)
 
 	t.Run("without the provider's tag and field in NetBox", func(t *testing.T) {
+		netboxtarget.SimOnly(t, "a real NetBox of this run already holds the tag and field")
 		pool := f.createPool("setup", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 			s.Connection.CredentialsSecretRef.Name = "read-only"
 		})
@@ -257,7 +259,8 @@ func TestTokensNeverLeak(t *testing.T) {
 	})
 	good := f.createPool("good", "10.43.0.0/24")
 	f.waitPoolReason(bad, metav1.ConditionFalse, v1alpha1.AuthenticationFailedReason)
-	f.sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 500, Method: "POST", Times: 10})
+	f.waitPoolReady(good)
+	f.sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 500, Method: "POST", PathContains: "available-ips", Times: 10})
 	failing := f.createClaim("failing", "good")
 	f.waitClaimReason(failing, ipamv1.IPAddressClaimReadyAllocationFailedReason)
 	f.sim.ClearFaults()

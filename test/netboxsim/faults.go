@@ -85,25 +85,25 @@ func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, rt *rou
 	f, faulty := s.takeFault(r.Method, r.URL.Path)
 	if faulty && f.Kind == FaultLatency && !s.sleep(f.Latency) {
 		s.record(r, 0)
-		hijackClose(w)
+		CloseWithoutResponse(w)
 		return
 	}
 	switch {
 	case faulty && f.Kind == FaultStatus:
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.record(r, f.Status)
-		writeFaultStatus(w, f.Status)
+		WriteFaultStatus(w, f.Status)
 	case faulty && f.Kind == FaultDrop:
 		// Drain the body so the client sees a clean close, not a reset.
 		_, _ = io.Copy(io.Discard, r.Body)
 		s.record(r, 0)
-		hijackClose(w)
+		CloseWithoutResponse(w)
 	default:
 		rec := httptest.NewRecorder()
 		status := s.dispatch(rec, r, rt, id)
 		s.record(r, status)
 		if faulty && f.Kind == FaultLoseResponse {
-			hijackClose(w)
+			CloseWithoutResponse(w)
 			return
 		}
 		for k, v := range rec.Header() {
@@ -130,8 +130,9 @@ func (s *Server) sleep(d time.Duration) bool {
 	}
 }
 
-// hijackClose closes the connection without writing a response.
-func hijackClose(w http.ResponseWriter) {
+// CloseWithoutResponse cuts the connection without an answer, as a
+// crashed proxy or a network fault would.
+func CloseWithoutResponse(w http.ResponseWriter) {
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		panic("netboxsim: connection cannot be hijacked (HTTP/2?)")
@@ -142,9 +143,10 @@ func hijackClose(w http.ResponseWriter) {
 	}
 }
 
-// writeFaultStatus answers like the component that would really fail: nginx
-// for gateway errors, NetBox's exception handler for 500, DRF otherwise.
-func writeFaultStatus(w http.ResponseWriter, status int) int {
+// WriteFaultStatus answers with status as the layer that failed would: an
+// nginx page for 502, 503 and 504, NetBox's JSON error body otherwise. It
+// returns status.
+func WriteFaultStatus(w http.ResponseWriter, status int) int {
 	text := http.StatusText(status)
 	switch status {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

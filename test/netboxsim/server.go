@@ -134,7 +134,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	latency := s.latency
 	s.mu.Unlock()
 	if !s.sleep(latency) {
-		hijackClose(w)
+		CloseWithoutResponse(w)
 		return
 	}
 
