@@ -46,8 +46,16 @@ demo: ## Run the demo: a local API server, the NetBox simulator and the manager 
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/demo
 
 .PHONY: test
-test: ## Run every test, on a real kube-apiserver and etcd.
+test: test-sim test-real-netbox ## Run every test: unit and simulator suites, then the integration suite against a real NetBox.
+
+.PHONY: test-sim
+test-sim: ## Run the unit tests and the integration suite against the NetBox simulator, on a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-real-netbox
+test-real-netbox: ## Run the integration suite against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
+	@env_file="$$(hack/netbox/up.sh)"; trap 'hack/netbox/down.sh' EXIT; set -a; . "$$env_file"; set +a; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures (backend micro-benchmark, then end to end on envtest).

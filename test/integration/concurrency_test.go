@@ -12,6 +12,7 @@ import (
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -83,10 +84,13 @@ func TestSourcesAreTriedInOrder(t *testing.T) {
 func TestBoundClaimResyncMakesNoBackendCall(t *testing.T) {
 	f := newFixture(t)
 	f.seedPrefix("10.33.0.0/24", netboxsim.PrefixOptions{})
-	f.createPool("pool", "10.33.0.0/24")
+	pool := f.createPool("pool", "10.33.0.0/24")
 	cluster := f.createCluster("workload")
 	claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
 	f.waitBound(claim)
+	// The pool refreshes its counts after the IPAddress appears; that is
+	// the pool's cost, so let it finish first.
+	f.waitCounts(pool, v1alpha1.AddressCounts{Total: 254, Used: 2, Free: 252})
 	f.sim.ResetCalls()
 
 	// Pausing and unpausing the Cluster makes the claim reconcile twice,

@@ -31,19 +31,17 @@ func (s *Server) AddToken(token string, writeEnabled bool) {
 }
 
 // authenticate returns "" when the request may proceed, otherwise the detail
-// of the 403. As in NetBox 4.5+, the keyword picks the token version:
-// "Token" is looked up as v1, "Bearer" as v2; other schemes are ignored,
-// leaving the request anonymous (and LOGIN_REQUIRED rejects it).
+// of the 403. As on NetBox 4.7.3, "Token" and "Bearer" both introduce a
+// token and the token itself picks its version: "nbt_…" is v2, anything
+// else v1. Other schemes are ignored, leaving the request anonymous (and
+// LOGIN_REQUIRED rejects it).
 func (s *Server) authenticate(r *http.Request) string {
 	fields := strings.Fields(r.Header.Get("Authorization"))
 	if len(fields) == 0 {
 		return msgNotAuthenticated
 	}
-	var v2 bool
 	switch strings.ToLower(fields[0]) {
-	case "token":
-	case "bearer":
-		v2 = true
+	case "token", "bearer":
 	default:
 		return msgNotAuthenticated
 	}
@@ -53,10 +51,11 @@ func (s *Server) authenticate(r *http.Request) string {
 	case len(fields) > 2:
 		return "Invalid token header. Token string should not contain spaces."
 	}
+	v2 := strings.HasPrefix(fields[1], v2TokenPrefix)
 	s.mu.Lock()
 	tok, ok := s.tokens[fields[1]]
 	s.mu.Unlock()
-	if !ok || tok.v2 != v2 {
+	if !ok {
 		if v2 {
 			return "Invalid v2 token"
 		}

@@ -147,9 +147,8 @@ func allocate(c *reqCtx, p allocParent) response {
 	}
 	free := take(p.free, len(items))
 	if len(free) < len(items) {
-		return response{http.StatusConflict, map[string]string{"detail": fmt.Sprintf(
-			"An insufficient number of IP addresses are available within %s (%d requested, %d available)",
-			p.name, len(items), len(free))}}
+		// NetBox 3.6+ (AvailableObjectsView), confirmed on 4.7.3.
+		return response{http.StatusConflict, map[string]string{"detail": "Insufficient resources are available to satisfy the request"}}
 	}
 	// The request's address and VRF are overwritten by the allocation.
 	requests := make([]any, len(items))

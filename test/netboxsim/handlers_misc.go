@@ -6,8 +6,8 @@ import (
 )
 
 const (
-	pythonVersion = "3.12.3"
-	djangoVersion = "5.2.4"
+	pythonVersion = "3.13.5"
+	djangoVersion = "6.1.2"
 )
 
 func apiRoot(c *reqCtx) response {
@@ -22,7 +22,8 @@ func apiRoot(c *reqCtx) response {
 func getStatus(c *reqCtx) response {
 	return response{http.StatusOK, map[string]any{
 		"django-version": djangoVersion,
-		"installed-apps": map[string]string{
+		"hostname":       "netboxsim",
+		"installed_apps": map[string]string{
 			"django_filters": "25.1", "django_prometheus": "2.3.1", "django_rq": "3.0.1",
 			"django_tables2": "2.7.5", "drf_spectacular": "0.28.0", "mptt": "0.17.0",
 			"rest_framework": "3.16.0", "social_django": "5.4.3", "taggit": "6.1.0", "timezone_field": "7.1",

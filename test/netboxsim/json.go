@@ -69,6 +69,7 @@ type ipJSON struct {
 	NATOutside         []any            `json:"nat_outside"`
 	DNSName            string           `json:"dns_name"`
 	Description        string           `json:"description"`
+	Owner              any              `json:"owner"` // NetBox 4.5+; always null here
 	Comments           string           `json:"comments"`
 	Tags               []nestedTagJSON  `json:"tags"`
 	CustomFields       map[string]any   `json:"custom_fields"`
@@ -94,6 +95,7 @@ type prefixJSON struct {
 	IsPool       bool            `json:"is_pool"`
 	MarkUtilized bool            `json:"mark_utilized"`
 	Description  string          `json:"description"`
+	Owner        any             `json:"owner"` // NetBox 4.5+; always null here
 	Comments     string          `json:"comments"`
 	Tags         []nestedTagJSON `json:"tags"`
 	CustomFields map[string]any  `json:"custom_fields"`
@@ -117,6 +119,7 @@ type rangeJSON struct {
 	Status        choiceJSON      `json:"status"`
 	Role          any             `json:"role"`
 	Description   string          `json:"description"`
+	Owner         any             `json:"owner"` // NetBox 4.5+; always null here
 	Comments      string          `json:"comments"`
 	Tags          []nestedTagJSON `json:"tags"`
 	CustomFields  map[string]any  `json:"custom_fields"`
@@ -192,6 +195,10 @@ type customFieldJSON struct {
 	Label               string     `json:"label"`
 	GroupName           string     `json:"group_name"`
 	Description         string     `json:"description"`
+	Owner               any        `json:"owner"`
+	NullsFirst          bool       `json:"nulls_first"`
+	Status              choiceJSON `json:"status"`
+	ValidationSchema    any        `json:"validation_schema"`
 	Required            bool       `json:"required"`
 	Unique              bool       `json:"unique"`
 	SearchWeight        int        `json:"search_weight"`
@@ -412,6 +419,7 @@ func (r renderer) customField(cf *customFieldObj) customFieldJSON {
 		FilterLogic: choiceJSON{cf.filterLogic, filterLogicLabels[cf.filterLogic]},
 		UIVisible:   choiceJSON{"always", "Always"}, UIEditable: choiceJSON{"yes", "Yes"},
 		Default: deepCopy(cf.def), Weight: cf.weight,
+		NullsFirst: true, Status: choiceJSON{"active", "Active"},
 		Created: pyTime(cf.created), LastUpdated: pyTime(cf.updated),
 	}
 }

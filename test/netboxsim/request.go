@@ -28,9 +28,13 @@ func (c *reqCtx) st() *store { return c.s.db }
 
 // body decodes the request like DRF's JSONParser: an empty body, or one
 // without Content-Type, is an empty dict.
+//
+// A chunked body (no Content-Length) reads as empty too: Django under a WSGI
+// server such as gunicorn sees no CONTENT_LENGTH and reads nothing, as seen
+// on NetBox 4.7.3.
 func (c *reqCtx) body() (any, *response) {
 	ct := c.r.Header.Get("Content-Type")
-	if len(c.raw) == 0 || ct == "" {
+	if len(c.raw) == 0 || ct == "" || c.r.ContentLength < 0 {
 		return map[string]any{}, nil
 	}
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {

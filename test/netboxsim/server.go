@@ -19,7 +19,7 @@ import (
 )
 
 const (
-	netboxVersion = "4.3.7"
+	netboxVersion = "4.7.3"
 	apiVersion    = "4.3" // NetBox sends it in the API-Version header
 	maxBodyBytes  = 10 << 20
 )

@@ -115,7 +115,14 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 		netboxsim.CloseWithoutResponse(w)
 		return
 	}
-	out, err := http.NewRequestWithContext(req.Context(), req.Method, r.upstream+req.URL.RequestURI(), req.Body)
+	// Buffered, so the request carries a Content-Length: Django under
+	// gunicorn reads a chunked body as empty.
+	reqBody, err := io.ReadAll(req.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	out, err := http.NewRequestWithContext(req.Context(), req.Method, r.upstream+req.URL.RequestURI(), bytes.NewReader(reqBody))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
