@@ -73,8 +73,12 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Kind.Kind).
+		// Not on the pool's own status updates: each reconcile asks the
+		// backend for counts, and a status write would trigger another.
 		For(r.Kind.New(), builder.WithPredicates(
-			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue))).
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
+				predicate.LabelChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		Watches(secret, handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool),
@@ -110,9 +114,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if !pool.GetDeletionTimestamp().IsZero() {
 		return r.reconcileDelete(ctx, pool)
 	}
-	if controllerutil.AddFinalizer(pool, v1alpha1.PoolFinalizer) {
-		return ctrl.Result{}, nil
-	}
+	// Validating is read-only, so it need not wait for the finalizer to be
+	// persisted: both are written by the patch at the end.
+	controllerutil.AddFinalizer(pool, v1alpha1.PoolFinalizer)
 	if annotations.HasPaused(pool) {
 		conditions.Set(pool, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue,
 			Reason: clusterv1.PausedReason, Message: fmt.Sprintf("the pool has the %s annotation", clusterv1.PausedAnnotation)})

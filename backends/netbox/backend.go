@@ -160,11 +160,12 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 	var exhausted []string
 	for _, src := range sources {
 		created, err := b.allocateFrom(ctx, src, request)
+		var full *sourceFullError
 		switch {
 		case err == nil && created != nil:
 			return b.toAllocation(*created)
-		case errors.Is(err, backends.ErrConflict):
-			exhausted = append(exhausted, src.display)
+		case errors.As(err, &full):
+			exhausted = append(exhausted, fmt.Sprintf("%s (NetBox: %q)", src.display, full.detail))
 			continue
 		case errors.Is(err, backends.ErrUnavailable):
 			// The reservation may have been made though its answer was lost.
@@ -195,6 +196,9 @@ func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request 
 		created, resp, err = b.api.IpamAPI.IpamIpRangesAvailableIpsCreate(ctx, src.id).IPAddressRequest([]netbox.IPAddressRequest{request}).Execute()
 	}
 	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusConflict {
+			return nil, &sourceFullError{detail: errorDetail(err)}
+		}
 		return nil, classify(op, resp, err)
 	}
 	if len(created) != 1 {
@@ -209,6 +213,12 @@ func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request 
 	rec := recordFromAPI(created[0])
 	return &rec, nil
 }
+
+// sourceFullError is NetBox's 409 to an available-ips request: the source
+// has no free address left.
+type sourceFullError struct{ detail string }
+
+func (e *sourceFullError) Error() string { return "no free address: " + e.detail }
 
 // adoptExisting finds records carrying the claim's marker and keeps one.
 func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (backends.Allocation, bool, error) {

@@ -200,6 +200,7 @@ func TestSourcesInOrderThenExhausted(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrExhausted)
 	assert.Contains(t, err.Error(), "prefix 10.0.0.0/30")
 	assert.Contains(t, err.Error(), "prefix 10.0.1.0/30")
+	assert.Contains(t, err.Error(), "Insufficient resources are available to satisfy the request")
 }
 
 func TestIPRangeAndVRFSources(t *testing.T) {

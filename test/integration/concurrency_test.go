@@ -60,6 +60,7 @@ func TestExhaustedPoolReportsPoolExhaustedAndBindsWhenSpaceFrees(t *testing.T) {
 	waiting := f.createClaim("machine-5", "pool")
 	cond := f.waitClaimReason(waiting, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
 	assert.Contains(t, cond.Message, "10.31.0.0/29")
+	assert.Contains(t, cond.Message, "Insufficient resources are available to satisfy the request", "NetBox's own words")
 	f.waitEvent(f.ns, waiting.Name, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
 
 	// Releasing one address wakes the waiting claim (its own retry is ten

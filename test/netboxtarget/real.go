@@ -34,7 +34,8 @@ type realNetBox struct {
 	upstream string
 	// admin authorizes seeding, which bypasses the proxy.
 	admin    string
-	write    string
+	writeV1  string
+	writeV2  string
 	readOnly string
 	proxy    *httptest.Server
 	client   *http.Client
@@ -58,12 +59,13 @@ func newReal(t testing.TB) *realNetBox {
 	r := &realNetBox{
 		t:        t,
 		upstream: strings.TrimRight(os.Getenv("NETBOX_URL"), "/"),
-		write:    authorization(env("NETBOX_TOKEN_V2")),
+		writeV1:  authorization(env("NETBOX_TOKEN_V1")),
+		writeV2:  authorization(env("NETBOX_TOKEN_V2")),
 		readOnly: authorization(env("NETBOX_TOKEN_READONLY")),
 		client:   &http.Client{Timeout: 60 * time.Second},
 		aliases:  map[string]string{},
 	}
-	r.admin = r.write
+	r.admin = r.writeV2
 	r.proxy = httptest.NewServer(http.HandlerFunc(r.serve))
 	return r
 }
@@ -78,13 +80,19 @@ func authorization(token string) string {
 func (r *realNetBox) URL() string { return r.proxy.URL }
 func (r *realNetBox) Close()      { r.proxy.Close() }
 
+// AddToken maps a test token to a real one of the same kind: a v2 token
+// ("nbt_…") to the v2 write token, any other to the v1 write token, and a
+// read-only one to the read-only v1 token.
 func (r *realNetBox) AddToken(token string, writeEnabled bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if writeEnabled {
-		r.aliases[token] = r.write
-	} else {
+	switch {
+	case !writeEnabled:
 		r.aliases[token] = r.readOnly
+	case strings.HasPrefix(token, "nbt_"):
+		r.aliases[token] = r.writeV2
+	default:
+		r.aliases[token] = r.writeV1
 	}
 }
 
