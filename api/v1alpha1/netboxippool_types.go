@@ -6,8 +6,8 @@ import (
 
 // Keys read from a NetBox pool's credentials Secret.
 const (
-	// NetboxTokenKey holds the API token: a v1 token (40 hex characters, sent
-	// as "Token …") or a v2 token ("nbt_…", sent as "Bearer …").
+	// NetboxTokenKey holds the API token: a v1 token (sent as "Token …") or
+	// a v2 token ("nbt_<key>.<secret>", NetBox 4.5+, sent as "Bearer …").
 	NetboxTokenKey = "token"
 	// CABundleKey optionally holds PEM certificates that verify the server.
 	CABundleKey = "ca.crt"
