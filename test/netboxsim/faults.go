@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -38,25 +39,54 @@ type Fault struct {
 	Latency      time.Duration
 }
 
-// InjectFault queues a fault.
-func (s *Server) InjectFault(f Fault) {
+// FaultQueue holds injected faults until requests consume them. The
+// simulator uses one, and so does any proxy that injects the same faults.
+type FaultQueue struct {
+	mu     sync.Mutex
+	faults []*Fault
+}
+
+// Add queues a fault, with its defaults applied.
+func (q *FaultQueue) Add(f Fault) {
 	if f.Times <= 0 {
 		f.Times = 1
 	}
 	if f.Kind == FaultStatus && f.Status == 0 {
 		f.Status = http.StatusServiceUnavailable
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, &f)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.faults = append(q.faults, &f)
 }
 
-// ClearFaults drops all pending faults.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
+// Clear drops all pending faults.
+func (q *FaultQueue) Clear() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.faults = nil
 }
+
+// Take consumes one use of the first fault matching the request.
+func (q *FaultQueue) Take(method, path string) (Fault, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, f := range q.faults {
+		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) {
+			f.Times--
+			if f.Times == 0 {
+				q.faults = append(q.faults[:i:i], q.faults[i+1:]...)
+			}
+			return *f, true
+		}
+	}
+	return Fault{}, false
+}
+
+// InjectFault queues a fault.
+func (s *Server) InjectFault(f Fault) { s.faults.Add(f) }
+
+// ClearFaults drops all pending faults.
+func (s *Server) ClearFaults() { s.faults.Clear() }
 
 // SetLatency adds d to every request, before anything else happens.
 func (s *Server) SetLatency(d time.Duration) {
@@ -65,24 +95,8 @@ func (s *Server) SetLatency(d time.Duration) {
 	s.latency = d
 }
 
-// takeFault consumes one use of the first fault matching the request.
-func (s *Server) takeFault(method, path string) (Fault, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, f := range s.faults {
-		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) {
-			f.Times--
-			if f.Times == 0 {
-				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			}
-			return *f, true
-		}
-	}
-	return Fault{}, false
-}
-
 func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, rt *route, id string) {
-	f, faulty := s.takeFault(r.Method, r.URL.Path)
+	f, faulty := s.faults.Take(r.Method, r.URL.Path)
 	if faulty && f.Kind == FaultLatency && !s.sleep(f.Latency) {
 		s.record(r, 0)
 		CloseWithoutResponse(w)

@@ -35,7 +35,7 @@ type Server struct {
 	db      *store
 	tokens  map[string]tokenInfo
 	calls   []Call
-	faults  []*Fault
+	faults  FaultQueue
 	latency time.Duration
 	onAlloc func([]IPAddress)
 }

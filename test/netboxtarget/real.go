@@ -40,9 +40,10 @@ type realNetBox struct {
 	proxy    *httptest.Server
 	client   *http.Client
 
+	faults netboxsim.FaultQueue
+
 	mu      sync.Mutex
 	aliases map[string]string
-	faults  []*netboxsim.Fault
 	calls   []netboxsim.Call
 	latency time.Duration
 }
@@ -105,8 +106,8 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 			req.Header.Set("Authorization", real)
 		}
 	}
-	fault, faulty := r.takeFault(req.Method, req.URL.Path)
 	r.mu.Unlock()
+	fault, faulty := r.faults.Take(req.Method, req.URL.Path)
 	time.Sleep(latency)
 	if faulty && fault.Kind == netboxsim.FaultLatency {
 		time.Sleep(fault.Latency)
@@ -156,20 +157,6 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// takeFault consumes the first fault matching the request; r.mu is held.
-func (r *realNetBox) takeFault(method, path string) (netboxsim.Fault, bool) {
-	for i, f := range r.faults {
-		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) {
-			f.Times--
-			if f.Times <= 0 {
-				r.faults = append(r.faults[:i:i], r.faults[i+1:]...)
-			}
-			return *f, true
-		}
-	}
-	return netboxsim.Fault{}, false
-}
-
 func (r *realNetBox) record(req *http.Request, status int) {
 	if !strings.HasPrefix(req.URL.Path, "/api/") {
 		return
@@ -179,23 +166,8 @@ func (r *realNetBox) record(req *http.Request, status int) {
 	r.calls = append(r.calls, netboxsim.Call{Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, Status: status})
 }
 
-func (r *realNetBox) InjectFault(f netboxsim.Fault) {
-	if f.Times <= 0 {
-		f.Times = 1
-	}
-	if f.Kind == netboxsim.FaultStatus && f.Status == 0 {
-		f.Status = http.StatusServiceUnavailable
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.faults = append(r.faults, &f)
-}
-
-func (r *realNetBox) ClearFaults() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.faults = nil
-}
+func (r *realNetBox) InjectFault(f netboxsim.Fault) { r.faults.Add(f) }
+func (r *realNetBox) ClearFaults()                  { r.faults.Clear() }
 
 func (r *realNetBox) SetLatency(d time.Duration) {
 	r.mu.Lock()
