@@ -54,7 +54,7 @@ test-sim: ## Run the unit tests and the integration suite against the NetBox sim
 
 .PHONY: test-real-netbox
 test-real-netbox: ## Run the integration suite against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
-	@env_file="$$(hack/netbox/up.sh)"; trap 'hack/netbox/down.sh' EXIT; set -a; . "$$env_file"; set +a; \
+	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/
 
 .PHONY: bench
