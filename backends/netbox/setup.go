@@ -44,10 +44,11 @@ func (b *Backend) ensureSetup(ctx context.Context) (*references, error) {
 		if err := b.getJSON(ctx, "/api/tenancy/tenants/", url.Values{"slug": {slug}}, &p); err != nil {
 			return nil, fmt.Errorf("looking up tenant %q: %w", slug, err)
 		}
-		if len(p.Results) != 1 {
-			return nil, fmt.Errorf("%w: tenant %q does not exist in NetBox", backends.ErrNotFound, slug)
+		tenant, err := exactlyOne(p.Results, fmt.Sprintf("tenant %q", slug))
+		if err != nil {
+			return nil, err
 		}
-		refs.tenantID = p.Results[0].ID
+		refs.tenantID = tenant.ID
 	}
 	return refs, nil
 }

@@ -80,13 +80,21 @@ func (b *Backend) findVRF(ctx context.Context, name string) (int32, error) {
 	if err := b.getJSON(ctx, "/api/ipam/vrfs/", url.Values{"name": {name}}, &p); err != nil {
 		return 0, fmt.Errorf("looking up VRF %q: %w", name, err)
 	}
-	switch len(p.Results) {
+	vrf, err := exactlyOne(p.Results, fmt.Sprintf("VRF %q", name))
+	return vrf.ID, err
+}
+
+// exactlyOne returns the single object a lookup by name or address found:
+// none is ErrNotFound, several is a spec that must name its object by ID.
+func exactlyOne[T any](found []T, what string) (T, error) {
+	var zero T
+	switch len(found) {
 	case 0:
-		return 0, fmt.Errorf("%w: VRF %q does not exist in NetBox", backends.ErrNotFound, name)
+		return zero, fmt.Errorf("%w: %s does not exist in NetBox", backends.ErrNotFound, what)
 	case 1:
-		return p.Results[0].ID, nil
+		return found[0], nil
 	default:
-		return 0, fmt.Errorf("%w: %d VRFs are named %q; select the source by id", backends.ErrInvalidConfig, len(p.Results), name)
+		return zero, fmt.Errorf("%w: %d objects match %s; select it by id", backends.ErrInvalidConfig, len(found), what)
 	}
 }
 
@@ -102,13 +110,9 @@ func (b *Backend) resolvePrefix(ctx context.Context, s Source, vrfID int32) (res
 		if err := b.getJSON(ctx, "/api/ipam/prefixes/", q, &p); err != nil {
 			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
 		}
-		switch len(p.Results) {
-		case 0:
-			return resolvedSource{}, fmt.Errorf("%w: %s does not exist in NetBox", backends.ErrNotFound, s)
-		case 1:
-			obj = p.Results[0]
-		default:
-			return resolvedSource{}, fmt.Errorf("%w: %d prefixes match %s; select it by id", backends.ErrInvalidConfig, len(p.Results), s)
+		var err error
+		if obj, err = exactlyOne(p.Results, s.String()); err != nil {
+			return resolvedSource{}, err
 		}
 	}
 	network, err := netip.ParsePrefix(obj.Prefix)
@@ -158,13 +162,9 @@ func (b *Backend) resolveRange(ctx context.Context, s Source, vrfID int32) (reso
 				matches = append(matches, o)
 			}
 		}
-		switch len(matches) {
-		case 0:
-			return resolvedSource{}, fmt.Errorf("%w: %s does not exist in NetBox", backends.ErrNotFound, s)
-		case 1:
-			obj = matches[0]
-		default:
-			return resolvedSource{}, fmt.Errorf("%w: %d IP ranges match %s; select it by id", backends.ErrInvalidConfig, len(matches), s)
+		var err error
+		if obj, err = exactlyOne(matches, s.String()); err != nil {
+			return resolvedSource{}, err
 		}
 	}
 	start, err := netip.ParsePrefix(obj.StartAddress)
