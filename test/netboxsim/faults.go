@@ -5,82 +5,26 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
-	"sync"
 	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
-// FaultKind says how an injected fault disturbs a request.
-type FaultKind int
+// Fault kinds and types, shared with the other simulators.
+type (
+	FaultKind  = httpfault.Kind
+	Fault      = httpfault.Fault
+	FaultQueue = httpfault.Queue
+)
 
+// Fault kinds; FaultStatus answers 502/503/504 with an nginx page and 500
+// with NetBox's JSON error.
 const (
-	// FaultStatus replies with Status without processing the request: an
-	// nginx HTML page for 502/503/504, NetBox's JSON error for 500.
-	FaultStatus FaultKind = iota
-	// FaultDrop closes the connection without reply and without processing.
-	FaultDrop
-	// FaultLoseResponse processes the request fully (e.g. allocates), then
-	// closes the connection without replying.
-	FaultLoseResponse
-	// FaultLatency sleeps Latency, then processes normally. The request is
-	// processed even if the client gave up meanwhile, as NetBox would.
-	FaultLatency
+	FaultStatus       = httpfault.Status
+	FaultDrop         = httpfault.Drop
+	FaultLoseResponse = httpfault.LoseResponse
+	FaultLatency      = httpfault.Latency
 )
-
-// Fault is consumed, in order of injection, by the first matching requests.
-// Go's HTTP client silently retries idempotent requests (GET) whose reused
-// connection dies, so a drop on a GET may go unnoticed by the caller.
-type Fault struct {
-	Kind         FaultKind
-	Method       string // "" = any
-	PathContains string
-	Times        int // matching requests affected; default 1
-	Status       int // FaultStatus; default 503
-	Latency      time.Duration
-}
-
-// FaultQueue holds injected faults until requests consume them. The
-// simulator uses one, and so does any proxy that injects the same faults.
-type FaultQueue struct {
-	mu     sync.Mutex
-	faults []*Fault
-}
-
-// Add queues a fault, with its defaults applied.
-func (q *FaultQueue) Add(f Fault) {
-	if f.Times <= 0 {
-		f.Times = 1
-	}
-	if f.Kind == FaultStatus && f.Status == 0 {
-		f.Status = http.StatusServiceUnavailable
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.faults = append(q.faults, &f)
-}
-
-// Clear drops all pending faults.
-func (q *FaultQueue) Clear() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.faults = nil
-}
-
-// Take consumes one use of the first fault matching the request.
-func (q *FaultQueue) Take(method, path string) (Fault, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for i, f := range q.faults {
-		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) {
-			f.Times--
-			if f.Times == 0 {
-				q.faults = append(q.faults[:i:i], q.faults[i+1:]...)
-			}
-			return *f, true
-		}
-	}
-	return Fault{}, false
-}
 
 // InjectFault queues a fault.
 func (s *Server) InjectFault(f Fault) { s.faults.Add(f) }
@@ -144,18 +88,8 @@ func (s *Server) sleep(d time.Duration) bool {
 	}
 }
 
-// CloseWithoutResponse cuts the connection without an answer, as a
-// crashed proxy or a network fault would.
-func CloseWithoutResponse(w http.ResponseWriter) {
-	hj, ok := w.(http.Hijacker)
-	if !ok {
-		panic("netboxsim: connection cannot be hijacked (HTTP/2?)")
-	}
-	conn, _, err := hj.Hijack()
-	if err == nil {
-		_ = conn.Close()
-	}
-}
+// CloseWithoutResponse cuts the connection without an answer.
+func CloseWithoutResponse(w http.ResponseWriter) { httpfault.CloseWithoutResponse(w) }
 
 // WriteFaultStatus answers with status as the layer that failed would: an
 // nginx page for 502, 503 and 504, NetBox's JSON error body otherwise. It

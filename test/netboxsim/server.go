@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
 const (
@@ -34,22 +36,15 @@ type Server struct {
 	mu      sync.Mutex // guards everything below; held for a whole API request
 	db      *store
 	tokens  map[string]tokenInfo
-	calls   []Call
+	calls   httpfault.Log
 	faults  FaultQueue
 	latency time.Duration
 	onAlloc func([]IPAddress)
 }
 
 // Call is one request to a known endpoint that passed authentication
-// (redirects, unknown URLs and rejected tokens are not recorded). Status is
-// what the server produced: 0 when the connection was dropped before
-// processing, the real status when the response was processed and then lost.
-type Call struct {
-	Method string
-	Path   string // without query
-	Query  string // raw query string
-	Status int
-}
+// (redirects, unknown URLs and rejected tokens are not recorded).
+type Call = httpfault.Call
 
 // New starts a plain-HTTP server on 127.0.0.1.
 func New() *Server { return start(false) }
@@ -102,32 +97,14 @@ func (s *Server) OnAllocate(fn func(created []IPAddress)) {
 }
 
 // Calls returns the recorded calls in order.
-func (s *Server) Calls() []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Call(nil), s.calls...)
-}
+func (s *Server) Calls() []Call { return s.calls.Calls() }
 
 // ResetCalls forgets the recorded calls.
-func (s *Server) ResetCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = nil
-}
+func (s *Server) ResetCalls() { s.calls.Reset() }
 
 // CountCalls counts recorded calls with the method ("" = any) whose path
 // starts with pathPrefix.
-func (s *Server) CountCalls(method, pathPrefix string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, c := range s.calls {
-		if (method == "" || strings.EqualFold(c.Method, method)) && strings.HasPrefix(c.Path, pathPrefix) {
-			n++
-		}
-	}
-	return n
-}
+func (s *Server) CountCalls(method, pathPrefix string) int { return s.calls.Count(method, pathPrefix) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
@@ -159,13 +136,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serveWithFaults(w, r, rt, id)
 }
 
-// record counts a call. It runs before the client can see any answer, so a
-// caller whose request just returned always finds its call counted.
-func (s *Server) record(r *http.Request, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
-}
+// record counts a call before the client can see any answer.
+func (s *Server) record(r *http.Request, status int) { s.calls.Record(r, status) }
 
 // dispatch runs the route's handler under the server lock and writes its
 // response. It returns the status written.

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -44,7 +45,7 @@ type realNetBox struct {
 
 	mu      sync.Mutex
 	aliases map[string]string
-	calls   []netboxsim.Call
+	calls   httpfault.Log
 	latency time.Duration
 }
 
@@ -161,9 +162,7 @@ func (r *realNetBox) record(req *http.Request, status int) {
 	if !strings.HasPrefix(req.URL.Path, "/api/") {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = append(r.calls, netboxsim.Call{Method: req.Method, Path: req.URL.Path, Query: req.URL.RawQuery, Status: status})
+	r.calls.Record(req, status)
 }
 
 func (r *realNetBox) InjectFault(f netboxsim.Fault) { r.faults.Add(f) }
@@ -175,26 +174,11 @@ func (r *realNetBox) SetLatency(d time.Duration) {
 	r.latency = d
 }
 
-func (r *realNetBox) Calls() []netboxsim.Call {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]netboxsim.Call(nil), r.calls...)
-}
-
-func (r *realNetBox) ResetCalls() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.calls = nil
-}
+func (r *realNetBox) Calls() []netboxsim.Call { return r.calls.Calls() }
+func (r *realNetBox) ResetCalls()             { r.calls.Reset() }
 
 func (r *realNetBox) CountCalls(method, pathPrefix string) int {
-	n := 0
-	for _, c := range r.Calls() {
-		if (method == "" || strings.EqualFold(c.Method, method)) && strings.HasPrefix(c.Path, pathPrefix) {
-			n++
-		}
-	}
-	return n
+	return r.calls.Count(method, pathPrefix)
 }
 
 // Seeding, straight to NetBox with the admin token.

@@ -1,0 +1,146 @@
+// Package httpfault holds what the simulators and test proxies share to
+// disturb and count HTTP requests: a queue of injected faults, the call log,
+// and cutting a connection without an answer.
+package httpfault
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kind says how an injected fault disturbs a request.
+type Kind int
+
+const (
+	// Status replies with Fault.Status without processing the request.
+	Status Kind = iota
+	// Drop closes the connection without reply and without processing.
+	Drop
+	// LoseResponse processes the request fully (e.g. allocates), then
+	// closes the connection without replying.
+	LoseResponse
+	// Latency sleeps Fault.Latency, then processes normally. The request is
+	// processed even if the client gave up meanwhile, as a real server would.
+	Latency
+)
+
+// Fault is consumed, in order of injection, by the first matching requests.
+// Go's HTTP client silently retries idempotent requests (GET) whose reused
+// connection dies, so a drop on a GET may go unnoticed by the caller.
+type Fault struct {
+	Kind         Kind
+	Method       string // "" = any
+	PathContains string
+	Times        int // matching requests affected; default 1
+	Status       int // Status; default 503
+	Latency      time.Duration
+}
+
+// Queue holds injected faults until requests consume them.
+type Queue struct {
+	mu     sync.Mutex
+	faults []*Fault
+}
+
+// Add queues a fault, with its defaults applied.
+func (q *Queue) Add(f Fault) {
+	if f.Times <= 0 {
+		f.Times = 1
+	}
+	if f.Kind == Status && f.Status == 0 {
+		f.Status = http.StatusServiceUnavailable
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.faults = append(q.faults, &f)
+}
+
+// Clear drops all pending faults.
+func (q *Queue) Clear() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.faults = nil
+}
+
+// Take consumes one use of the first fault matching the request.
+func (q *Queue) Take(method, path string) (Fault, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, f := range q.faults {
+		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) {
+			f.Times--
+			if f.Times == 0 {
+				q.faults = append(q.faults[:i:i], q.faults[i+1:]...)
+			}
+			return *f, true
+		}
+	}
+	return Fault{}, false
+}
+
+// Call is one request a server processed (or dropped). Status is what the
+// server produced: 0 when the connection was dropped before processing, the
+// real status when the response was processed and then lost.
+type Call struct {
+	Method string
+	Path   string // without query
+	Query  string // raw query string
+	Status int
+}
+
+// Log records calls; it is safe for concurrent use.
+type Log struct {
+	mu    sync.Mutex
+	calls []Call
+}
+
+// Record appends a call. Servers record before the client can see any answer,
+// so a caller whose request just returned always finds its call counted.
+func (l *Log) Record(r *http.Request, status int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
+}
+
+// Calls returns the recorded calls in order.
+func (l *Log) Calls() []Call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Call(nil), l.calls...)
+}
+
+// Reset forgets the recorded calls.
+func (l *Log) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = nil
+}
+
+// Count counts recorded calls with the method ("" = any) whose path starts
+// with pathPrefix.
+func (l *Log) Count(method, pathPrefix string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.calls {
+		if (method == "" || strings.EqualFold(c.Method, method)) && strings.HasPrefix(c.Path, pathPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// CloseWithoutResponse cuts the connection without an answer, as a crashed
+// proxy or a network fault would.
+func CloseWithoutResponse(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic("httpfault: connection cannot be hijacked (HTTP/2?)")
+	}
+	conn, _, err := hj.Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
