@@ -33,8 +33,8 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools;globalnetboxippools,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/status;globalnetboxippools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/status;globalnetboxippools/status;infobloxippools/status;globalinfobloxippools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // PoolReconciler validates pools of one kind against their backend, keeps

@@ -25,3 +25,27 @@ func (p *GlobalNetboxIPPool) GetPoolStatus() *PoolStatus { return &p.Status }
 
 // GetNetboxSpec returns the NetBox settings of the pool.
 func (p *GlobalNetboxIPPool) GetNetboxSpec() *NetboxIPPoolSpec { return &p.Spec }
+
+// GetConditions returns the pool's conditions.
+func (p *InfobloxIPPool) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions sets the pool's conditions.
+func (p *InfobloxIPPool) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }
+
+// GetPoolStatus returns the status shared by all pool kinds.
+func (p *InfobloxIPPool) GetPoolStatus() *PoolStatus { return &p.Status }
+
+// GetInfobloxSpec returns the Infoblox settings of the pool.
+func (p *InfobloxIPPool) GetInfobloxSpec() *InfobloxIPPoolSpec { return &p.Spec }
+
+// GetConditions returns the pool's conditions.
+func (p *GlobalInfobloxIPPool) GetConditions() []metav1.Condition { return p.Status.Conditions }
+
+// SetConditions sets the pool's conditions.
+func (p *GlobalInfobloxIPPool) SetConditions(c []metav1.Condition) { p.Status.Conditions = c }
+
+// GetPoolStatus returns the status shared by all pool kinds.
+func (p *GlobalInfobloxIPPool) GetPoolStatus() *PoolStatus { return &p.Status }
+
+// GetInfobloxSpec returns the Infoblox settings of the pool.
+func (p *GlobalInfobloxIPPool) GetInfobloxSpec() *InfobloxIPPoolSpec { return &p.Spec }

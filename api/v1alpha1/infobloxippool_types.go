@@ -1,0 +1,272 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Keys read from an Infoblox pool's credentials Secret. The names follow the
+// kubernetes.io/basic-auth and kubernetes.io/tls Secret types, so either type
+// can be used; CABundleKey ("ca.crt") optionally holds the grid's CA.
+const (
+	// InfobloxUsernameKey and InfobloxPasswordKey hold a WAPI user's credentials.
+	InfobloxUsernameKey = "username"
+	InfobloxPasswordKey = "password"
+	// InfobloxClientCertKey and InfobloxClientKeyKey hold a PEM client
+	// certificate and its key, for grids that authenticate by certificate.
+	InfobloxClientCertKey = "tls.crt"
+	InfobloxClientKeyKey  = "tls.key"
+)
+
+// InfobloxIPPoolSpec describes where an Infoblox pool takes addresses from
+// and what it creates in the grid for each claim.
+type InfobloxIPPoolSpec struct {
+	// connection says how to reach the grid's WAPI.
+	// +required
+	Connection InfobloxConnection `json:"connection"`
+
+	// networkView holds the sources and the objects the pool creates.
+	// +optional
+	// +kubebuilder:default=default
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	NetworkView string `json:"networkView,omitempty"`
+
+	// sources are the networks and ranges to allocate from, tried in order:
+	// the next source is used only when the previous ones are full.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Sources []InfobloxAddressSource `json:"sources"`
+
+	// gateway of the IPAddresses. Without it the gateway is the first usable
+	// address of the network holding the allocated address.
+	// +optional
+	Gateway Gateway `json:"gateway,omitempty,omitzero"`
+
+	// prefixLength of the IPAddresses. Without it the length is that of the
+	// network holding the allocated address.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	PrefixLength *int32 `json:"prefixLength,omitempty"`
+
+	// reservation says what to create in the grid for each claim.
+	// +optional
+	Reservation InfobloxReservation `json:"reservation,omitempty,omitzero"`
+}
+
+// InfobloxConnection says how to reach the grid's WAPI.
+type InfobloxConnection struct {
+	// host is the grid master's (or a WAPI member's) DNS name or IP address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^[a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([-a-zA-Z0-9]*[a-zA-Z0-9])?)*$')",message="host must be a DNS name or an IP address, without scheme or port"
+	Host string `json:"host"`
+
+	// port of the WAPI, 443 unless the grid is set up otherwise.
+	// +optional
+	// +kubebuilder:default=443
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// wapiVersion is the WAPI version to speak, for example "2.12". The grid
+	// must support it (NIOS 8.6 and later support 2.12).
+	// +optional
+	// +kubebuilder:default="2.12"
+	// +kubebuilder:validation:MaxLength=8
+	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+(\.[0-9]+)?$`
+	WAPIVersion string `json:"wapiVersion,omitempty"`
+
+	// credentialsSecretRef names the Secret holding either "username" and
+	// "password", or a client certificate and key under "tls.crt" and
+	// "tls.key"; and, optionally, the grid's CA under "ca.crt".
+	// +required
+	CredentialsSecretRef SecretReference `json:"credentialsSecretRef"`
+
+	// insecureSkipTLSVerify turns off verification of the grid's certificate.
+	// Only for test installations.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+}
+
+// InfobloxAddressSource is one network or DHCP range of the network view.
+// +kubebuilder:validation:XValidation:rule="has(self.network) != has(self.range)",message="exactly one of network or range must be set"
+type InfobloxAddressSource struct {
+	// network selects an IPv4 or IPv6 network by its CIDR.
+	// +optional
+	Network *InfobloxNetworkSource `json:"network,omitempty"`
+
+	// range selects an IPv4 or IPv6 range by its first and last address.
+	// +optional
+	Range *InfobloxRangeSource `json:"range,omitempty"`
+}
+
+// InfobloxNetworkSource selects a network.
+type InfobloxNetworkSource struct {
+	// cidr of the network, for example 10.0.0.0/24 or 2001:db8::/64.
+	// +required
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self) == cidr(self).masked()",message="cidr must be a network address with its prefix length, for example 10.0.0.0/24"
+	CIDR string `json:"cidr"`
+}
+
+// InfobloxRangeSource selects a range by its first and last address.
+// +kubebuilder:validation:XValidation:rule="ip(self.start).family() == ip(self.end).family()",message="start and end must be of the same IP family"
+type InfobloxRangeSource struct {
+	// start is the range's first address.
+	// +required
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="start must be an IP address without prefix length"
+	Start string `json:"start"`
+
+	// end is the range's last address.
+	// +required
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="end must be an IP address without prefix length"
+	End string `json:"end"`
+}
+
+// InfobloxObjectType is the kind of grid object that holds a reservation.
+// +kubebuilder:validation:Enum=FixedAddress;HostRecord
+type InfobloxObjectType string
+
+const (
+	// InfobloxFixedAddress reserves the address with a fixed address whose
+	// match_client is RESERVED (IPv4), or an IPv6 fixed address with a DUID
+	// derived from the claim.
+	InfobloxFixedAddress InfobloxObjectType = "FixedAddress"
+	// InfobloxHostRecord reserves the address with a host record.
+	InfobloxHostRecord InfobloxObjectType = "HostRecord"
+)
+
+// InfobloxReservation says what the pool creates in the grid for each claim.
+// Patterns are Go templates over .ClaimName, .Namespace and .ClusterName.
+// +kubebuilder:validation:XValidation:rule="!has(self.dns) || self.objectType == 'HostRecord'",message="dns applies to host records only"
+type InfobloxReservation struct {
+	// objectType is FixedAddress (the default) or HostRecord.
+	// +optional
+	// +kubebuilder:default=FixedAddress
+	ObjectType InfobloxObjectType `json:"objectType,omitempty"`
+
+	// namePattern renders the object's name. For a host record with DNS it
+	// is the host's label within dns.zone. The default is
+	// "{{ .ClusterName }}-{{ .ClaimName }}".
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	NamePattern string `json:"namePattern,omitempty"`
+
+	// commentPattern renders the object's comment. The default names the
+	// cluster and the claim.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	CommentPattern string `json:"commentPattern,omitempty"`
+
+	// dns turns on DNS for host records: each host record is created as
+	// <name>.<zone> in the DNS view. Without it host records are created with
+	// DNS off (configure_for_dns false).
+	// +optional
+	DNS *InfobloxDNS `json:"dns,omitempty"`
+
+	// extensibleAttributes are values of existing string extensible
+	// attributes to set on every object, besides the provider's claim marker.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	ExtensibleAttributes map[string]string `json:"extensibleAttributes,omitempty"`
+}
+
+// InfobloxDNS says where host records live in DNS.
+type InfobloxDNS struct {
+	// zone is the authoritative zone that holds the host records, for
+	// example "k8s.example.com".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z0-9_]([-a-zA-Z0-9_]*[a-zA-Z0-9])?([.][a-zA-Z0-9_]([-a-zA-Z0-9_]*[a-zA-Z0-9])?)*$')",message="zone must be a DNS name without a trailing dot"
+	Zone string `json:"zone"`
+
+	// view is the DNS view of the zone.
+	// +optional
+	// +kubebuilder:default=default
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	View string `json:"view,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=infobloxippools,scope=Namespaced,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].reason"
+// +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
+// +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
+// +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="Grid",type="string",JSONPath=".spec.connection.host",priority=1
+// +kubebuilder:printcolumn:name="View",type="string",JSONPath=".spec.networkView",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// InfobloxIPPool hands out addresses from Infoblox networks and ranges to
+// IPAddressClaims in its own namespace.
+type InfobloxIPPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the pool.
+	// +required
+	Spec InfobloxIPPoolSpec `json:"spec"`
+	// status is the observed state of the pool.
+	// +optional
+	Status PoolStatus `json:"status,omitempty,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// InfobloxIPPoolList is a list of InfobloxIPPools.
+type InfobloxIPPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []InfobloxIPPool `json:"items"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=globalinfobloxippools,scope=Cluster,categories=cluster-api
+// +kubebuilder:subresource:status
+// +kubebuilder:storageversion
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
+// +kubebuilder:printcolumn:name="Reason",type="string",JSONPath=".status.conditions[?(@.type==\"Ready\")].reason"
+// +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
+// +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
+// +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="Grid",type="string",JSONPath=".spec.connection.host",priority=1
+// +kubebuilder:printcolumn:name="View",type="string",JSONPath=".spec.networkView",priority=1
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// GlobalInfobloxIPPool is a cluster-scoped InfobloxIPPool: claims in any
+// namespace may use it, and it reads its Secret from the manager's namespace.
+type GlobalInfobloxIPPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state of the pool.
+	// +required
+	Spec InfobloxIPPoolSpec `json:"spec"`
+	// status is the observed state of the pool.
+	// +optional
+	Status PoolStatus `json:"status,omitempty,omitzero"`
+}
+
+// +kubebuilder:object:root=true
+
+// GlobalInfobloxIPPoolList is a list of GlobalInfobloxIPPools.
+type GlobalInfobloxIPPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GlobalInfobloxIPPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&InfobloxIPPool{}, &InfobloxIPPoolList{}, &GlobalInfobloxIPPool{}, &GlobalInfobloxIPPoolList{})
+}
