@@ -9,11 +9,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"text/template"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // Backend is a NetBox pool. Create it with New.
@@ -24,8 +24,8 @@ type Backend struct {
 	baseURL string
 	auth    string
 
-	dnsName     *template.Template
-	description *template.Template
+	dnsName     backends.Pattern
+	description backends.Pattern
 
 	// prepareMu makes concurrent first uses wait for one preparation.
 	prepareMu sync.Mutex
@@ -51,10 +51,11 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	httpClient, err := newHTTPClient(&cfg)
+	tlsConfig, err := backendhttp.TLSConfig(cfg.CABundle, cfg.InsecureSkipTLSVerify)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", backends.ErrInvalidConfig, err)
 	}
+	httpClient := backendhttp.NewClient(cfg.HTTP, tlsConfig)
 	b := &Backend{
 		cfg:     cfg,
 		http:    httpClient,
@@ -62,10 +63,10 @@ func New(cfg Config) (*Backend, error) {
 		baseURL: strings.TrimRight(cfg.URL, "/"),
 		auth:    authorization(cfg.Token),
 	}
-	if b.dnsName, err = parsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
+	if b.dnsName, err = backends.ParsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
 		return nil, err
 	}
-	if b.description, err = parsePattern("description", cfg.Reservation.DescriptionPattern); err != nil {
+	if b.description, err = backends.ParsePattern("description", cfg.Reservation.DescriptionPattern); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -184,7 +185,7 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 // returns the record kept for the claim: when the POST took more than one
 // attempt it may have been applied twice, and the marker search decides.
 func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request netbox.IPAddressRequest) (*ipRecord, error) {
-	ctx, attempts := withAttemptCounter(ctx)
+	ctx, attempts := backendhttp.WithAttemptCounter(ctx)
 	var created []netbox.IPAddress
 	var resp *http.Response
 	var err error
@@ -290,7 +291,6 @@ func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
 
 // ipRequest builds the IP address request for a claim.
 func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAddressRequest, error) {
-	data := templateData{ClaimName: claim.Name, Namespace: claim.Namespace, ClusterName: claim.ClusterName}
 	req := netbox.IPAddressRequest{
 		Tags:         slices.Clone(refs.tags),
 		CustomFields: map[string]any{b.cfg.MarkerField: claim.Marker},
@@ -314,12 +314,12 @@ func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAd
 		id := refs.tenantID
 		req.Tenant = *netbox.NewNullableASNRangeRequestTenant(&netbox.ASNRangeRequestTenant{Int32: &id})
 	}
-	if dns, err := render(b.dnsName, data); err != nil {
+	if dns, err := b.dnsName.Render(claim); err != nil {
 		return req, fmt.Errorf("%w: dns name pattern: %v", backends.ErrInvalidConfig, err)
 	} else if dns != "" {
 		req.DnsName = &dns
 	}
-	desc, err := render(b.description, data)
+	desc, err := b.description.Render(claim)
 	if err != nil {
 		return req, fmt.Errorf("%w: description pattern: %v", backends.ErrInvalidConfig, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,58 +11,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 
-	"github.com/hashicorp/go-cleanhttp"
-	"github.com/hashicorp/go-retryablehttp"
 	netbox "github.com/netbox-community/go-netbox/v4"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
-
-// newHTTPClient returns a client that retries connection errors, 429 and 5xx
-// with backoff, and bounds each attempt. TLS fails closed: a CA bundle that
-// does not parse is an error, never a reason to skip verification.
-func newHTTPClient(cfg *Config) (*http.Client, error) {
-	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
-	if len(cfg.CABundle) > 0 {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(cfg.CABundle) {
-			return nil, fmt.Errorf("%w: the CA bundle holds no PEM certificate", backends.ErrInvalidConfig)
-		}
-		tlsConfig.RootCAs = pool
-	}
-	if cfg.InsecureSkipTLSVerify {
-		tlsConfig.InsecureSkipVerify = true //nolint:gosec // explicit opt-in in the pool spec
-	}
-	transport := cleanhttp.DefaultPooledTransport()
-	transport.TLSClientConfig = tlsConfig
-
-	rc := retryablehttp.NewClient()
-	rc.HTTPClient = &http.Client{Transport: transport, Timeout: cfg.HTTP.Timeout}
-	rc.Logger = nil
-	rc.RetryMax = cfg.HTTP.RetryMax
-	rc.RetryWaitMin = cfg.HTTP.RetryWaitMin
-	rc.RetryWaitMax = cfg.HTTP.RetryWaitMax
-	// Hand the last response back instead of a bare "giving up" error, so the
-	// caller sees NetBox's status and body.
-	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	rc.RequestLogHook = func(_ retryablehttp.Logger, req *http.Request, attempt int) {
-		if n, ok := req.Context().Value(attemptsKey{}).(*atomic.Int32); ok {
-			n.Add(1)
-		}
-	}
-	return rc.StandardClient(), nil
-}
-
-// attemptsKey carries a counter of the attempts made for one logical request.
-// A POST that took more than one attempt may have been applied more than once.
-type attemptsKey struct{}
-
-func withAttemptCounter(ctx context.Context) (context.Context, *atomic.Int32) {
-	n := new(atomic.Int32)
-	return context.WithValue(ctx, attemptsKey{}, n), n
-}
 
 // authorization returns the Authorization header for a token: v2 tokens
 // ("nbt_<key>.<secret>", NetBox 4.5+) use Bearer, v1 tokens use Token.

@@ -12,10 +12,9 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"text/template"
-	"time"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // Defaults for the objects the provider keeps in NetBox.
@@ -83,15 +82,7 @@ type Reservation struct {
 const DefaultDescriptionPattern = `Cluster API claim {{ .Namespace }}/{{ .ClaimName }}{{ with .ClusterName }} of cluster {{ . }}{{ end }}`
 
 // HTTPOptions bound every request.
-type HTTPOptions struct {
-	// Timeout of one attempt.
-	Timeout time.Duration
-	// RetryMax is how many times a failed request is retried.
-	RetryMax int
-	// RetryWaitMin and RetryWaitMax bound the backoff between attempts.
-	RetryWaitMin time.Duration
-	RetryWaitMax time.Duration
-}
+type HTTPOptions = backendhttp.Options
 
 // Config is one NetBox pool.
 type Config struct {
@@ -126,55 +117,10 @@ func (c *Config) setDefaults() {
 	if c.Reservation.DescriptionPattern == "" {
 		c.Reservation.DescriptionPattern = DefaultDescriptionPattern
 	}
-	if c.HTTP.Timeout == 0 {
-		c.HTTP.Timeout = 15 * time.Second
-	}
-	if c.HTTP.RetryMax == 0 {
-		c.HTTP.RetryMax = 3
-	}
-	if c.HTTP.RetryWaitMin == 0 {
-		c.HTTP.RetryWaitMin = 250 * time.Millisecond
-	}
-	if c.HTTP.RetryWaitMax == 0 {
-		c.HTTP.RetryWaitMax = 4 * time.Second
-	}
+	c.HTTP = c.HTTP.WithDefaults()
 	if c.UserAgent == "" {
 		c.UserAgent = "cluster-api-ipam-provider-bridge"
 	}
-}
-
-// templateData is what reservation patterns may use.
-type templateData struct {
-	ClaimName   string
-	Namespace   string
-	ClusterName string
-}
-
-func parsePattern(name, pattern string) (*template.Template, error) {
-	if pattern == "" {
-		return nil, nil
-	}
-	t, err := template.New(name).Option("missingkey=error").Parse(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s pattern: %v", backends.ErrInvalidConfig, name, err)
-	}
-	// Render once with sample data so a pattern naming an unknown field fails
-	// at pool validation rather than at the first allocation.
-	if _, err := render(t, templateData{ClaimName: "claim", Namespace: "ns", ClusterName: "cluster"}); err != nil {
-		return nil, fmt.Errorf("%w: %s pattern: %v", backends.ErrInvalidConfig, name, err)
-	}
-	return t, nil
-}
-
-func render(t *template.Template, data templateData) (string, error) {
-	if t == nil {
-		return "", nil
-	}
-	var b strings.Builder
-	if err := t.Execute(&b, data); err != nil {
-		return "", err
-	}
-	return b.String(), nil
 }
 
 func (c *Config) validate() error {
