@@ -6,6 +6,8 @@ package backends
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"net/netip"
 )
 
@@ -73,4 +75,26 @@ func (u Usage) Free() int64 {
 		return 0
 	}
 	return u.Total - u.Used
+}
+
+// CountAddresses counts the addresses from first to last, saturating at
+// MaxInt64 (large IPv6 ranges).
+func CountAddresses(first, last netip.Addr) int64 {
+	a, z := first.As16(), last.As16()
+	if [8]byte(a[:8]) != [8]byte(z[:8]) {
+		return math.MaxInt64
+	}
+	d := binary.BigEndian.Uint64(z[8:]) - binary.BigEndian.Uint64(a[8:])
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(d) + 1
+}
+
+// SaturatingAdd adds two counts, saturating at MaxInt64.
+func SaturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }

@@ -87,6 +87,7 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 	if err != nil {
 		return nil, err
 	}
+	backend = instrument(backend, kind.Backend)
 	b.mu.Lock()
 	if b.entries == nil {
 		b.entries = map[types.UID]backendEntry{}

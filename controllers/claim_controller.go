@@ -112,6 +112,9 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	claim := &ipamv1.IPAddressClaim{}
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			waiting.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
@@ -148,6 +151,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		return ctrl.Result{}, err
 	}
 	defer func() {
+		trackWaiting(claim, kind)
 		if err := patchHelper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
 			ipamv1.IPAddressClaimReadyCondition, clusterv1.PausedCondition,
 		}}); err != nil {
@@ -244,6 +248,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
 	}
 	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
+	claimBindSeconds.WithLabelValues(kind.Kind).Observe(time.Since(claim.CreationTimestamp.Time).Seconds())
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressAllocatedReason, "Allocate",
 		"Allocated %s from %s %s (%s)", alloc.Address, kind.Kind, pool.GetName(), alloc.Reference)
 
@@ -540,4 +545,19 @@ func freeCount(p Pool) int64 {
 		return a.Free
 	}
 	return 0
+}
+
+// trackWaiting counts the claim as waiting while it has no address.
+func trackWaiting(claim *ipamv1.IPAddressClaim, kind PoolKind) {
+	key := client.ObjectKeyFromObject(claim)
+	ready := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
+	if !claim.DeletionTimestamp.IsZero() || (ready != nil && ready.Status == metav1.ConditionTrue) {
+		waiting.forget(key)
+		return
+	}
+	reason := "Pending"
+	if ready != nil {
+		reason = ready.Reason
+	}
+	waiting.set(key, kind.Kind, reason)
 }

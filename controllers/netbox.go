@@ -24,14 +24,14 @@ func NetboxPoolKinds() PoolKinds {
 	secretName := func(p Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.CredentialsSecretRef.Name }
 	return PoolKinds{
 		{
-			Kind: "NetboxIPPool", Namespaced: true,
+			Kind: "NetboxIPPool", Namespaced: true, Backend: "netbox",
 			New:        func() Pool { return &v1alpha1.NetboxIPPool{} },
 			NewList:    func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} },
 			SecretName: secretName,
 			NewBackend: newNetboxBackend,
 		},
 		{
-			Kind: "GlobalNetboxIPPool", Namespaced: false,
+			Kind: "GlobalNetboxIPPool", Namespaced: false, Backend: "netbox",
 			New:        func() Pool { return &v1alpha1.GlobalNetboxIPPool{} },
 			NewList:    func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} },
 			SecretName: secretName,
@@ -63,7 +63,7 @@ func newNetboxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (ba
 			Tags:               spec.Reservation.Tags,
 			CustomFields:       spec.Reservation.CustomFields,
 		},
-		HTTP: netbox.HTTPOptions{Timeout: opts.RequestTimeout},
+		HTTP: netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("netbox")},
 	}
 	gateway, err := gatewayConfig(spec.Gateway)
 	if err != nil {

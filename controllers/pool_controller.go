@@ -151,6 +151,7 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 	}
 
 	status.Addresses = usage
+	setPoolAddresses(r.Kind.Kind, pool, usage.Total, usage.Used, usage.Free)
 	status.ObservedGeneration = pool.GetGeneration()
 	conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason})
 	if !wasReady {
@@ -194,6 +195,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 	}
 	r.Backends.Forget(pool)
 	r.forgetValidation(pool)
+	forgetPoolAddresses(r.Kind.Kind, pool)
 	controllerutil.RemoveFinalizer(pool, v1alpha1.PoolFinalizer)
 	return ctrl.Result{}, nil
 }

@@ -37,8 +37,10 @@ type BackendOptions struct {
 type PoolKind struct {
 	Kind       string
 	Namespaced bool
-	New        func() Pool
-	NewList    func() client.ObjectList
+	// Backend names the IPAM system, for metrics.
+	Backend string
+	New     func() Pool
+	NewList func() client.ObjectList
 	// SecretName names the pool's credentials Secret.
 	SecretName func(Pool) string
 	// NewBackend builds the pool's backend from its spec and Secret. It makes

@@ -36,7 +36,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := backends.ValidateIdentity(opts.Identity); err != nil {
 		return err
 	}
-	kinds := NetboxPoolKinds()
+	registerMetrics()
+	kinds := append(NetboxPoolKinds(), InfobloxPoolKinds()...)
 	if err := SetupIndexes(ctx, mgr, kinds); err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package netbox
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
 	"net/netip"
@@ -180,7 +179,7 @@ func (b *Backend) resolveRange(ctx context.Context, s Source, vrfID int32) (reso
 		network: start.Masked(), first: start.Addr(), last: end.Addr(), populated: obj.MarkPopulated,
 		display: fmt.Sprintf("ip-range %s-%s (id %d)", start.Addr(), end.Addr(), obj.ID),
 	}
-	r.total = rangeSize(r.first, r.last)
+	r.total = backends.CountAddresses(r.first, r.last)
 	return r, nil
 }
 
@@ -224,9 +223,9 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 func (b *Backend) usage(ctx context.Context, sources []resolvedSource) (backends.Usage, error) {
 	var u backends.Usage
 	for _, s := range sources {
-		u.Total = satAdd(u.Total, s.total)
+		u.Total = backends.SaturatingAdd(u.Total, s.total)
 		if s.populated {
-			u.Used = satAdd(u.Used, s.total)
+			u.Used = backends.SaturatingAdd(u.Used, s.total)
 			continue
 		}
 		q := url.Values{"vrf_id": {vrfFilter(s.vrfID)}, "limit": {"1"}}
@@ -241,7 +240,7 @@ func (b *Backend) usage(ctx context.Context, sources []resolvedSource) (backends
 		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
 			return backends.Usage{}, fmt.Errorf("counting addresses of %s: %w", s.display, err)
 		}
-		u.Used = satAdd(u.Used, min(p.Count, s.total))
+		u.Used = backends.SaturatingAdd(u.Used, min(p.Count, s.total))
 	}
 	return u, nil
 }
@@ -251,24 +250,4 @@ func pow2(bits int) int64 {
 		return math.MaxInt64
 	}
 	return int64(1) << bits
-}
-
-// rangeSize counts the addresses from first to last, saturating.
-func rangeSize(first, last netip.Addr) int64 {
-	a, z := first.As16(), last.As16()
-	if [8]byte(a[:8]) != [8]byte(z[:8]) {
-		return math.MaxInt64
-	}
-	d := binary.BigEndian.Uint64(z[8:]) - binary.BigEndian.Uint64(a[8:])
-	if d >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(d) + 1
-}
-
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }

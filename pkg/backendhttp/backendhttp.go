@@ -25,6 +25,9 @@ type Options struct {
 	// RetryWaitMin and RetryWaitMax bound the backoff between attempts.
 	RetryWaitMin time.Duration
 	RetryWaitMax time.Duration
+	// Observe, if set, is told of every attempt: its method and the status
+	// code, or 0 when no answer came.
+	Observe func(method string, code int)
 }
 
 // WithDefaults fills the unset options.
@@ -73,9 +76,13 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 	opts = opts.WithDefaults()
 	transport := cleanhttp.DefaultPooledTransport()
 	transport.TLSClientConfig = tlsConfig
+	var rt http.RoundTripper = transport
+	if opts.Observe != nil {
+		rt = observingTransport{next: transport, observe: opts.Observe}
+	}
 
 	rc := retryablehttp.NewClient()
-	rc.HTTPClient = &http.Client{Transport: transport, Timeout: opts.Timeout}
+	rc.HTTPClient = &http.Client{Transport: rt, Timeout: opts.Timeout}
 	rc.Logger = nil
 	rc.RetryMax = opts.RetryMax
 	rc.RetryWaitMin = opts.RetryWaitMin
@@ -98,4 +105,20 @@ type attemptsKey struct{}
 func WithAttemptCounter(ctx context.Context) (context.Context, *atomic.Int32) {
 	n := new(atomic.Int32)
 	return context.WithValue(ctx, attemptsKey{}, n), n
+}
+
+// observingTransport reports each attempt to observe.
+type observingTransport struct {
+	next    http.RoundTripper
+	observe func(method string, code int)
+}
+
+func (t observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	code := 0
+	if err == nil {
+		code = resp.StatusCode
+	}
+	t.observe(req.Method, code)
+	return resp, err
 }

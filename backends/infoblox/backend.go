@@ -1,0 +1,530 @@
+package infoblox
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+)
+
+// Backend is one Infoblox pool. It is safe for concurrent use.
+type Backend struct {
+	cfg     Config
+	http    *http.Client
+	hostCfg ibclient.HostConfig
+	authCfg ibclient.AuthConfig
+
+	name    backends.Pattern
+	comment backends.Pattern
+
+	// prepareMu makes the first preparation single-flight.
+	prepareMu sync.Mutex
+	mu        sync.Mutex // guards sources
+	sources   []resolvedSource
+}
+
+// resolvedSource is a source as the grid holds it: network is the network
+// holding the source (the range's network for a range).
+type resolvedSource struct {
+	Source
+	network netip.Prefix
+}
+
+// nextAvailable is the func:nextavailableip argument for the source.
+func (s resolvedSource) nextAvailable(view string) string {
+	if s.Network.IsValid() {
+		return fmt.Sprintf("func:nextavailableip:%s,%s", s.Network, view)
+	}
+	return fmt.Sprintf("func:nextavailableip:%s-%s,%s", s.Start, s.End, view)
+}
+
+func (s resolvedSource) contains(a netip.Addr) bool {
+	if s.Network.IsValid() {
+		return s.Network.Contains(a)
+	}
+	return !a.Less(s.Start) && !s.End.Less(a)
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// New checks cfg and returns a Backend. It makes no request.
+func New(cfg Config) (*Backend, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	tlsConfig, err := backendhttp.TLSConfig(cfg.CABundle, cfg.InsecureSkipTLSVerify)
+	if err != nil {
+		// The client would turn verification off; fail closed instead.
+		return nil, fmt.Errorf("%w: %v", backends.ErrInvalidConfig, err)
+	}
+	if tlsConfig.Certificates, err = cfg.clientCertificate(); err != nil {
+		return nil, err
+	}
+	b := &Backend{
+		cfg:  cfg,
+		http: backendhttp.NewClient(cfg.HTTP, tlsConfig),
+		hostCfg: ibclient.HostConfig{
+			Scheme:  cfg.Scheme,
+			Host:    cfg.urlHost(),
+			Port:    fmt.Sprint(cfg.Port),
+			Version: cfg.WAPIVersion,
+		},
+		authCfg: ibclient.AuthConfig{Username: cfg.Username, Password: cfg.Password},
+	}
+	if b.name, err = backends.ParsePattern("name", cfg.Reservation.NamePattern); err != nil {
+		return nil, err
+	}
+	if b.comment, err = backends.ParsePattern("comment", cfg.Reservation.CommentPattern); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Validate checks the credentials, makes sure the marker's extensible
+// attribute definition exists, resolves the sources afresh and checks the
+// gateway, the DNS zone and the extra extensible attributes.
+func (b *Backend) Validate(ctx context.Context) (backends.Usage, error) {
+	if err := b.ensureMarkerDefinition(ctx); err != nil {
+		return backends.Usage{}, err
+	}
+	if err := b.checkDefinitions(ctx); err != nil {
+		return backends.Usage{}, err
+	}
+	if err := b.checkNetworkView(ctx); err != nil {
+		return backends.Usage{}, err
+	}
+	sources, err := b.resolveSources(ctx)
+	if err != nil {
+		return backends.Usage{}, err
+	}
+	if err := b.checkZone(ctx); err != nil {
+		return backends.Usage{}, err
+	}
+	if err := b.checkGateway(ctx, sources); err != nil {
+		return backends.Usage{}, err
+	}
+	b.mu.Lock()
+	b.sources = sources
+	b.mu.Unlock()
+	return b.usage(ctx, sources)
+}
+
+// Usage counts the addresses of the pool's sources.
+func (b *Backend) Usage(ctx context.Context) (backends.Usage, error) {
+	sources, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Usage{}, err
+	}
+	return b.usage(ctx, sources)
+}
+
+// prepared returns the resolved sources, validating on first use.
+func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, error) {
+	b.mu.Lock()
+	sources := b.sources
+	b.mu.Unlock()
+	if sources != nil {
+		return sources, nil
+	}
+	b.prepareMu.Lock()
+	defer b.prepareMu.Unlock()
+	b.mu.Lock()
+	sources = b.sources
+	b.mu.Unlock()
+	if sources != nil {
+		return sources, nil
+	}
+	if _, err := b.Validate(ctx); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sources, nil
+}
+
+// Lookup returns the address of the object that carries the claim's marker.
+func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
+	sources, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	found, err := b.findByMarker(ctx, claim.Marker)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	if len(found) == 0 {
+		return backends.Allocation{}, fmt.Errorf("%w: no %s carries %s=%q", backends.ErrNotFound, b.objectLabel(), b.cfg.MarkerEA, claim.Marker)
+	}
+	return b.toAllocation(found[0], sources)
+}
+
+// Allocate returns the claim's address, reserving the next available one of
+// the first source with space when the grid holds none for the claim.
+func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
+	// Prepared first: NIOS refuses a search on an undefined attribute.
+	sources, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	// An object may exist from an earlier attempt whose answer was lost, or
+	// from before a crash or clusterctl move: reuse it.
+	if kept, found, err := b.adoptExisting(ctx, claim, ""); err != nil || found {
+		if err != nil {
+			return backends.Allocation{}, err
+		}
+		return b.toAllocation(kept, sources)
+	}
+	var exhausted []string
+	for _, src := range sources {
+		kept, err := b.allocateFrom(ctx, claim, src)
+		switch {
+		case err == nil:
+			return b.toAllocation(kept, sources)
+		case errors.Is(err, backends.ErrExhausted):
+			exhausted = append(exhausted, fmt.Sprintf("%s (grid: %q)", src, wapiText(err)))
+		default:
+			return backends.Allocation{}, err
+		}
+	}
+	return backends.Allocation{}, fmt.Errorf("%w: every source is full: %s", backends.ErrExhausted, strings.Join(exhausted, ", "))
+}
+
+// allocateFrom creates the claim's object at the next available address of
+// src and returns the object kept for the claim.
+//
+// infoblox-go-client sends a failed request a second time, POSTs included,
+// and our client retries lost answers: one allocation may create two objects,
+// or one whose answer never arrived. Whenever the POST took more than one
+// attempt, or failed in a way that may have been applied, the marker search
+// decides which object the claim keeps and releases the others.
+func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src resolvedSource) (object, error) {
+	body, err := b.newObject(claim, src)
+	if err != nil {
+		return object{}, err
+	}
+	countedCtx, attempts := backendhttp.WithAttemptCounter(ctx)
+	conn, err := b.connector(countedCtx)
+	if err != nil {
+		return object{}, fmt.Errorf("creating a WAPI connector: %w", err)
+	}
+	ref, err := conn.CreateObject(body)
+	if err == nil && ref == "" {
+		err = fmt.Errorf("%w: POST %s: the grid answered without a reference", backends.ErrUnavailable, body.ObjectType())
+	}
+	if attempts.Load() > 1 || (err != nil && !errors.Is(err, backends.ErrExhausted)) {
+		if kept, found, lookupErr := b.adoptExisting(ctx, claim, ref); lookupErr == nil && found {
+			return kept, nil
+		}
+	}
+	if err != nil {
+		return object{}, fmt.Errorf("allocating from %s: %w", src, err)
+	}
+	var created object
+	if err := b.get(ctx, newObject(b.objectTypeFor(src.network.Addr()), b.returnFields()...), ref, nil, &created); err != nil {
+		return object{}, fmt.Errorf("reading back %s: %w", ref, err)
+	}
+	return created, nil
+}
+
+// adoptExisting finds the objects carrying the claim's marker and keeps one:
+// preferred (the reference a create just returned) if it is among them, else
+// the lowest address, so that repeated calls keep the same one.
+func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim, preferred string) (object, bool, error) {
+	found, err := b.findByMarker(ctx, claim.Marker)
+	if err != nil || len(found) == 0 {
+		return object{}, false, err
+	}
+	keep := 0
+	for i, o := range found {
+		if o.Ref == preferred {
+			keep = i
+		}
+	}
+	for i, extra := range found {
+		if i == keep {
+			continue
+		}
+		if err := b.deleteObject(ctx, extra.Ref); err != nil {
+			return object{}, false, fmt.Errorf("releasing duplicate reservation %s: %w", extra.Ref, err)
+		}
+	}
+	return found[keep], true, nil
+}
+
+// Release deletes the objects that carry the claim's marker, by reference;
+// infoblox-go-client's ReleaseIP is not used, as it reports success when its
+// lookup fails. When none carries the marker, it checks whether last is held
+// by an object without it (a human took it over) and reports that with
+// ErrNotOwned instead of deleting it.
+func (b *Backend) Release(ctx context.Context, claim backends.Claim, last netip.Prefix) error {
+	if _, err := b.prepared(ctx); err != nil {
+		return err
+	}
+	found, err := b.findByMarker(ctx, claim.Marker)
+	if err != nil {
+		return err
+	}
+	for _, o := range found {
+		if err := b.deleteObject(ctx, o.Ref); err != nil {
+			return err
+		}
+	}
+	if len(found) > 0 || !last.IsValid() {
+		return nil
+	}
+	others, err := b.findByAddress(ctx, last.Addr())
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		o := others[0]
+		return fmt.Errorf("%w: %s no longer carries %s=%q (it has %q); it was left in place",
+			backends.ErrNotOwned, o.Ref, b.cfg.MarkerEA, claim.Marker, o.ExtAttrs.get(b.cfg.MarkerEA))
+	}
+	return nil
+}
+
+func (b *Backend) deleteObject(ctx context.Context, ref string) error {
+	conn, err := b.connector(ctx)
+	if err != nil {
+		return fmt.Errorf("creating a WAPI connector: %w", err)
+	}
+	if _, err := conn.DeleteObject(ref); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("deleting %s: %w", ref, err)
+	}
+	return nil
+}
+
+// objectTypes are the WAPI types the pool's objects have.
+func (b *Backend) objectTypes() []string {
+	if b.cfg.Reservation.ObjectType == HostRecord {
+		return []string{"record:host"}
+	}
+	var types []string
+	if slices.ContainsFunc(b.cfg.Sources, func(s Source) bool { return sourceAddr(s).Is4() }) {
+		types = append(types, "fixedaddress")
+	}
+	if slices.ContainsFunc(b.cfg.Sources, func(s Source) bool { return sourceAddr(s).Is6() }) {
+		types = append(types, "ipv6fixedaddress")
+	}
+	return types
+}
+
+func (b *Backend) objectTypeFor(a netip.Addr) string {
+	switch {
+	case b.cfg.Reservation.ObjectType == HostRecord:
+		return "record:host"
+	case a.Is4():
+		return "fixedaddress"
+	default:
+		return "ipv6fixedaddress"
+	}
+}
+
+func (b *Backend) objectLabel() string {
+	if b.cfg.Reservation.ObjectType == HostRecord {
+		return "host record"
+	}
+	return "fixed address"
+}
+
+func sourceAddr(s Source) netip.Addr {
+	if s.Network.IsValid() {
+		return s.Network.Addr()
+	}
+	return s.Start
+}
+
+// returnFields are the fields read from the pool's objects.
+func (b *Backend) returnFields() []string {
+	if b.cfg.Reservation.ObjectType == HostRecord {
+		return []string{"name", "ipv4addrs", "ipv6addrs", "extattrs"}
+	}
+	return []string{"name", "network", "ipv4addr", "ipv6addr", "extattrs"}
+}
+
+// returnFieldsFor drops the address field a fixed address type lacks: NIOS
+// refuses unknown return fields.
+func (b *Backend) returnFieldsFor(objectType string) []string {
+	switch objectType {
+	case "fixedaddress":
+		return []string{"name", "network", "ipv4addr", "extattrs"}
+	case "ipv6fixedaddress":
+		return []string{"name", "network", "ipv6addr", "extattrs"}
+	}
+	return b.returnFields()
+}
+
+// findByMarker searches the pool's object types for the marker: one
+// server-side extensible attribute search per type, whatever the network
+// size. Results are sorted by address.
+func (b *Backend) findByMarker(ctx context.Context, marker string) ([]object, error) {
+	var found []object
+	for _, t := range b.objectTypes() {
+		var page []object
+		search := map[string]string{"*" + b.cfg.MarkerEA: marker, "network_view": b.cfg.NetworkView}
+		if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
+			return nil, fmt.Errorf("searching %s for %s=%q: %w", t, b.cfg.MarkerEA, marker, err)
+		}
+		for _, o := range page {
+			// The search is exact, but an object is only ours if it says so.
+			if o.ExtAttrs.get(b.cfg.MarkerEA) == marker {
+				found = append(found, o)
+			}
+		}
+	}
+	sortByAddress(found)
+	return found, nil
+}
+
+// findByAddress returns the pool's objects that hold addr.
+func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]object, error) {
+	t := b.objectTypeFor(addr)
+	field := "ipv4addr"
+	if addr.Is6() {
+		field = "ipv6addr"
+	}
+	var found []object
+	search := map[string]string{field: addr.String(), "network_view": b.cfg.NetworkView}
+	if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &found); err != nil {
+		return nil, fmt.Errorf("searching %s for %s: %w", t, addr, err)
+	}
+	return found, nil
+}
+
+func sortByAddress(objects []object) {
+	slices.SortStableFunc(objects, func(x, y object) int {
+		ax, _ := x.address()
+		ay, _ := y.address()
+		return cmp.Or(ax.Compare(ay), strings.Compare(x.Ref, y.Ref))
+	})
+}
+
+// newObject builds the object to create for the claim in src.
+func (b *Backend) newObject(claim backends.Claim, src resolvedSource) (ibclient.IBObject, error) {
+	name, err := b.name.Render(claim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: name pattern: %v", backends.ErrInvalidConfig, err)
+	}
+	comment, err := b.comment.Render(claim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: comment pattern: %v", backends.ErrInvalidConfig, err)
+	}
+	comment = truncate(comment, 255)
+	eas := ibclient.EA{b.cfg.MarkerEA: claim.Marker}
+	for k, v := range b.cfg.Reservation.ExtensibleAttributes {
+		eas[k] = v
+	}
+	next := src.nextAvailable(b.cfg.NetworkView)
+	ipv6 := src.network.Addr().Is6()
+
+	if b.cfg.Reservation.ObjectType == HostRecord {
+		dnsOn, dnsView := false, ""
+		if dns := b.cfg.Reservation.DNS; dns != nil {
+			dnsOn, dnsView = true, dns.View
+			name = name + "." + dns.Zone
+		}
+		var v4 []ibclient.HostRecordIpv4Addr
+		var v6 []ibclient.HostRecordIpv6Addr
+		if ipv6 {
+			v6 = []ibclient.HostRecordIpv6Addr{{Ipv6Addr: &next}}
+		} else {
+			v4 = []ibclient.HostRecordIpv4Addr{{Ipv4Addr: &next}}
+		}
+		rec := ibclient.NewHostRecord(b.cfg.NetworkView, name, "", "", v4, v6, eas, dnsOn, dnsView, "", "", false, 0, comment, nil, false)
+		// Leave TTLs and disabling to the grid's defaults.
+		rec.UseTtl, rec.Ttl, rec.Disable = nil, nil, nil
+		return rec, nil
+	}
+
+	fa := ibclient.NewEmptyFixedAddress(ipv6)
+	fa.NetviewName = b.cfg.NetworkView
+	fa.Name = &name
+	fa.Comment = comment
+	fa.Ea = eas
+	if ipv6 {
+		fa.IPv6Address = next
+		fa.Duid = duidFor(claim.Marker)
+	} else {
+		// A reservation: the address is held without a MAC.
+		reserved := "RESERVED"
+		fa.IPv4Address = next
+		fa.MatchClient = &reserved
+	}
+	return fa, nil
+}
+
+// duidFor derives a DUID-UUID (RFC 6355) from the marker: NIOS requires a
+// DUID on IPv6 fixed addresses, and a stable one names the claim.
+func duidFor(marker string) string {
+	sum := sha256.Sum256([]byte(marker))
+	parts := []string{"00", "04"}
+	for _, c := range sum[:16] {
+		parts = append(parts, fmt.Sprintf("%02x", c))
+	}
+	return strings.Join(parts, ":")
+}
+
+// toAllocation turns an object into the claim's allocation.
+func (b *Backend) toAllocation(o object, sources []resolvedSource) (backends.Allocation, error) {
+	addr, err := o.address()
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	network, ok := b.networkOf(o, addr, sources)
+	if !ok {
+		return backends.Allocation{}, fmt.Errorf("%w: %s holds %s, which lies in none of the pool's networks", backends.ErrInvalidConfig, o.Ref, addr)
+	}
+	bits := network.Bits()
+	if b.cfg.PrefixLength > 0 {
+		bits = b.cfg.PrefixLength
+	}
+	prefix, err := addr.Prefix(bits)
+	if err != nil {
+		return backends.Allocation{}, fmt.Errorf("%w: prefix length %d for %s: %v", backends.ErrInvalidConfig, bits, addr, err)
+	}
+	alloc := backends.Allocation{Address: netip.PrefixFrom(addr, prefix.Bits()), Reference: o.Ref}
+	switch {
+	case b.cfg.Gateway.None:
+	case b.cfg.Gateway.Address.IsValid():
+		alloc.Gateway = b.cfg.Gateway.Address
+	default:
+		alloc.Gateway = network.Masked().Addr().Next()
+	}
+	return alloc, nil
+}
+
+// networkOf finds the network holding addr: a source's network, or the one
+// the grid names on a fixed address.
+func (b *Backend) networkOf(o object, addr netip.Addr, sources []resolvedSource) (netip.Prefix, bool) {
+	for _, s := range sources {
+		if s.network.Contains(addr) {
+			return s.network, true
+		}
+	}
+	if p, err := netip.ParsePrefix(o.Network); err == nil && p.Contains(addr) {
+		return p, true
+	}
+	return netip.Prefix{}, false
+}
+
+// wapiText is the grid's own explanation inside err, if any.
+func wapiText(err error) string {
+	var we *wapiError
+	if errors.As(err, &we) {
+		return we.text
+	}
+	return err.Error()
+}

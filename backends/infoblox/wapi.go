@@ -1,0 +1,268 @@
+package infoblox
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// requestor is infoblox-go-client's HttpRequestor over our HTTP client, bound
+// to one operation's context. The client's Connector methods take no context,
+// so each operation gets its own Connector with a requestor carrying it.
+type requestor struct {
+	ctx    context.Context
+	client *http.Client
+}
+
+var _ ibclient.HttpRequestor = (*requestor)(nil)
+
+// Init ignores the client's transport settings: TLS and timeouts are ours.
+func (r *requestor) Init(ibclient.AuthConfig, ibclient.TransportConfig) {}
+
+// SendRequest sends req and returns the body of a 200 (or a 201 to a POST).
+// Any other answer becomes a *wapiError, typed from WAPI's error body: the
+// client itself types only 404 and hands back everything else as a string.
+func (r *requestor) SendRequest(req *http.Request) ([]byte, error) {
+	req = req.WithContext(r.ctx)
+	op := describe(req)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, transportError(op, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: reading the answer: %v", backends.ErrUnavailable, op, err)
+	}
+	if resp.StatusCode == http.StatusOK || (resp.StatusCode == http.StatusCreated && req.Method == http.MethodPost) {
+		return body, nil
+	}
+	return nil, newWAPIError(op, resp.StatusCode, body)
+}
+
+// describe names a request for errors and logs: method and object type or
+// reference, never the query (it may hold the marker, which is harmless, but
+// keeps messages short) and never credentials.
+func describe(req *http.Request) string {
+	path := req.URL.Path
+	if i := strings.Index(path, "/wapi/v"); i >= 0 {
+		rest := path[i+len("/wapi/v"):]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			path = rest[j+1:]
+		}
+	}
+	return req.Method + " " + path
+}
+
+func transportError(op string, err error) error {
+	var verifyErr *tls.CertificateVerificationError
+	if errors.As(err, &verifyErr) {
+		return fmt.Errorf("%w: %s: the grid's certificate is not trusted (add its CA to the Secret as %q): %v",
+			backends.ErrInvalidConfig, op, "ca.crt", verifyErr.Err)
+	}
+	return fmt.Errorf("%w: %s: %v", backends.ErrUnavailable, op, err)
+}
+
+// wapiError is a WAPI answer other than success. NIOS's error body is
+// {"Error": "<class>: <text>", "code": "<code>", "text": "<text>"}.
+type wapiError struct {
+	op     string
+	status int
+	class  string // e.g. AdmConProtoError
+	code   string // e.g. Client.Ibap.Proto
+	text   string
+	kind   error
+}
+
+func (e *wapiError) Error() string {
+	msg := fmt.Sprintf("%s: HTTP %d", e.op, e.status)
+	if e.text != "" {
+		msg += ": " + e.text
+	}
+	return msg
+}
+
+func (e *wapiError) Unwrap() error { return e.kind }
+
+// exhaustedText is NIOS's answer when a network or range has no free address,
+// e.g. "Cannot find 1 available IP address(es) in this network".
+var exhaustedText = regexp.MustCompile(`(?i)cannot find \d+ available IP address`)
+
+func newWAPIError(op string, status int, body []byte) *wapiError {
+	e := &wapiError{op: op, status: status}
+	var parsed struct {
+		Error string `json:"Error"`
+		Code  string `json:"code"`
+		Text  string `json:"text"`
+	}
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' && json.Unmarshal(trimmed, &parsed) == nil {
+		e.code, e.text = parsed.Code, parsed.Text
+		if class, text, ok := strings.Cut(parsed.Error, ": "); ok {
+			e.class = class
+			if e.text == "" {
+				e.text = text
+			}
+		} else if e.text == "" {
+			e.text = parsed.Error
+		}
+	}
+	e.text = truncate(strings.TrimSpace(e.text), 300)
+	e.kind = classify(e)
+	return e
+}
+
+// classify maps a WAPI error to the backends error it stands for. NIOS
+// answers most refusals with 400 and says what happened in the error class
+// and text.
+func classify(e *wapiError) error {
+	text := e.class + ": " + e.text
+	switch {
+	case e.status == http.StatusUnauthorized:
+		return backends.ErrUnauthorized
+	case e.status == http.StatusForbidden:
+		return backends.ErrForbidden
+	case e.status == http.StatusNotFound:
+		return backends.ErrNotFound
+	case e.status == http.StatusTooManyRequests || e.status >= 500:
+		return backends.ErrUnavailable
+	case exhaustedText.MatchString(text):
+		return backends.ErrExhausted
+	case strings.Contains(strings.ToLower(text), "permission"):
+		return backends.ErrForbidden
+	case e.class == "AdmConDataNotFoundError":
+		return backends.ErrNotFound
+	case strings.Contains(text, "IBDataConflictError") || strings.Contains(text, "already"):
+		return backends.ErrConflict
+	case e.status == http.StatusBadRequest:
+		return backends.ErrInvalidConfig
+	}
+	return fmt.Errorf("unexpected HTTP status %d", e.status)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// wapiObject names an object type for the client's request builder.
+type wapiObject struct {
+	ibclient.IBBase
+	objectType string
+}
+
+func (o *wapiObject) ObjectType() string { return o.objectType }
+
+func newObject(objectType string, returnFields ...string) *wapiObject {
+	o := &wapiObject{objectType: objectType}
+	o.SetReturnFields(returnFields)
+	return o
+}
+
+// get sends one GET (a search when ref is empty, else a read of ref) and
+// decodes the answer into out. It does not go through Connector.GetObject,
+// which repeats every search that found nothing with _proxy_search=GM and so
+// doubles the cost of each miss.
+func (b *Backend) get(ctx context.Context, obj *wapiObject, ref string, search map[string]string, out any) error {
+	builder := &ibclient.WapiRequestBuilder{}
+	builder.Init(b.hostCfg, b.authCfg)
+	var params *ibclient.QueryParams
+	if ref == "" {
+		params = ibclient.NewQueryParams(false, search)
+	}
+	req, err := builder.BuildRequest(ibclient.GET, obj, ref, params)
+	if err != nil {
+		return fmt.Errorf("building a WAPI request for %s: %w", obj.objectType, err)
+	}
+	body, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decoding the answer to %s: %w", describe(req), err)
+	}
+	return nil
+}
+
+// connector returns an infoblox-go-client Connector bound to ctx, for writes.
+func (b *Backend) connector(ctx context.Context) (*ibclient.Connector, error) {
+	return ibclient.NewConnector(b.hostCfg, b.authCfg, ibclient.TransportConfig{},
+		&ibclient.WapiRequestBuilder{}, &requestor{ctx: ctx, client: b.http})
+}
+
+// eaValues decodes "extattrs": {"Name": {"value": ...}}.
+type eaValues map[string]struct {
+	Value any `json:"value"`
+}
+
+func (e eaValues) get(name string) string {
+	v, ok := e[name]
+	if !ok || v.Value == nil {
+		return ""
+	}
+	switch val := v.Value.(type) {
+	case string:
+		return val
+	case float64:
+		return strconv.FormatFloat(val, 'f', -1, 64)
+	default:
+		return fmt.Sprint(val)
+	}
+}
+
+// object is a fixed address or a host record as the backend reads it.
+type object struct {
+	Ref       string   `json:"_ref"`
+	Name      string   `json:"name"`
+	Network   string   `json:"network"`
+	IPv4Addr  string   `json:"ipv4addr"`
+	IPv6Addr  string   `json:"ipv6addr"`
+	IPv4Addrs []hostV4 `json:"ipv4addrs"`
+	IPv6Addrs []hostV6 `json:"ipv6addrs"`
+	ExtAttrs  eaValues `json:"extattrs"`
+}
+
+type hostV4 struct {
+	IPv4Addr string `json:"ipv4addr"`
+}
+
+type hostV6 struct {
+	IPv6Addr string `json:"ipv6addr"`
+}
+
+// address is the object's address: a fixed address has one; the host records
+// this provider creates have exactly one.
+func (o object) address() (netip.Addr, error) {
+	var text string
+	switch {
+	case o.IPv4Addr != "":
+		text = o.IPv4Addr
+	case o.IPv6Addr != "":
+		text = o.IPv6Addr
+	case len(o.IPv4Addrs) > 0:
+		text = o.IPv4Addrs[0].IPv4Addr
+	case len(o.IPv6Addrs) > 0:
+		text = o.IPv6Addrs[0].IPv6Addr
+	default:
+		return netip.Addr{}, fmt.Errorf("object %s holds no address", o.Ref)
+	}
+	addr, err := netip.ParseAddr(text)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("object %s: address %q: %w", o.Ref, text, err)
+	}
+	return addr, nil
+}

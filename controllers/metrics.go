@@ -1,0 +1,193 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Metrics beyond controller-runtime's, on the manager's metrics endpoint.
+// They are registered once per process, so several managers in one test
+// binary share them.
+var (
+	backendOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_ipam_bridge_backend_operations_total",
+		Help: "Backend operations (validate, usage, allocate, lookup, release) by backend and outcome.",
+	}, []string{"backend", "operation", "outcome"})
+
+	backendOperationSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "capi_ipam_bridge_backend_operation_duration_seconds",
+		Help:    "Duration of backend operations, retries included; allocate and release are the allocation and release latency.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"backend", "operation"})
+
+	backendRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_ipam_bridge_backend_http_requests_total",
+		Help: "HTTP requests sent to the IPAM systems, each attempt counted, by backend, method and status code (0: no answer).",
+	}, []string{"backend", "method", "code"})
+
+	claimBindSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "capi_ipam_bridge_claim_bind_duration_seconds",
+		Help:    "Time from an IPAddressClaim's creation to its IPAddress being written.",
+		Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+	}, []string{"pool_kind"})
+
+	poolAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capi_ipam_bridge_pool_addresses",
+		Help: "Addresses of a pool's sources as the IPAM system reports them, by state (total, used, free).",
+	}, []string{"pool_kind", "namespace", "name", "state"})
+
+	waiting = &waitingClaims{claims: map[types.NamespacedName]waitingClaim{}}
+
+	registerOnce sync.Once
+)
+
+// registerMetrics adds the provider's metrics to controller-runtime's registry.
+func registerMetrics() {
+	registerOnce.Do(func() {
+		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests,
+			claimBindSeconds, poolAddresses, waiting)
+	})
+}
+
+// instrumented records every operation of a backend.
+type instrumented struct {
+	backends.Backend
+	name string
+}
+
+func instrument(b backends.Backend, name string) backends.Backend {
+	return &instrumented{Backend: b, name: name}
+}
+
+func (i *instrumented) observe(operation string, start time.Time, err error) {
+	backendOperations.WithLabelValues(i.name, operation, outcome(err)).Inc()
+	backendOperationSeconds.WithLabelValues(i.name, operation).Observe(time.Since(start).Seconds())
+}
+
+func (i *instrumented) Validate(ctx context.Context) (backends.Usage, error) {
+	start := time.Now()
+	u, err := i.Backend.Validate(ctx)
+	i.observe("validate", start, err)
+	return u, err
+}
+
+func (i *instrumented) Usage(ctx context.Context) (backends.Usage, error) {
+	start := time.Now()
+	u, err := i.Backend.Usage(ctx)
+	i.observe("usage", start, err)
+	return u, err
+}
+
+func (i *instrumented) Allocate(ctx context.Context, c backends.Claim) (backends.Allocation, error) {
+	start := time.Now()
+	a, err := i.Backend.Allocate(ctx, c)
+	i.observe("allocate", start, err)
+	return a, err
+}
+
+func (i *instrumented) Lookup(ctx context.Context, c backends.Claim) (backends.Allocation, error) {
+	start := time.Now()
+	a, err := i.Backend.Lookup(ctx, c)
+	i.observe("lookup", start, err)
+	return a, err
+}
+
+func (i *instrumented) Release(ctx context.Context, c backends.Claim, last netip.Prefix) error {
+	start := time.Now()
+	err := i.Backend.Release(ctx, c, last)
+	i.observe("release", start, err)
+	return err
+}
+
+// outcome names the class of an operation's result; the set is fixed, so the
+// label stays small.
+func outcome(err error) string {
+	for _, o := range []struct {
+		err  error
+		name string
+	}{
+		{backends.ErrExhausted, "exhausted"},
+		{backends.ErrNotFound, "not_found"},
+		{backends.ErrUnauthorized, "unauthorized"},
+		{backends.ErrForbidden, "forbidden"},
+		{backends.ErrConflict, "conflict"},
+		{backends.ErrInvalidConfig, "invalid_config"},
+		{backends.ErrSetupRequired, "setup_required"},
+		{backends.ErrUnavailable, "unavailable"},
+		{backends.ErrNotOwned, "not_owned"},
+	} {
+		if errors.Is(err, o.err) {
+			return o.name
+		}
+	}
+	if err != nil {
+		return "error"
+	}
+	return "success"
+}
+
+// observeRequests returns the hook that counts a backend's HTTP attempts.
+func observeRequests(backend string) func(method string, code int) {
+	return func(method string, code int) {
+		backendRequests.WithLabelValues(backend, method, strconv.Itoa(code)).Inc()
+	}
+}
+
+// waitingClaims tracks the claims that are not bound, by pool kind and
+// reason, for the capi_ipam_bridge_claims_waiting gauge.
+type waitingClaims struct {
+	mu     sync.Mutex
+	claims map[types.NamespacedName]waitingClaim
+}
+
+type waitingClaim struct{ kind, reason string }
+
+var waitingDesc = prometheus.NewDesc("capi_ipam_bridge_claims_waiting",
+	"IPAddressClaims of this provider's pools that have no address yet, by pool kind and the reason of their Ready condition.",
+	[]string{"pool_kind", "reason"}, nil)
+
+func (w *waitingClaims) set(key types.NamespacedName, kind, reason string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.claims[key] = waitingClaim{kind: kind, reason: reason}
+}
+
+func (w *waitingClaims) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.claims, key)
+}
+
+func (w *waitingClaims) Describe(ch chan<- *prometheus.Desc) { ch <- waitingDesc }
+
+func (w *waitingClaims) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	counts := map[waitingClaim]int{}
+	for _, c := range w.claims {
+		counts[c]++
+	}
+	w.mu.Unlock()
+	for c, n := range counts {
+		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), c.kind, c.reason)
+	}
+}
+
+func setPoolAddresses(kind string, pool Pool, total, used, free int64) {
+	for state, v := range map[string]int64{"total": total, "used": used, "free": free} {
+		poolAddresses.WithLabelValues(kind, pool.GetNamespace(), pool.GetName(), state).Set(float64(v))
+	}
+}
+
+func forgetPoolAddresses(kind string, pool Pool) {
+	poolAddresses.DeletePartialMatch(prometheus.Labels{"pool_kind": kind, "namespace": pool.GetNamespace(), "name": pool.GetName()})
+}

@@ -1,0 +1,294 @@
+// Package conformance is the behaviour every backends.Backend must show,
+// whatever IPAM system it bridges to: idempotent allocation keyed by the
+// claim's marker, lookup by marker, one record kept after a retried request,
+// release that deletes only what carries the marker, exhaustion, refused
+// credentials, and IPv6. Each backend runs it through a Harness.
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Reservation is a record in the IPAM system that carries a marker.
+type Reservation struct {
+	Address netip.Addr
+	Marker  string
+}
+
+// Harness sets up one IPAM system for the suite. Networks are given as CIDRs
+// the suite keeps apart, so a harness may share one system between tests.
+type Harness interface {
+	// Pool creates network cidr in the system, with its first usable address
+	// recorded as the gateway, and returns a backend allocating from it.
+	Pool(t *testing.T, cidr string) backends.Backend
+	// PoolWithBadCredentials returns a backend for cidr whose credentials
+	// the system refuses.
+	PoolWithBadCredentials(t *testing.T, cidr string) backends.Backend
+	// Reservations lists the records inside cidr that carry a marker.
+	Reservations(t *testing.T, cidr string) []Reservation
+	// Disown removes the marker from the record holding addr, as a human
+	// taking the address over would.
+	Disown(t *testing.T, addr netip.Addr)
+	// LoseNextAllocationAnswer makes the system apply the next allocation
+	// request and then cut the connection without answering.
+	LoseNextAllocationAnswer(t *testing.T)
+	// AllocationRequests counts the allocation requests the system received.
+	AllocationRequests() int
+}
+
+// Run runs the suite against h.
+func Run(t *testing.T, h Harness) {
+	for _, tc := range []struct {
+		name string
+		cidr string
+		test func(*testing.T, Harness, string)
+	}{
+		{"AllocateIsIdempotent", "10.201.0.0/28", allocateIsIdempotent},
+		{"ClaimsGetDistinctAddresses", "10.201.1.0/26", claimsGetDistinctAddresses},
+		{"LookupFindsTheMarker", "10.201.2.0/28", lookupFindsTheMarker},
+		{"LostAnswerLeavesOneRecord", "10.201.3.0/28", lostAnswerLeavesOneRecord},
+		{"ReleaseDeletesOnlyTheClaimsRecord", "10.201.4.0/28", releaseDeletesOnlyTheClaimsRecord},
+		{"ReleaseLeavesATakenOverRecord", "10.201.5.0/28", releaseLeavesATakenOverRecord},
+		{"ExhaustionAndReuse", "10.201.6.0/29", exhaustionAndReuse},
+		{"UsageCountsReservations", "10.201.7.0/28", usageCountsReservations},
+		{"BadCredentials", "10.201.8.0/28", badCredentials},
+		{"IPv6", "2001:db8:201::/64", ipv6},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
+	}
+}
+
+func claim(name string) backends.Claim {
+	return backends.Claim{Marker: "conformance/" + name, Namespace: "conformance", Name: name, ClusterName: "c1"}
+}
+
+func markedWith(rs []Reservation, marker string) []Reservation {
+	var out []Reservation
+	for _, r := range rs {
+		if r.Marker == marker {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func validated(t *testing.T, b backends.Backend) {
+	t.Helper()
+	_, err := b.Validate(context.Background())
+	require.NoError(t, err)
+}
+
+func allocateIsIdempotent(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+
+	first, err := b.Allocate(ctx, claim("idem"))
+	require.NoError(t, err)
+	assert.True(t, network.Contains(first.Address.Addr()), "address %s outside %s", first.Address, cidr)
+	assert.Equal(t, network.Bits(), first.Address.Bits(), "prefix length of the network")
+	assert.Equal(t, network.Addr().Next(), first.Gateway, "gateway is the first usable address")
+	assert.NotEqual(t, first.Gateway, first.Address.Addr(), "the gateway is never handed out")
+	assert.NotEmpty(t, first.Reference)
+
+	before := h.AllocationRequests()
+	again, err := b.Allocate(ctx, claim("idem"))
+	require.NoError(t, err)
+	assert.Equal(t, first.Address, again.Address)
+	assert.Equal(t, before, h.AllocationRequests(), "a claim that holds an address makes no new reservation")
+	assert.Len(t, markedWith(h.Reservations(t, cidr), "conformance/idem"), 1)
+}
+
+func claimsGetDistinctAddresses(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	const n = 20
+	addrs := make([]netip.Prefix, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := b.Allocate(ctx, claim(fmt.Sprintf("many-%d", i)))
+			addrs[i], errs[i] = a.Address, err
+		}()
+	}
+	wg.Wait()
+	seen := map[netip.Prefix]int{}
+	for i := range n {
+		require.NoError(t, errs[i], "claim %d", i)
+		if j, dup := seen[addrs[i]]; dup {
+			t.Errorf("claims %d and %d both got %s", j, i, addrs[i])
+		}
+		seen[addrs[i]] = i
+	}
+	assert.Len(t, h.Reservations(t, cidr), n, "one record per claim")
+}
+
+func lookupFindsTheMarker(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	alloc, err := b.Allocate(ctx, claim("look"))
+	require.NoError(t, err)
+
+	found, err := b.Lookup(ctx, claim("look"))
+	require.NoError(t, err)
+	assert.Equal(t, alloc.Address, found.Address)
+	assert.Equal(t, alloc.Gateway, found.Gateway)
+
+	_, err = b.Lookup(ctx, claim("nobody"))
+	assert.ErrorIs(t, err, backends.ErrNotFound)
+}
+
+func lostAnswerLeavesOneRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	before := h.AllocationRequests()
+	h.LoseNextAllocationAnswer(t)
+
+	alloc, err := b.Allocate(ctx, claim("lost"))
+	require.NoError(t, err)
+	assert.Greater(t, h.AllocationRequests()-before, 1, "the lost answer made the client send the request again")
+	kept := markedWith(h.Reservations(t, cidr), "conformance/lost")
+	require.Len(t, kept, 1, "the duplicate reservation is released")
+	assert.Equal(t, alloc.Address.Addr(), kept[0].Address)
+
+	again, err := b.Allocate(ctx, claim("lost"))
+	require.NoError(t, err)
+	assert.Equal(t, alloc.Address, again.Address)
+}
+
+func releaseDeletesOnlyTheClaimsRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	mine, err := b.Allocate(ctx, claim("mine"))
+	require.NoError(t, err)
+	_, err = b.Allocate(ctx, claim("theirs"))
+	require.NoError(t, err)
+
+	require.NoError(t, b.Release(ctx, claim("mine"), mine.Address))
+	rs := h.Reservations(t, cidr)
+	assert.Empty(t, markedWith(rs, "conformance/mine"))
+	assert.Len(t, markedWith(rs, "conformance/theirs"), 1)
+
+	require.NoError(t, b.Release(ctx, claim("mine"), mine.Address), "releasing twice is not an error")
+	require.NoError(t, b.Release(ctx, claim("never"), netip.Prefix{}), "nothing to release is not an error")
+	_, err = b.Lookup(ctx, claim("mine"))
+	assert.ErrorIs(t, err, backends.ErrNotFound)
+}
+
+func releaseLeavesATakenOverRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	alloc, err := b.Allocate(ctx, claim("taken"))
+	require.NoError(t, err)
+	h.Disown(t, alloc.Address.Addr())
+
+	err = b.Release(ctx, claim("taken"), alloc.Address)
+	require.ErrorIs(t, err, backends.ErrNotOwned)
+	assert.Contains(t, err.Error(), "conformance/taken", "the error names the claim's marker")
+
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/taken"))
+
+	// Had the release deleted the record, the next free address would be
+	// the one it held.
+	other, err := b.Allocate(ctx, claim("other"))
+	require.NoError(t, err)
+	assert.NotEqual(t, alloc.Address.Addr(), other.Address.Addr(), "the taken-over record still holds its address")
+}
+
+func exhaustionAndReuse(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	var got []backends.Allocation
+	var err error
+	for i := 0; i < 16; i++ {
+		var a backends.Allocation
+		if a, err = b.Allocate(ctx, claim(fmt.Sprintf("fill-%d", i))); err != nil {
+			break
+		}
+		got = append(got, a)
+	}
+	require.ErrorIs(t, err, backends.ErrExhausted)
+	require.NotErrorIs(t, err, backends.ErrInvalidConfig)
+	// A /29 has six usable IPv4 addresses; the gateway holds one.
+	assert.Len(t, got, 5)
+
+	require.NoError(t, b.Release(ctx, claim("fill-2"), got[2].Address))
+	again, err := b.Allocate(ctx, claim("late"))
+	require.NoError(t, err)
+	assert.Equal(t, got[2].Address, again.Address, "the released address is handed out again")
+}
+
+func usageCountsReservations(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	u0, err := b.Validate(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(14), u0.Total, "a /28 has 14 usable addresses")
+	assert.Equal(t, int64(1), u0.Used, "the gateway")
+
+	for i := range 3 {
+		_, err := b.Allocate(ctx, claim(fmt.Sprintf("count-%d", i)))
+		require.NoError(t, err)
+	}
+	u, err := b.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, u0.Total, u.Total)
+	assert.Equal(t, int64(4), u.Used)
+	assert.Equal(t, int64(10), u.Free())
+}
+
+func badCredentials(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PoolWithBadCredentials(t, cidr)
+	_, err := b.Validate(ctx)
+	require.ErrorIs(t, err, backends.ErrUnauthorized)
+	_, err = b.Allocate(ctx, claim("refused"))
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, backends.ErrExhausted), "refused credentials are not exhaustion: %v", err)
+	assert.Empty(t, h.Reservations(t, cidr))
+}
+
+func ipv6(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+
+	alloc, err := b.Allocate(ctx, claim("six"))
+	require.NoError(t, err)
+	assert.True(t, alloc.Address.Addr().Is6())
+	assert.True(t, network.Contains(alloc.Address.Addr()))
+	assert.Equal(t, 64, alloc.Address.Bits())
+	assert.Equal(t, network.Addr().Next(), alloc.Gateway)
+
+	again, err := b.Allocate(ctx, claim("six"))
+	require.NoError(t, err)
+	assert.Equal(t, alloc.Address, again.Address)
+	other, err := b.Allocate(ctx, claim("six-b"))
+	require.NoError(t, err)
+	assert.NotEqual(t, alloc.Address, other.Address)
+
+	require.NoError(t, b.Release(ctx, claim("six"), alloc.Address))
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/six"))
+	assert.Len(t, markedWith(h.Reservations(t, cidr), "conformance/six-b"), 1)
+}
