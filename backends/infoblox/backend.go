@@ -232,7 +232,8 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 		return object{}, fmt.Errorf("allocating from %s: %w", src, err)
 	}
 	var created object
-	if err := b.get(ctx, newObject(b.objectTypeFor(src.network.Addr()), b.returnFields()...), ref, nil, &created); err != nil {
+	t := b.objectTypeFor(src.network.Addr())
+	if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), ref, nil, &created); err != nil {
 		return object{}, fmt.Errorf("reading back %s: %w", ref, err)
 	}
 	return created, nil
@@ -347,16 +348,8 @@ func sourceAddr(s Source) netip.Addr {
 	return s.Start
 }
 
-// returnFields are the fields read from the pool's objects.
-func (b *Backend) returnFields() []string {
-	if b.cfg.Reservation.ObjectType == HostRecord {
-		return []string{"name", "ipv4addrs", "ipv6addrs", "extattrs"}
-	}
-	return []string{"name", "network", "ipv4addr", "ipv6addr", "extattrs"}
-}
-
-// returnFieldsFor drops the address field a fixed address type lacks: NIOS
-// refuses unknown return fields.
+// returnFieldsFor names the fields read from objects of a type; NIOS
+// refuses fields the type lacks.
 func (b *Backend) returnFieldsFor(objectType string) []string {
 	switch objectType {
 	case "fixedaddress":
@@ -364,7 +357,7 @@ func (b *Backend) returnFieldsFor(objectType string) []string {
 	case "ipv6fixedaddress":
 		return []string{"name", "network", "ipv6addr", "extattrs"}
 	}
-	return b.returnFields()
+	return []string{"name", "ipv4addrs", "ipv6addrs", "extattrs"}
 }
 
 // findByMarker searches the pool's object types for the marker: one
