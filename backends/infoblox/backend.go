@@ -180,7 +180,7 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 	}
 	// An object may exist from an earlier attempt whose answer was lost, or
 	// from before a crash or clusterctl move: reuse it.
-	if kept, found, err := b.adoptExisting(ctx, claim, ""); err != nil || found {
+	if kept, found, err := b.adoptExisting(ctx, claim); err != nil || found {
 		if err != nil {
 			return backends.Allocation{}, err
 		}
@@ -224,7 +224,7 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 		err = fmt.Errorf("%w: POST %s: the grid answered without a reference", backends.ErrUnavailable, body.ObjectType())
 	}
 	if attempts.Load() > 1 || (err != nil && !errors.Is(err, backends.ErrExhausted)) {
-		if kept, found, lookupErr := b.adoptExisting(ctx, claim, ref); lookupErr == nil && found {
+		if kept, found, lookupErr := b.adoptExisting(ctx, claim); lookupErr == nil && found {
 			return kept, nil
 		}
 	}
@@ -239,29 +239,21 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 	return created, nil
 }
 
-// adoptExisting finds the objects carrying the claim's marker and keeps one:
-// preferred (the reference a create just returned) if it is among them, else
-// the lowest address, so that repeated calls keep the same one.
-func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim, preferred string) (object, bool, error) {
+// adoptExisting finds the objects carrying the claim's marker and keeps the
+// one with the lowest address, releasing the others. NIOS records no creation
+// time on fixed addresses, and next-available hands out addresses in order,
+// so the lowest is the first made; repeated calls keep the same one.
+func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (object, bool, error) {
 	found, err := b.findByMarker(ctx, claim.Marker)
 	if err != nil || len(found) == 0 {
 		return object{}, false, err
 	}
-	keep := 0
-	for i, o := range found {
-		if o.Ref == preferred {
-			keep = i
-		}
-	}
-	for i, extra := range found {
-		if i == keep {
-			continue
-		}
+	for _, extra := range found[1:] {
 		if err := b.deleteObject(ctx, extra.Ref); err != nil {
 			return object{}, false, fmt.Errorf("releasing duplicate reservation %s: %w", extra.Ref, err)
 		}
 	}
-	return found[keep], true, nil
+	return found[0], true, nil
 }
 
 // Release deletes the objects that carry the claim's marker, by reference;
@@ -291,8 +283,8 @@ func (b *Backend) Release(ctx context.Context, claim backends.Claim, last netip.
 	}
 	if len(others) > 0 {
 		o := others[0]
-		return fmt.Errorf("%w: %s no longer carries %s=%q (it has %q); it was left in place",
-			backends.ErrNotOwned, o.Ref, b.cfg.MarkerEA, claim.Marker, o.ExtAttrs.get(b.cfg.MarkerEA))
+		return fmt.Errorf("%w: the %s holding %s (%s) no longer carries %s=%q (it has %q); it was left in place",
+			backends.ErrNotOwned, b.objectLabel(), last, o.Ref, b.cfg.MarkerEA, claim.Marker, o.ExtAttrs.get(b.cfg.MarkerEA))
 	}
 	return nil
 }

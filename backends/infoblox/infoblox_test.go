@@ -194,6 +194,7 @@ func TestResentCreateKeepsOneObject(t *testing.T) {
 	require.Len(t, kept, 1, "the duplicates are released")
 	assert.Equal(t, alloc.Address.Addr(), kept[0].Addresses[0])
 	assert.Equal(t, alloc.Reference, kept[0].Ref)
+	assert.Equal(t, "10.0.0.2", kept[0].Addresses[0].String(), "the first object made is kept")
 }
 
 // Quirk: ReleaseIP reports success when its lookup fails. Release must fail

@@ -17,65 +17,67 @@ import (
 )
 
 func TestHundredClaimsAtOnceGetDistinctAddresses(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.30.0.0/24", netboxsim.PrefixOptions{})
-	pool := f.createPool("pool", "10.30.0.0/24")
-	f.waitPoolReady(pool)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.30.0.0/24")
+		pool := f.createPool("pool", "10.30.0.0/24")
+		f.waitPoolReady(pool)
 
-	const n = 100
-	claims := make([]*ipamv1.IPAddressClaim, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), "pool")
-		wg.Go(func() { assert.NoError(t, k8s.Create(f.ctx, claims[i])) })
-	}
-	wg.Wait()
-
-	seen := map[string]string{}
-	for _, claim := range claims {
-		address := f.waitBound(claim)
-		if other, dup := seen[address.Spec.Address]; dup {
-			t.Errorf("%s and %s share %s", other, claim.Name, address.Spec.Address)
+		const n = 100
+		claims := make([]*ipamv1.IPAddressClaim, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), "pool")
+			wg.Go(func() { assert.NoError(t, k8s.Create(f.ctx, claims[i])) })
 		}
-		seen[address.Spec.Address] = claim.Name
-	}
-	assert.Len(t, seen, n)
-	assert.Len(t, f.markedRecords(), n, "one reservation per claim in NetBox")
-	assert.Equal(t, n, f.sim.CountCalls("POST", "/api/ipam/prefixes/"), "one reservation request per claim")
+		wg.Wait()
+
+		seen := map[string]string{}
+		for _, claim := range claims {
+			address := f.waitBound(claim)
+			if other, dup := seen[address.Spec.Address]; dup {
+				t.Errorf("%s and %s share %s", other, claim.Name, address.Spec.Address)
+			}
+			seen[address.Spec.Address] = claim.Name
+		}
+		assert.Len(t, seen, n)
+		assert.Len(t, f.markedRecords(), n, "one reservation per claim in NetBox")
+		assert.Equal(t, n, f.sys.allocationRequests(), "one reservation request per claim")
+	})
 }
 
 func TestExhaustedPoolReportsPoolExhaustedAndBindsWhenSpaceFrees(t *testing.T) {
-	f := newFixture(t)
-	// A /29 has six usable addresses; the gateway holds one.
-	f.seedPrefix("10.31.0.0/29", netboxsim.PrefixOptions{})
-	pool := f.createPool("pool", "10.31.0.0/29")
-	f.waitPoolReady(pool)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		// A /29 has six usable addresses; the gateway holds one.
+		f.seedNetwork("10.31.0.0/29")
+		pool := f.createPool("pool", "10.31.0.0/29")
+		f.waitPoolReady(pool)
 
-	var bound []*ipamv1.IPAddressClaim
-	for i := range 5 {
-		claim := f.createClaim(fmt.Sprintf("machine-%d", i), "pool")
-		f.waitBound(claim)
-		bound = append(bound, claim)
-	}
-	waiting := f.createClaim("machine-5", "pool")
-	cond := f.waitClaimReason(waiting, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
-	assert.Contains(t, cond.Message, "10.31.0.0/29")
-	assert.Contains(t, cond.Message, "Insufficient resources are available to satisfy the request", "NetBox's own words")
-	f.waitEvent(f.ns, waiting.Name, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
+		var bound []*ipamv1.IPAddressClaim
+		for i := range 5 {
+			claim := f.createClaim(fmt.Sprintf("machine-%d", i), "pool")
+			f.waitBound(claim)
+			bound = append(bound, claim)
+		}
+		waiting := f.createClaim("machine-5", "pool")
+		cond := f.waitClaimReason(waiting, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
+		assert.Contains(t, cond.Message, "10.31.0.0/29")
+		assert.Contains(t, cond.Message, f.sys.exhaustedText(), "the IPAM system's own words")
+		f.waitEvent(f.ns, waiting.Name, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
 
-	// Releasing one address wakes the waiting claim (its own retry is ten
-	// minutes away in this suite).
-	f.deleteClaim(bound[0])
-	address := f.waitBound(waiting)
-	assert.Equal(t, "10.31.0.2", address.Spec.Address, "the freed address")
+		// Releasing one address wakes the waiting claim (its own retry is ten
+		// minutes away in this suite).
+		f.deleteClaim(bound[0])
+		address := f.waitBound(waiting)
+		assert.Equal(t, "10.31.0.2", address.Spec.Address, "the freed address")
+	})
 }
 
 func TestSourcesAreTriedInOrder(t *testing.T) {
 	f := newFixture(t)
-	f.seedPrefix("10.32.0.0/30", netboxsim.PrefixOptions{})
+	f.seedNetwork("10.32.0.0/30")
 	f.sim.AddIPAddress("10.32.0.2/30", netboxsim.IPOptions{}) // the /30 is full
-	f.seedPrefix("10.32.1.0/24", netboxsim.PrefixOptions{})
-	f.createPool("pool", "", withSources(prefixSource("10.32.0.0/30"), prefixSource("10.32.1.0/24")))
+	f.seedNetwork("10.32.1.0/24")
+	f.createNetboxPool("pool", "", withSources(prefixSource("10.32.0.0/30"), prefixSource("10.32.1.0/24")))
 
 	address := f.waitBound(f.createClaim("machine", "pool"))
 	assert.Equal(t, "10.32.1.2", address.Spec.Address)
@@ -83,25 +85,26 @@ func TestSourcesAreTriedInOrder(t *testing.T) {
 }
 
 func TestBoundClaimResyncMakesNoBackendCall(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.33.0.0/24", netboxsim.PrefixOptions{})
-	pool := f.createPool("pool", "10.33.0.0/24")
-	cluster := f.createCluster("workload")
-	claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
-	f.waitBound(claim)
-	// The pool refreshes its counts after the IPAddress appears; that is
-	// the pool's cost, so let it finish first.
-	f.waitCounts(pool, v1alpha1.AddressCounts{Total: 254, Used: 2, Free: 252})
-	f.sim.ResetCalls()
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.33.0.0/24")
+		pool := f.createPool("pool", "10.33.0.0/24")
+		cluster := f.createCluster("workload")
+		claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
+		f.waitBound(claim)
+		// The pool refreshes its counts after the IPAddress appears; that is
+		// the pool's cost, so let it finish first.
+		f.waitCounts(pool, v1alpha1.AddressCounts{Total: 254, Used: 2, Free: 252})
+		f.sys.resetCalls()
 
-	// Pausing and unpausing the Cluster makes the claim reconcile twice,
-	// visibly (its Paused condition flips), without touching the pool.
-	require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), cluster))
-	cluster.Spec.Paused = ptr.To(true)
-	require.NoError(t, k8s.Update(f.ctx, cluster))
-	f.waitPaused(claim)
-	unpause(t, f, cluster.Name)
-	f.waitNotPaused(claim)
+		// Pausing and unpausing the Cluster makes the claim reconcile twice,
+		// visibly (its Paused condition flips), without touching the pool.
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), cluster))
+		cluster.Spec.Paused = ptr.To(true)
+		require.NoError(t, k8s.Update(f.ctx, cluster))
+		f.waitPaused(claim)
+		unpause(t, f, cluster.Name)
+		f.waitNotPaused(claim)
 
-	assert.Empty(t, f.sim.Calls(), "a bound claim costs NetBox nothing")
+		assert.Zero(t, f.sys.callCount(), "a bound claim costs the IPAM system nothing")
+	})
 }

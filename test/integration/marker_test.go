@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,7 +15,6 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
 // Each test here ends with the same address and a single reservation,
@@ -23,151 +23,149 @@ import (
 const allocatePath = "/available-ips/"
 
 func TestLostIPAddressIsRecreatedWithTheSameAddress(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.20.0.0/24", netboxsim.PrefixOptions{})
-	f.createPool("pool", "10.20.0.0/24")
-	claim := f.createClaim("machine", "pool")
-	first := f.waitBound(claim)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.20.0.0/24")
+		f.createPool("pool", "10.20.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		first := f.waitBound(claim)
 
-	require.NoError(t, k8s.Delete(f.ctx, first))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		again := &ipamv1.IPAddress{}
-		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), again))
-		assert.NotEqual(c, first.UID, again.UID, "a new IPAddress")
-		assert.Equal(c, first.Spec.Address, again.Spec.Address)
-		assert.Nil(c, again.DeletionTimestamp)
-	}, waitTimeout, pollInterval)
+		require.NoError(t, k8s.Delete(f.ctx, first))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			again := &ipamv1.IPAddress{}
+			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), again))
+			assert.NotEqual(c, first.UID, again.UID, "a new IPAddress")
+			assert.Equal(c, first.Spec.Address, again.Spec.Address)
+			assert.Nil(c, again.DeletionTimestamp)
+		}, waitTimeout, pollInterval)
 
-	assert.Len(t, f.markedRecords(), 1)
-	assert.Equal(t, 1, f.sim.CountCalls("POST", "/api/ipam/prefixes/"), "one reservation was ever made")
+		assert.Len(t, f.markedRecords(), 1)
+		assert.Equal(t, 1, f.sys.allocationRequests(), "one reservation was ever made")
+	})
 }
 
 func TestCrashAfterReservationBeforeIPAddressFindsTheSameAddress(t *testing.T) {
-	f := newFixture(t)
-	f.filter = "crash-" + f.ns
-	f.seedPrefix("10.21.0.0/24", netboxsim.PrefixOptions{})
-	f.createPool("pool", "10.21.0.0/24")
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.filter = "crash-" + f.ns
+		f.seedNetwork("10.21.0.0/24")
+		f.createPool("pool", "10.21.0.0/24")
 
-	// The first manager dies the moment it tries to write the IPAddress,
-	// after NetBox has made the reservation.
-	crashCtx, crash := context.WithCancel(f.ctx)
-	done, err := startManager(crashCtx, f.filter, "", func(c client.WithWatch) client.Client {
-		return interceptor.NewClient(c, interceptor.Funcs{
-			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				if _, ok := obj.(*ipamv1.IPAddress); ok {
-					crash()
-					return errors.New("simulated crash")
-				}
-				return c.Create(ctx, obj, opts...)
-			},
+		// The first manager dies the moment it tries to write the IPAddress,
+		// after NetBox has made the reservation.
+		crashCtx, crash := context.WithCancel(f.ctx)
+		done, err := startManager(crashCtx, f.filter, "", func(c client.WithWatch) client.Client {
+			return interceptor.NewClient(c, interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					if _, ok := obj.(*ipamv1.IPAddress); ok {
+						crash()
+						return errors.New("simulated crash")
+					}
+					return c.Create(ctx, obj, opts...)
+				},
+			})
 		})
+		require.NoError(t, err)
+		claim := f.createClaim("machine", "pool")
+		<-done
+		reserved := f.markedRecords()
+		require.Len(t, reserved, 1, "the first manager reserved an address before dying")
+
+		// A new manager picks the claim up.
+		done, err = startManager(f.ctx, f.filter, "", nil)
+		require.NoError(t, err)
+		address := f.waitBound(claim)
+
+		assert.Equal(t, reserved[0].Address.Addr().String(), address.Spec.Address)
+		assert.Len(t, f.markedRecords(), 1)
+		assert.Equal(t, 1, f.sys.allocationRequests(), "the second manager made no reservation")
+		_ = done
 	})
-	require.NoError(t, err)
-	claim := f.createClaim("machine", "pool")
-	<-done
-	reserved := f.markedRecords()
-	require.Len(t, reserved, 1, "the first manager reserved an address before dying")
-
-	// A new manager picks the claim up.
-	done, err = startManager(f.ctx, f.filter, "", nil)
-	require.NoError(t, err)
-	address := f.waitBound(claim)
-
-	assert.Equal(t, reserved[0].Address, address.Spec.Address+"/24")
-	assert.Len(t, f.markedRecords(), 1)
-	assert.Equal(t, 1, f.sim.CountCalls("POST", "/api/ipam/prefixes/"), "the second manager made no reservation")
-	_ = done
 }
 
 func TestRetriedReservationKeepsOne(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.22.0.0/24", netboxsim.PrefixOptions{})
-	pool := f.createPool("pool", "10.22.0.0/24")
-	f.waitPoolReady(pool)
-	// NetBox makes the reservation but the answer is lost, so the client
-	// sends the POST again and NetBox makes a second one.
-	f.sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: allocatePath})
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.22.0.0/24")
+		pool := f.createPool("pool", "10.22.0.0/24")
+		f.waitPoolReady(pool)
+		// NetBox makes the reservation but the answer is lost, so the client
+		// sends the POST again and NetBox makes a second one.
+		f.sys.loseNextAllocationAnswer()
 
-	address := f.waitBound(f.createClaim("machine", "pool"))
+		address := f.waitBound(f.createClaim("machine", "pool"))
 
-	assert.Equal(t, 2, f.sim.CountCalls("POST", "/api/ipam/prefixes/"), "the POST was sent twice")
-	records := f.markedRecords()
-	require.Len(t, records, 1, "the duplicate was released")
-	assert.Equal(t, "10.22.0.2/24", records[0].Address, "the first reservation is kept")
-	assert.Equal(t, "10.22.0.2", address.Spec.Address)
+		assert.Equal(t, 2, f.sys.allocationRequests(), "the POST was sent twice")
+		records := f.markedRecords()
+		require.Len(t, records, 1, "the duplicate was released")
+		assert.Equal(t, "10.22.0.2/24", records[0].Address.String(), "the first reservation is kept")
+		assert.Equal(t, "10.22.0.2", address.Spec.Address)
+	})
 }
 
 func TestClusterctlMoveFindsTheSameAddress(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.23.0.0/24", netboxsim.PrefixOptions{})
-	f.createPool("pool", "10.23.0.0/24")
-	cluster := f.createCluster("workload")
-	claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
-	before := f.waitBound(claim)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.23.0.0/24")
+		f.createPool("pool", "10.23.0.0/24")
+		cluster := f.createCluster("workload")
+		claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
+		before := f.waitBound(claim)
 
-	// clusterctl move pauses the Cluster, recreates the objects in the target
-	// management cluster (new UIDs, same namespace and name) and deletes the
-	// source objects without running their finalizers.
-	require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), cluster))
-	cluster.Spec.Paused = ptr.To(true)
-	require.NoError(t, k8s.Update(f.ctx, cluster))
-	f.waitPaused(claim)
-	for _, obj := range []client.Object{before, claim} {
-		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(obj), obj))
-		obj.SetFinalizers(nil)
-		require.NoError(t, k8s.Update(f.ctx, obj))
-		require.NoError(t, client.IgnoreNotFound(k8s.Delete(f.ctx, obj)))
-		f.waitGone(obj)
-	}
-	require.Len(t, f.markedRecords(), 1, "the move released nothing")
+		// clusterctl move pauses the Cluster, recreates the objects in the target
+		// management cluster (new UIDs, same namespace and name) and deletes the
+		// source objects without running their finalizers.
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), cluster))
+		cluster.Spec.Paused = ptr.To(true)
+		require.NoError(t, k8s.Update(f.ctx, cluster))
+		f.waitPaused(claim)
+		for _, obj := range []client.Object{before, claim} {
+			require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(obj), obj))
+			obj.SetFinalizers(nil)
+			require.NoError(t, k8s.Update(f.ctx, obj))
+			require.NoError(t, client.IgnoreNotFound(k8s.Delete(f.ctx, obj)))
+			f.waitGone(obj)
+		}
+		require.Len(t, f.markedRecords(), 1, "the move released nothing")
 
-	moved := f.createClaim("machine", "pool", inCluster(cluster.Name))
-	unpause(t, f, cluster.Name)
-	after := f.waitBound(moved)
+		moved := f.createClaim("machine", "pool", inCluster(cluster.Name))
+		unpause(t, f, cluster.Name)
+		after := f.waitBound(moved)
 
-	assert.Equal(t, before.Spec.Address, after.Spec.Address)
-	assert.Len(t, f.markedRecords(), 1)
+		assert.Equal(t, before.Spec.Address, after.Spec.Address)
+		assert.Len(t, f.markedRecords(), 1)
+	})
 }
 
 func TestReleaseLeavesARecordWhoseMarkerWasRemoved(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.24.0.0/24", netboxsim.PrefixOptions{})
-	f.createPool("pool", "10.24.0.0/24")
-	claim := f.createClaim("machine", "pool")
-	f.waitBound(claim)
-	records := f.markedRecords()
-	require.Len(t, records, 1)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.24.0.0/24")
+		f.createPool("pool", "10.24.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		f.waitBound(claim)
+		records := f.markedRecords()
+		require.Len(t, records, 1)
 
-	// The IPAM team takes the address over by clearing the marker.
-	f.sim.EditIPAddress(records[0].ID, func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = nil })
-	f.deleteClaim(claim)
+		// The IPAM team takes the address over by clearing the marker.
+		f.sys.disown(records[0])
+		f.deleteClaim(claim)
 
-	var kept bool
-	for _, ip := range f.sim.IPAddresses() {
-		kept = kept || ip.ID == records[0].ID
-	}
-	assert.True(t, kept, "the record without the marker is left in NetBox")
-	e := f.waitEvent(f.ns, claim.Name, controllers.ReleaseSkippedReason)
-	assert.Contains(t, e.Note, "10.24.0.2/24")
-	f.waitEvent(f.ns, "pool", controllers.ReleaseSkippedReason)
+		assert.True(t, f.sys.holds(records[0].Address.Addr()), "the record without the marker is left in place")
+		e := f.waitEvent(f.ns, claim.Name, controllers.ReleaseSkippedReason)
+		assert.Contains(t, e.Note, "10.24.0.2/24")
+		f.waitEvent(f.ns, "pool", controllers.ReleaseSkippedReason)
+	})
 }
 
 func TestIdentityKeepsManagementClustersApart(t *testing.T) {
-	f := newFixture(t)
-	f.filter = "identity-" + f.ns
-	f.seedPrefix("10.25.0.0/24", netboxsim.PrefixOptions{})
-	// Another management cluster without an identity holds ns/machine.
-	f.sim.AddTag("cluster-api-ipam", "cluster-api-ipam")
-	f.sim.AddCustomField("capi_ipam_claim", "exact")
-	f.sim.AddIPAddress("10.25.0.2/24", netboxsim.IPOptions{
-		Tags: []string{"cluster-api-ipam"}, CustomFields: map[string]any{"capi_ipam_claim": f.ns + "/machine"},
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.filter = "identity-" + f.ns
+		f.seedNetwork("10.25.0.0/24")
+		// Another management cluster without an identity holds ns/machine.
+		f.sys.reserveForeign(netip.MustParsePrefix("10.25.0.2/24"), f.ns+"/machine")
+		_, err := startManager(f.ctx, f.filter, "mgmt-b", nil)
+		require.NoError(t, err)
+		f.createPool("pool", "10.25.0.0/24")
+
+		address := f.waitBound(f.createClaim("machine", "pool"))
+
+		assert.Equal(t, "10.25.0.3", address.Spec.Address, "the other cluster's reservation is not adopted")
+		assert.Len(t, f.recordsWithMarker("mgmt-b/"+f.ns+"/machine"), 1)
 	})
-	_, err := startManager(f.ctx, f.filter, "mgmt-b", nil)
-	require.NoError(t, err)
-	f.createPool("pool", "10.25.0.0/24")
-
-	address := f.waitBound(f.createClaim("machine", "pool"))
-
-	assert.Equal(t, "10.25.0.3", address.Spec.Address, "the other cluster's reservation is not adopted")
-	assert.Len(t, f.recordsWithMarker("mgmt-b/"+f.ns+"/machine"), 1)
 }

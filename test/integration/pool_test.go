@@ -14,24 +14,26 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
-func (f *fixture) waitCounts(pool *v1alpha1.NetboxIPPool, want v1alpha1.AddressCounts) {
+func (f *fixture) waitCounts(pool controllers.Pool, want v1alpha1.AddressCounts) {
 	f.t.Helper()
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := &v1alpha1.NetboxIPPool{}
+		got := pool.DeepCopyObject().(controllers.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
-		require.NotNil(c, got.Status.Addresses)
-		assert.Equal(c, want, *got.Status.Addresses)
-		assert.Equal(c, got.Generation, got.Status.ObservedGeneration)
+		status := got.GetPoolStatus()
+		require.NotNil(c, status.Addresses)
+		assert.Equal(c, want, *status.Addresses)
+		assert.Equal(c, got.GetGeneration(), status.ObservedGeneration)
 	}, waitTimeout, pollInterval)
 }
 
 func TestPoolReportsNetBoxCounts(t *testing.T) {
 	f := newFixture(t)
-	f.seedPrefix("10.50.0.0/24", netboxsim.PrefixOptions{})
+	f.seedNetwork("10.50.0.0/24")
 	f.sim.AddIPAddress("10.50.0.200/24", netboxsim.IPOptions{Description: "a printer"})
 	pool := f.createPool("pool", "10.50.0.0/24")
 	f.waitCounts(pool, v1alpha1.AddressCounts{Total: 254, Used: 2, Free: 252})
@@ -43,20 +45,21 @@ func TestPoolReportsNetBoxCounts(t *testing.T) {
 }
 
 func TestPoolIsKeptWhileIPAddressesFromItExist(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.51.0.0/24", netboxsim.PrefixOptions{})
-	pool := f.createPool("pool", "10.51.0.0/24")
-	claim := f.createClaim("machine", "pool")
-	f.waitBound(claim)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.51.0.0/24")
+		pool := f.createPool("pool", "10.51.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		f.waitBound(claim)
 
-	require.NoError(t, k8s.Delete(f.ctx, pool))
-	cond := f.waitPoolReason(pool, metav1.ConditionFalse, "Deleting")
-	assert.Contains(t, cond.Message, "1 IPAddresses")
+		require.NoError(t, k8s.Delete(f.ctx, pool))
+		cond := f.waitPoolReason(pool, metav1.ConditionFalse, "Deleting")
+		assert.Contains(t, cond.Message, "1 IPAddresses")
 
-	// The claim can still release through the pool being deleted.
-	f.deleteClaim(claim)
-	assert.Empty(t, f.markedRecords())
-	f.waitGone(pool)
+		// The claim can still release through the pool being deleted.
+		f.deleteClaim(claim)
+		assert.Empty(t, f.markedRecords())
+		f.waitGone(pool)
+	})
 }
 
 func TestRangeInAVRFWithEveryStampAndAV2Token(t *testing.T) {
@@ -70,7 +73,7 @@ func TestRangeInAVRFWithEveryStampAndAV2Token(t *testing.T) {
 	f.sim.AddTenant("Platform", "platform")
 	f.sim.AddTag("Kubernetes", "kubernetes")
 	f.sim.AddCustomField("cost_center", "exact")
-	pool := f.createPool("pool", "", func(s *v1alpha1.NetboxIPPoolSpec) {
+	pool := f.createNetboxPool("pool", "", func(s *v1alpha1.NetboxIPPoolSpec) {
 		s.Connection.CredentialsSecretRef.Name = "netbox-v2"
 		s.Sources = []v1alpha1.NetboxAddressSource{{IPRange: &v1alpha1.NetboxIPRangeSource{
 			Start: "10.52.0.10", End: "10.52.0.19", VRF: "prod",
@@ -90,7 +93,7 @@ func TestRangeInAVRFWithEveryStampAndAV2Token(t *testing.T) {
 
 	assert.Equal(t, "10.52.0.10", address.Spec.Address)
 	assert.Equal(t, "10.52.0.1", address.Spec.Gateway, "first usable address of the range's network; outside the range, so not checked in NetBox")
-	records := f.markedRecords()
+	records := f.netboxRecords()
 	require.Len(t, records, 1)
 	record := records[0]
 	assert.Equal(t, prod, record.VRF)
@@ -114,10 +117,10 @@ func TestNetBoxOverTLSWithACABundle(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "netbox-tls"},
 		Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(f.token), v1alpha1.CABundleKey: sim.CACertPEM()},
 	}))
-	trusted := f.createPool("trusted", "10.54.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+	trusted := f.createNetboxPool("trusted", "10.54.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 		s.Connection = v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox-tls"}}
 	})
-	untrusted := f.createPool("untrusted", "10.54.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+	untrusted := f.createNetboxPool("untrusted", "10.54.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 		s.Connection = v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"}}
 	})
 
@@ -130,7 +133,7 @@ func TestNetBoxOverTLSWithACABundle(t *testing.T) {
 
 func TestClaimWaitsForItsPool(t *testing.T) {
 	f := newFixture(t)
-	f.seedPrefix("10.53.0.0/24", netboxsim.PrefixOptions{})
+	f.seedNetwork("10.53.0.0/24")
 	claim := f.createClaim("early", "late-pool")
 	cond := f.waitClaimReason(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 	assert.Contains(t, cond.Message, "NetboxIPPool late-pool not found")

@@ -142,24 +142,42 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// fixture is one test's namespace, NetBox simulator and credentials.
+// fixture is one test's namespace, IPAM system and credentials. sim and
+// token are set for NetBox only, for the tests that are NetBox's own.
 type fixture struct {
 	t      *testing.T
 	ctx    context.Context
 	ns     string
 	filter string
+	sys    system
+	// secret names the Secret with the system's credentials, in ns.
+	secret string
 	sim    netboxtarget.Target
 	token  string
 }
 
+// newFixture sets a test up against NetBox.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	sim, token := netboxtarget.New(t), randomHex(20)
+	sim.AddToken(token, true)
+	f := startFixture(t, &netboxSystem{target: sim, token: token}, "netbox")
+	f.sim, f.token = sim, token
+	return f
+}
+
+// newInfobloxFixture sets a test up against the Infoblox WAPI simulator.
+func newInfobloxFixture(t *testing.T) *fixture {
+	t.Helper()
+	return startFixture(t, newInfobloxSystem(t), "infoblox")
+}
+
+func startFixture(t *testing.T, sys system, secret string) *fixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	f := &fixture{t: t, ctx: ctx, ns: "t-" + randomHex(4), filter: suiteFilter, sim: netboxtarget.New(t), token: randomHex(20)}
-	f.sim.AddToken(f.token, true)
+	f := &fixture{t: t, ctx: ctx, ns: "t-" + randomHex(4), filter: suiteFilter, sys: sys, secret: secret}
 	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
-	f.createSecret(f.ns, "netbox", f.token)
+	f.createSystemSecret(f.ns, secret)
 	return f
 }
 
@@ -173,20 +191,32 @@ func (f *fixture) labels() map[string]string {
 	return map[string]string{clusterv1.WatchLabel: f.filter}
 }
 
+// createSecret creates a NetBox token Secret.
 func (f *fixture) createSecret(namespace, name, token string) {
 	f.t.Helper()
-	s := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)},
-	}
+	f.createSecretData(namespace, name, map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)})
+}
+
+// createSystemSecret creates a Secret with credentials the system accepts.
+func (f *fixture) createSystemSecret(namespace, name string) {
+	f.t.Helper()
+	f.createSecretData(namespace, name, f.sys.secretData())
+}
+
+func (f *fixture) createSecretData(namespace, name string, data map[string][]byte) {
+	f.t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: data}
 	require.NoError(f.t, k8s.Create(f.ctx, s))
 	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
 }
 
-// seedPrefix adds a prefix with its gateway recorded.
+// seedPrefix adds a NetBox prefix with its gateway recorded.
 func (f *fixture) seedPrefix(cidr string, o netboxsim.PrefixOptions) int32 {
 	return f.sim.AddPrefixWithGateway(cidr, o)
 }
+
+// seedNetwork adds a network (NetBox: a prefix) with its gateway recorded.
+func (f *fixture) seedNetwork(cidr string) { f.sys.seedNetwork(cidr) }
 
 type poolOption func(*v1alpha1.NetboxIPPoolSpec)
 
@@ -209,14 +239,27 @@ func (f *fixture) poolSpec(cidr string, opts ...poolOption) v1alpha1.NetboxIPPoo
 	return spec
 }
 
-func (f *fixture) createPool(name, cidr string, opts ...poolOption) *v1alpha1.NetboxIPPool {
+// createPool creates a namespaced pool of the fixture's system; options
+// apply to NetBox pools only.
+func (f *fixture) createPool(name, cidr string, opts ...poolOption) controllers.Pool {
 	f.t.Helper()
-	pool := &v1alpha1.NetboxIPPool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: f.labels()},
-		Spec:       f.poolSpec(cidr, opts...),
+	var pool controllers.Pool
+	if f.sim != nil {
+		pool = &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: f.poolSpec(cidr, opts...)}
+	} else {
+		require.Empty(f.t, opts, "pool options are for NetBox pools")
+		pool = f.sys.newPool(f.ns, name, cidr, f.secret, false)
 	}
+	pool.SetLabels(f.labels())
 	require.NoError(f.t, k8s.Create(f.ctx, pool))
 	return pool
+}
+
+// createNetboxPool creates a NetboxIPPool.
+func (f *fixture) createNetboxPool(name, cidr string, opts ...poolOption) *v1alpha1.NetboxIPPool {
+	f.t.Helper()
+	require.NotNil(f.t, f.sim, "a NetBox test")
+	return f.createPool(name, cidr, opts...).(*v1alpha1.NetboxIPPool)
 }
 
 func (f *fixture) waitPoolReason(pool controllers.Pool, status metav1.ConditionStatus, reason string) *metav1.Condition {
@@ -254,7 +297,7 @@ func (f *fixture) newClaim(name, pool string, opts ...claimOption) *ipamv1.IPAdd
 	claim := &ipamv1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: f.labels()},
 		Spec: ipamv1.IPAddressClaimSpec{
-			PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: pool},
+			PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: f.sys.poolKind(false), Name: pool},
 		},
 	}
 	for _, o := range opts {
@@ -320,22 +363,33 @@ func (f *fixture) waitGone(obj client.Object) {
 	}, waitTimeout, pollInterval)
 }
 
-// markedRecords returns the IP addresses whose marker names a claim of
+// markedRecords returns the reservations whose marker names a claim of
 // this test's namespace (a real NetBox is shared by every test of a run).
-func (f *fixture) markedRecords() []netboxsim.IPAddress {
-	var out []netboxsim.IPAddress
-	for _, ip := range f.sim.IPAddresses() {
-		if m, _ := ip.CustomFields["capi_ipam_claim"].(string); strings.Contains("/"+m, "/"+f.ns+"/") {
-			out = append(out, ip)
+func (f *fixture) markedRecords() []record {
+	var out []record
+	for _, r := range f.sys.records() {
+		if strings.Contains("/"+r.Marker, "/"+f.ns+"/") {
+			out = append(out, r)
 		}
 	}
 	return out
 }
 
-func (f *fixture) recordsWithMarker(marker string) []netboxsim.IPAddress {
+func (f *fixture) recordsWithMarker(marker string) []record {
+	var out []record
+	for _, r := range f.markedRecords() {
+		if r.Marker == marker {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// netboxRecords returns the NetBox IP addresses marked for this namespace.
+func (f *fixture) netboxRecords() []netboxsim.IPAddress {
 	var out []netboxsim.IPAddress
-	for _, ip := range f.markedRecords() {
-		if ip.CustomFields["capi_ipam_claim"] == marker {
+	for _, ip := range f.sim.IPAddresses() {
+		if m, _ := ip.CustomFields["capi_ipam_claim"].(string); strings.Contains("/"+m, "/"+f.ns+"/") {
 			out = append(out, ip)
 		}
 	}

@@ -41,7 +41,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "missing Secret",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Connection.CredentialsSecretRef.Name = "does-not-exist"
 				})
 			},
@@ -54,7 +54,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 					ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"},
 					Data:       map[string][]byte{"username": []byte("admin")},
 				}))
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Connection.CredentialsSecretRef.Name = "empty"
 				})
 			},
@@ -64,7 +64,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 			name: "wrong token",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
 				f.createSecret(f.ns, "wrong", strings.Repeat("0", 40))
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Connection.CredentialsSecretRef.Name = "wrong"
 				})
 			},
@@ -73,28 +73,28 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "unknown prefix",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "10.99.0.0/24")
+				return f.createNetboxPool("pool", "10.99.0.0/24")
 			},
 			reason: v1alpha1.SourceNotFoundReason, inMessage: "10.99.0.0/24",
 		},
 		{
 			name: "unknown prefix id",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "", withSources(v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{ID: ptr.To[int32](4242)}}))
+				return f.createNetboxPool("pool", "", withSources(v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{ID: ptr.To[int32](4242)}}))
 			},
 			reason: v1alpha1.SourceNotFoundReason, inMessage: "4242",
 		},
 		{
 			name: "unknown VRF",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "", withSources(v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: "10.40.0.0/24", VRF: "nope"}}))
+				return f.createNetboxPool("pool", "", withSources(v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: "10.40.0.0/24", VRF: "nope"}}))
 			},
 			reason: v1alpha1.SourceNotFoundReason, inMessage: `VRF "nope"`,
 		},
 		{
 			name: "gateway outside the prefix",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Gateway.Address = "192.168.1.1"
 				})
 			},
@@ -103,7 +103,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "gateway not recorded in NetBox",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Gateway.Address = "10.40.0.254"
 				})
 			},
@@ -112,7 +112,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "unknown tenant",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Reservation.Tenant = "nobody"
 				})
 			},
@@ -121,7 +121,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "DNS name pattern naming an unknown field",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Reservation.DNSNamePattern = "{{ .Machine }}.example.com"
 				})
 			},
@@ -130,7 +130,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "unreachable NetBox",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				return f.createPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Connection.URL = "http://127.0.0.1:1"
 				})
 			},
@@ -159,7 +159,7 @@ func TestFixedSecretMakesThePoolReady(t *testing.T) {
 	f := newFixture(t)
 	f.seedPrefix("10.41.0.0/24", netboxsim.PrefixOptions{})
 	f.createSecret(f.ns, "rotating", strings.Repeat("1", 40))
-	pool := f.createPool("pool", "10.41.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+	pool := f.createNetboxPool("pool", "10.41.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 		s.Connection.CredentialsSecretRef.Name = "rotating"
 	})
 	f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.AuthenticationFailedReason)
@@ -184,7 +184,7 @@ func TestReadOnlyTokenGivesAClearCondition(t *testing.T) {
 
 	t.Run("without the provider's tag and field in NetBox", func(t *testing.T) {
 		netboxtarget.SimOnly(t, "a real NetBox of this run already holds the tag and field")
-		pool := f.createPool("setup", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+		pool := f.createNetboxPool("setup", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 			s.Connection.CredentialsSecretRef.Name = "read-only"
 		})
 		cond := f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.SetupRequiredReason)
@@ -193,7 +193,7 @@ func TestReadOnlyTokenGivesAClearCondition(t *testing.T) {
 	t.Run("with them, allocation fails with the permission named", func(t *testing.T) {
 		f.sim.AddTag("cluster-api-ipam", "cluster-api-ipam")
 		f.sim.AddCustomField("capi_ipam_claim", "exact")
-		pool := f.createPool("pool", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+		pool := f.createNetboxPool("pool", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 			s.Connection.CredentialsSecretRef.Name = "read-only"
 		})
 		f.waitPoolReady(pool)
@@ -254,10 +254,10 @@ func TestTokensNeverLeak(t *testing.T) {
 	f.seedPrefix("10.43.0.0/24", netboxsim.PrefixOptions{})
 	wrong := "nbt_leakcheck12." + strings.Repeat("z", 40)
 	f.createSecret(f.ns, "wrong", wrong)
-	bad := f.createPool("bad", "10.43.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
+	bad := f.createNetboxPool("bad", "10.43.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 		s.Connection.CredentialsSecretRef.Name = "wrong"
 	})
-	good := f.createPool("good", "10.43.0.0/24")
+	good := f.createNetboxPool("good", "10.43.0.0/24")
 	f.waitPoolReason(bad, metav1.ConditionFalse, v1alpha1.AuthenticationFailedReason)
 	f.waitPoolReady(good)
 	f.sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 500, Method: "POST", PathContains: "available-ips", Times: 10})

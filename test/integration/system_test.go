@@ -1,0 +1,247 @@
+package integration
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
+)
+
+// system is an IPAM system a test's pools point at. The contract tests run
+// once per system, so the claim reconciler is proven with every backend.
+type system interface {
+	name() string
+	poolKind(global bool) string
+	// secretData holds credentials the system accepts.
+	secretData() map[string][]byte
+	// seedNetwork creates network cidr with its first usable address held
+	// as the gateway.
+	seedNetwork(cidr string)
+	// newPool returns (without creating) a pool allocating from cidr with
+	// the credentials of Secret secretName.
+	newPool(namespace, name, cidr, secretName string, global bool) controllers.Pool
+	// records lists every reservation that carries a marker.
+	records() []record
+	// disown removes the marker from a record, as a human taking it over.
+	disown(r record)
+	// holds says whether any record holds addr, marked or not.
+	holds(addr netip.Addr) bool
+	// reserveForeign makes a marked reservation of addr as another
+	// management cluster would.
+	reserveForeign(addr netip.Prefix, marker string)
+	loseNextAllocationAnswer()
+	allocationRequests() int
+	callCount() int
+	resetCalls()
+	// exhaustedText is what the system says when a source is full.
+	exhaustedText() string
+}
+
+// record is a reservation in the IPAM system.
+type record struct {
+	Address     netip.Prefix
+	Marker      string
+	Description string
+	ref         string
+	id          int32
+}
+
+// forEachSystem runs a test once against NetBox and once against Infoblox.
+func forEachSystem(t *testing.T, test func(t *testing.T, f *fixture)) {
+	t.Run("NetBox", func(t *testing.T) { test(t, newFixture(t)) })
+	t.Run("Infoblox", func(t *testing.T) { test(t, newInfobloxFixture(t)) })
+}
+
+// netboxSystem is NetBox: the simulator, or a real NetBox (NETBOX_URL).
+type netboxSystem struct {
+	target netboxtarget.Target
+	token  string
+}
+
+func (s *netboxSystem) name() string { return "NetBox" }
+
+func (s *netboxSystem) poolKind(global bool) string {
+	if global {
+		return "GlobalNetboxIPPool"
+	}
+	return "NetboxIPPool"
+}
+
+func (s *netboxSystem) secretData() map[string][]byte {
+	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
+}
+
+func (s *netboxSystem) seedNetwork(cidr string) {
+	s.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
+}
+
+func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global bool) controllers.Pool {
+	spec := v1alpha1.NetboxIPPoolSpec{
+		Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: secretName}},
+		Sources:    []v1alpha1.NetboxAddressSource{prefixSource(cidr)},
+	}
+	if global {
+		return &v1alpha1.GlobalNetboxIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	}
+	return &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
+}
+
+func (s *netboxSystem) records() []record {
+	var out []record
+	for _, ip := range s.target.IPAddresses() {
+		if m, _ := ip.CustomFields[netbox.DefaultMarkerField].(string); m != "" {
+			out = append(out, record{Address: netip.MustParsePrefix(ip.Address), Marker: m, Description: ip.Description, id: ip.ID})
+		}
+	}
+	return out
+}
+
+func (s *netboxSystem) disown(r record) {
+	s.target.EditIPAddress(r.id, func(ip *netboxsim.IPAddress) { ip.CustomFields[netbox.DefaultMarkerField] = nil })
+}
+
+func (s *netboxSystem) holds(addr netip.Addr) bool {
+	for _, ip := range s.target.IPAddresses() {
+		if netip.MustParsePrefix(ip.Address).Addr() == addr {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *netboxSystem) reserveForeign(addr netip.Prefix, marker string) {
+	s.target.AddTag(netbox.DefaultTag, netbox.DefaultTag)
+	s.target.AddCustomField(netbox.DefaultMarkerField, "exact")
+	s.target.AddIPAddress(addr.String(), netboxsim.IPOptions{
+		Tags: []string{netbox.DefaultTag}, CustomFields: map[string]any{netbox.DefaultMarkerField: marker},
+	})
+}
+
+func (s *netboxSystem) loseNextAllocationAnswer() {
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: allocatePath})
+}
+
+func (s *netboxSystem) allocationRequests() int {
+	n := 0
+	for _, c := range s.target.Calls() {
+		if c.Method == "POST" && strings.Contains(c.Path, allocatePath) {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *netboxSystem) callCount() int { return len(s.target.Calls()) }
+func (s *netboxSystem) resetCalls()    { s.target.ResetCalls() }
+func (s *netboxSystem) exhaustedText() string {
+	return "Insufficient resources are available to satisfy the request"
+}
+
+// infobloxSystem is the WAPI simulator over TLS, with fixed addresses.
+type infobloxSystem struct {
+	sim      *wapisim.Server
+	password string
+}
+
+func newInfobloxSystem(t *testing.T) *infobloxSystem {
+	sim := wapisim.NewTLS()
+	t.Cleanup(sim.Close)
+	s := &infobloxSystem{sim: sim, password: "pw-" + randomHex(8)}
+	sim.AddUser("capi", s.password, wapisim.Permissions{Write: true, Superuser: true})
+	return s
+}
+
+func (s *infobloxSystem) name() string { return "Infoblox" }
+
+func (s *infobloxSystem) poolKind(global bool) string {
+	if global {
+		return "GlobalInfobloxIPPool"
+	}
+	return "InfobloxIPPool"
+}
+
+func (s *infobloxSystem) secretData() map[string][]byte {
+	return map[string][]byte{
+		v1alpha1.InfobloxUsernameKey: []byte("capi"),
+		v1alpha1.InfobloxPasswordKey: []byte(s.password),
+		v1alpha1.CABundleKey:         s.sim.CACertPEM(),
+	}
+}
+
+func (s *infobloxSystem) seedNetwork(cidr string) {
+	s.sim.AddNetwork("default", cidr, nil)
+	s.sim.AddFixedAddress("default", netip.MustParsePrefix(cidr).Addr().Next().String(), nil)
+}
+
+func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, global bool) controllers.Pool {
+	port, _ := strconv.Atoi(s.sim.Port())
+	spec := v1alpha1.InfobloxIPPoolSpec{
+		Connection: v1alpha1.InfobloxConnection{
+			Host: s.sim.Host(), Port: int32(port), CredentialsSecretRef: v1alpha1.SecretReference{Name: secretName},
+		},
+		Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr}}},
+	}
+	if global {
+		return &v1alpha1.GlobalInfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	}
+	return &v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
+}
+
+func (s *infobloxSystem) objects() []wapisim.Object {
+	var out []wapisim.Object
+	for _, t := range []string{"fixedaddress", "ipv6fixedaddress", "record:host"} {
+		out = append(out, s.sim.Objects(t)...)
+	}
+	return out
+}
+
+func (s *infobloxSystem) records() []record {
+	var out []record
+	for _, o := range s.objects() {
+		if m := o.EAs[infoblox.DefaultMarkerEA]; m != "" && len(o.Addresses) > 0 {
+			out = append(out, record{Address: netip.PrefixFrom(o.Addresses[0], o.Prefix.Bits()), Marker: m,
+				Description: o.Comment, ref: o.Ref})
+		}
+	}
+	return out
+}
+
+func (s *infobloxSystem) disown(r record) { s.sim.RemoveEA(r.ref, infoblox.DefaultMarkerEA) }
+
+func (s *infobloxSystem) holds(addr netip.Addr) bool {
+	for _, o := range s.objects() {
+		for _, a := range o.Addresses {
+			if a == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *infobloxSystem) reserveForeign(addr netip.Prefix, marker string) {
+	s.sim.AddEADefinition(infoblox.DefaultMarkerEA, "STRING")
+	s.sim.AddFixedAddress("default", addr.Addr().String(), map[string]string{infoblox.DefaultMarkerEA: marker})
+}
+
+func (s *infobloxSystem) loseNextAllocationAnswer() {
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: "fixedaddress"})
+}
+
+func (s *infobloxSystem) allocationRequests() int {
+	return s.sim.CountObjectCalls("POST", "fixedaddress") + s.sim.CountObjectCalls("POST", "ipv6fixedaddress")
+}
+
+func (s *infobloxSystem) callCount() int        { return len(s.sim.Calls()) }
+func (s *infobloxSystem) resetCalls()           { s.sim.ResetCalls() }
+func (s *infobloxSystem) exhaustedText() string { return "Cannot find 1 available IP address(es)" }

@@ -1,0 +1,492 @@
+package wapisim
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// defaultMaxResults is WAPI's default _max_results: -1000, i.e. an error
+// when more than 1000 objects match (infoblox-client#62, PR #97 quoting the
+// WAPI reference).
+const defaultMaxResults = -1000
+
+// maxPagedResults bounds what a paged search collects, so that paging over
+// the addresses of an IPv6 network ends.
+const maxPagedResults = 100000
+
+// options are the underscore arguments of a GET (and of POST/PUT for
+// _return_fields and _return_as_object).
+type options struct {
+	returnFields []string // nil = basic fields
+	plus         bool     // _return_fields+
+	maxResults   int
+	paging       bool
+	asObject     bool
+	pageID       string
+}
+
+// parseOptions splits the query into options and search arguments.
+func (c *request) parseOptions() (options, map[string][]string, *wapiError) {
+	o := options{maxResults: defaultMaxResults}
+	args := map[string][]string{}
+	for k, vs := range c.query {
+		v := vs[len(vs)-1]
+		switch k {
+		case "_return_fields", "_return_fields+":
+			o.plus = k == "_return_fields+"
+			o.returnFields = []string{}
+			for f := range strings.SplitSeq(v, ",") {
+				if f = strings.TrimSpace(f); f != "" {
+					o.returnFields = append(o.returnFields, f)
+				}
+			}
+		case "_max_results":
+			n, err := strconv.Atoi(v)
+			if err != nil || n == 0 {
+				e := errInvalidValue("_max_results", v)
+				return o, nil, &e
+			}
+			o.maxResults = n
+		case "_paging":
+			o.paging = v == "1"
+		case "_return_as_object":
+			o.asObject = v == "1"
+		case "_page_id":
+			o.pageID = v
+		case "_proxy_search", "_inheritance", "_return_type":
+			// _proxy_search=GM is what the go client adds when it retries a
+			// search on the grid master; this simulator is the grid master.
+		default:
+			if strings.HasPrefix(k, "_") {
+				e := errUnknownField(k)
+				return o, nil, &e
+			}
+			args[k] = vs
+		}
+	}
+	if o.paging && !o.asObject {
+		// Best guess text; the WAPI reference requires _return_as_object
+		// with _paging.
+		e := errProto("_return_as_object needs to be enabled for paging requests.")
+		return o, nil, &e
+	}
+	return o, args, nil
+}
+
+// project keeps the requested fields of a rendered object (and _ref).
+func (c *request) project(full map[string]any, o options) (map[string]any, *wapiError) {
+	sc := schemas[c.typ]
+	fields := sc.basic
+	if o.returnFields != nil {
+		fields = o.returnFields
+		if o.plus {
+			fields = append(slices.Clone(sc.basic), o.returnFields...)
+		}
+	}
+	out := map[string]any{"_ref": full["_ref"]}
+	for _, f := range fields {
+		if !slices.Contains(sc.readable, f) {
+			e := errUnknownField(f)
+			return nil, &e
+		}
+		if v, ok := full[f]; ok {
+			out[f] = v
+		}
+	}
+	return out, nil
+}
+
+// get answers GET <ref>.
+func (c *request) get() response {
+	o, _, werr := c.parseOptions()
+	if werr != nil {
+		return errResponse(*werr)
+	}
+	full, ok := c.lookupRendered(c.ref)
+	if !ok {
+		return errResponse(errRefNotFound(c.ref))
+	}
+	out, werr := c.project(full, o)
+	if werr != nil {
+		return errResponse(*werr)
+	}
+	if o.asObject {
+		return response{http.StatusOK, map[string]any{"result": out}}
+	}
+	return response{http.StatusOK, out}
+}
+
+// lookupRendered renders the object behind a reference, computed address
+// objects included.
+func (c *request) lookupRendered(ref string) (map[string]any, bool) {
+	st := c.s.db
+	if o, ok := st.get(ref); ok && o.typ == c.typ {
+		return st.render(o), true
+	}
+	if c.typ == typeIPv4Address || c.typ == typeIPv6Address {
+		if a, view, ok := st.parseAddressRef(ref); ok {
+			if n := st.networkContaining(view, a); n != nil {
+				return st.renderAddress(n, a), true
+			}
+		}
+	}
+	return nil, false
+}
+
+// filter is one parsed search argument.
+type filter struct {
+	field string
+	ea    bool
+	mod   byte // '=', ':', '~', '<', '>', '!'
+	vals  []string
+	re    []*regexp.Regexp
+}
+
+func (c *request) parseFilters(args map[string][]string) ([]filter, *wapiError) {
+	sc := schemas[c.typ]
+	var out []filter
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		f := filter{field: k, mod: '=', vals: args[k]}
+		if n := len(k); n > 1 && strings.ContainsRune(":~<>!", rune(k[n-1])) {
+			f.field, f.mod = k[:n-1], k[n-1]
+		}
+		if name, ok := strings.CutPrefix(f.field, "*"); ok {
+			f.field, f.ea = name, true
+			if c.s.db.eaDef(name) == nil {
+				// Best guess: the same text NIOS uses for an undefined EA
+				// on create.
+				e := errUnknownEA(name)
+				return nil, &e
+			}
+			if f.mod == '<' || f.mod == '>' {
+				e := errProto("Search modifier '%c' not allowed for field: %s", f.mod, name)
+				return nil, &e
+			}
+		} else {
+			mods, searchable := sc.search[f.field]
+			switch {
+			case !searchable && slices.Contains(sc.readable, f.field):
+				e := errNotSearchable(f.field)
+				return nil, &e
+			case !searchable:
+				e := errUnknownField(f.field)
+				return nil, &e
+			case f.mod != '!' && !strings.ContainsRune(mods, rune(f.mod)):
+				// Best guess text.
+				e := errProto("Search modifier '%c' not allowed for field: %s", f.mod, f.field)
+				return nil, &e
+			}
+		}
+		if f.mod == '~' {
+			for _, v := range f.vals {
+				re, err := regexp.Compile(v)
+				if err != nil {
+					e := errInvalidValue(k, v)
+					return nil, &e
+				}
+				f.re = append(f.re, re)
+			}
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// match reports whether a rendered object satisfies every filter.
+func match(full map[string]any, eas map[string]any, fs []filter) bool {
+	for _, f := range fs {
+		var have []string
+		if f.ea {
+			if v, ok := eas[f.field]; ok {
+				have = []string{eaString(v)}
+			}
+		} else {
+			have = searchValues(full, f.field)
+		}
+		if !matchOne(have, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// searchValues extracts the comparable values of a field. Host records are
+// searched by the addresses and MACs of their ipv4addrs/ipv6addrs.
+func searchValues(full map[string]any, field string) []string {
+	if field == "ipv4addr" || field == "ipv6addr" || field == "mac" {
+		if s, ok := full[field].(string); ok {
+			return []string{s}
+		}
+		var out []string
+		for _, list := range []string{"ipv4addrs", "ipv6addrs"} {
+			entries, _ := full[list].([]any)
+			for _, e := range entries {
+				if s, ok := e.(map[string]any)[field].(string); ok {
+					out = append(out, s)
+				}
+			}
+		}
+		return out
+	}
+	switch v := full[field].(type) {
+	case string:
+		return []string{v}
+	case bool:
+		return []string{strconv.FormatBool(v)}
+	case []string:
+		return v
+	case nil:
+		return nil
+	default:
+		return []string{eaString(v)}
+	}
+}
+
+func matchOne(have []string, f filter) bool {
+	if f.mod == '!' {
+		for _, h := range have {
+			if slices.Contains(f.vals, h) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, h := range have {
+		for i, v := range f.vals {
+			switch f.mod {
+			case '=':
+				if h == v || sameAddr(h, v) || strings.EqualFold(h, v) && (v == "true" || v == "false") {
+					return true
+				}
+			case ':':
+				if strings.EqualFold(h, v) {
+					return true
+				}
+			case '~':
+				if f.re[i].MatchString(h) {
+					return true
+				}
+			case '<', '>':
+				if cmpAddr(h, v, f.mod) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// sameAddr compares addresses and prefixes by value, so that
+// "2001:db8::0005" finds "2001:db8::5".
+func sameAddr(a, b string) bool {
+	if x, err := netip.ParseAddr(a); err == nil {
+		y, err := netip.ParseAddr(b)
+		return err == nil && x == y
+	}
+	if x, err := netip.ParsePrefix(a); err == nil {
+		y, err := netip.ParsePrefix(b)
+		return err == nil && x == y
+	}
+	return false
+}
+
+// cmpAddr implements the '<=' and '>=' modifiers on addresses.
+func cmpAddr(have, bound string, mod byte) bool {
+	h, err1 := netip.ParseAddr(strings.Split(have, "/")[0])
+	b, err2 := netip.ParseAddr(strings.Split(bound, "/")[0])
+	if err1 != nil || err2 != nil || h.Is4() != b.Is4() {
+		return false
+	}
+	if mod == '<' {
+		return h.Compare(b) <= 0
+	}
+	return h.Compare(b) >= 0
+}
+
+// search answers GET <objtype>?args.
+func (c *request) search() response {
+	o, args, werr := c.parseOptions()
+	if werr != nil {
+		return errResponse(*werr)
+	}
+	st := c.s.db
+	if o.pageID != "" {
+		rest, ok := st.pages[o.pageID]
+		if !ok {
+			// Best guess text.
+			return errResponse(errProto("Page id %s is invalid or expired", o.pageID))
+		}
+		delete(st.pages, o.pageID)
+		return c.page(rest, o)
+	}
+	fs, werr := c.parseFilters(args)
+	if werr != nil {
+		return errResponse(*werr)
+	}
+	limit := o.maxResults
+	if limit < 0 {
+		limit = -limit
+	}
+	// Collect one more than the limit to detect an oversized result.
+	var results []map[string]any
+	add := func(full map[string]any, eas map[string]any) bool {
+		if !match(full, eas, fs) {
+			return true
+		}
+		p, werr2 := c.project(full, o)
+		if werr2 != nil {
+			werr = werr2
+			return false
+		}
+		results = append(results, p)
+		if o.paging {
+			return len(results) <= maxPagedResults
+		}
+		return len(results) <= limit
+	}
+	if c.typ == typeIPv4Address || c.typ == typeIPv6Address {
+		c.eachAddress(fs, func(full map[string]any) bool { return add(full, nil) })
+	} else {
+		for _, obj := range st.list(c.typ) {
+			if !add(st.render(obj), obj.eas) {
+				break
+			}
+		}
+	}
+	if werr != nil {
+		return errResponse(*werr)
+	}
+	if o.paging {
+		return c.page(results, o)
+	}
+	if len(results) > limit {
+		if o.maxResults < 0 {
+			return errResponse(errTooLarge(limit))
+		}
+		results = results[:limit]
+	}
+	if results == nil {
+		results = []map[string]any{}
+	}
+	if o.asObject {
+		return response{http.StatusOK, map[string]any{"result": results}}
+	}
+	return response{http.StatusOK, results}
+}
+
+// page returns one page of a paged search and parks the rest under a new
+// page id, as WAPI's _paging=1 does ({"result": [...], "next_page_id": id}).
+func (c *request) page(results []map[string]any, o options) response {
+	size := o.maxResults
+	if size < 0 {
+		size = -size
+	}
+	body := map[string]any{}
+	if len(results) > size {
+		id := make([]byte, 12)
+		_, _ = rand.Read(id)
+		pid := "789c" + hex.EncodeToString(id)
+		c.s.db.pages[pid] = results[size:]
+		body["next_page_id"] = pid
+		results = results[:size]
+	}
+	if results == nil {
+		results = []map[string]any{}
+	}
+	body["result"] = results
+	return response{http.StatusOK, body}
+}
+
+// eachAddress enumerates the computed address objects a search may match:
+// every address of the networks the search names (all networks of the
+// family otherwise), in address order. A search for status=USED visits only
+// used addresses, so that large networks stay cheap. fn returns false to
+// stop.
+func (c *request) eachAddress(fs []filter, fn func(map[string]any) bool) {
+	st := c.s.db
+	var want6 = c.typ == typeIPv6Address
+	var lo, hi netip.Addr
+	usedOnly := false
+	var networks, views []string
+	for _, f := range fs {
+		switch {
+		case f.field == "network" && f.mod == '=':
+			networks = f.vals
+		case f.field == "network_view" && f.mod == '=':
+			views = f.vals
+		case f.field == "status" && f.mod == '=' && len(f.vals) == 1 && f.vals[0] == "USED":
+			usedOnly = true
+		case f.field == "ip_address" && f.mod == '>':
+			lo, _ = netip.ParseAddr(f.vals[0])
+		case f.field == "ip_address" && f.mod == '<':
+			hi, _ = netip.ParseAddr(f.vals[0])
+		case f.field == "ip_address" && f.mod == '=' && len(f.vals) == 1:
+			lo, _ = netip.ParseAddr(f.vals[0])
+			hi = lo
+		}
+	}
+	typ := typeNetwork
+	if want6 {
+		typ = typeNetwork6
+	}
+	for _, n := range st.list(typ) {
+		if len(networks) > 0 && !slices.ContainsFunc(networks, func(s string) bool { return sameAddr(s, n.prefix.String()) }) {
+			continue
+		}
+		if len(views) > 0 && !slices.Contains(views, n.netView) {
+			continue
+		}
+		// Only the innermost network reports an address.
+		first, last := n.prefix.Addr(), lastAddr(n.prefix)
+		if lo.IsValid() && lo.Is6() == want6 && lo.Compare(first) > 0 {
+			first = lo
+		}
+		if hi.IsValid() && hi.Is6() == want6 && hi.Compare(last) < 0 {
+			last = hi
+		}
+		if first.Compare(last) > 0 {
+			continue
+		}
+		if usedOnly {
+			var addrs []netip.Addr
+			for a := range st.usedAddrs(n.netView) {
+				if inSpan(a, first, last) && st.networkContaining(n.netView, a) == n {
+					addrs = append(addrs, a)
+				}
+			}
+			if first.Is4() && n.prefix.Bits() < 31 {
+				for _, a := range []netip.Addr{n.prefix.Addr(), lastAddr(n.prefix)} {
+					if inSpan(a, first, last) && !slices.Contains(addrs, a) {
+						addrs = append(addrs, a)
+					}
+				}
+			}
+			slices.SortFunc(addrs, netip.Addr.Compare)
+			for _, a := range addrs {
+				if !fn(st.renderAddress(n, a)) {
+					return
+				}
+			}
+			continue
+		}
+		for a := first; a.IsValid() && a.Compare(last) <= 0; a = a.Next() {
+			if st.networkContaining(n.netView, a) != n {
+				continue
+			}
+			if !fn(st.renderAddress(n, a)) {
+				return
+			}
+		}
+	}
+}
