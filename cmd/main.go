@@ -4,10 +4,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	stdlog "log"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/textlogger"
@@ -31,6 +34,7 @@ func main() {
 		metricsAddr          string
 		probeAddr            string
 		showVersion          bool
+		shutdownTimeout      time.Duration
 		leaderElectionID     = "ipam-bridge.ipam.cluster.x-k8s.io"
 		defaultManagerNSFrom = os.Getenv("POD_NAMESPACE")
 	)
@@ -50,6 +54,7 @@ func main() {
 	fs.DurationVar(&opts.Backend.RequestTimeout, "backend-request-timeout", 15*time.Second, "Timeout of one request to NetBox or Infoblox.")
 	fs.DurationVar(&opts.SyncPeriod, "pool-sync-period", 5*time.Minute, "How often pools are validated again and their counts refreshed.")
 	fs.DurationVar(&opts.ExhaustedRetryInterval, "exhausted-retry-interval", time.Minute, "How often a claim on a full pool retries.")
+	fs.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown. A request cut short is harmless: its reservation carries the claim's marker and is adopted later.")
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
@@ -62,13 +67,21 @@ func main() {
 	}
 	ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig()))
 	log := ctrl.Log.WithName("setup")
+	// infoblox-go-client prints its request errors with the standard
+	// logger; the backend reports the same errors, typed, on the objects.
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(logWriter{ctrl.Log.WithName("infoblox-go-client").V(4)})
 
 	mgrOpts := ctrl.Options{
-		Scheme:                 scheme.New(),
-		LeaderElection:         leaderElect,
-		LeaderElectionID:       leaderElectionID,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress: probeAddr,
+		Scheme:           scheme.New(),
+		LeaderElection:   leaderElect,
+		LeaderElectionID: leaderElectionID,
+		// The process exits right after the manager stops, so a successor
+		// may take over without waiting for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &shutdownTimeout,
+		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:        probeAddr,
 	}
 	if watchNamespace != "" {
 		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{watchNamespace: {}}}
@@ -106,4 +119,12 @@ func versionString() string {
 		return info.Main.Version
 	}
 	return "dev"
+}
+
+// logWriter sends the standard logger's lines to a logr logger.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

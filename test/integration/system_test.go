@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -40,6 +41,9 @@ type system interface {
 	// management cluster would.
 	reserveForeign(addr netip.Prefix, marker string)
 	loseNextAllocationAnswer()
+	// slowNextAllocation delays the next allocation request by d; the
+	// system completes it even if the client has given up.
+	slowNextAllocation(d time.Duration)
 	allocationRequests() int
 	callCount() int
 	resetCalls()
@@ -129,6 +133,10 @@ func (s *netboxSystem) reserveForeign(addr netip.Prefix, marker string) {
 
 func (s *netboxSystem) loseNextAllocationAnswer() {
 	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: allocatePath})
+}
+
+func (s *netboxSystem) slowNextAllocation(d time.Duration) {
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLatency, Latency: d, Method: "POST", PathContains: allocatePath})
 }
 
 func (s *netboxSystem) allocationRequests() int {
@@ -236,6 +244,10 @@ func (s *infobloxSystem) reserveForeign(addr netip.Prefix, marker string) {
 
 func (s *infobloxSystem) loseNextAllocationAnswer() {
 	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: "fixedaddress"})
+}
+
+func (s *infobloxSystem) slowNextAllocation(d time.Duration) {
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Method: "POST", PathContains: "fixedaddress"})
 }
 
 func (s *infobloxSystem) allocationRequests() int {

@@ -2,6 +2,7 @@ package netboxtarget
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -132,7 +133,8 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	out, err := http.NewRequestWithContext(req.Context(), req.Method, r.upstream+req.URL.RequestURI(), bytes.NewReader(reqBody))
+	// NetBox finishes a request whose client went away, as the simulator does.
+	out, err := http.NewRequestWithContext(context.WithoutCancel(req.Context()), req.Method, r.upstream+req.URL.RequestURI(), bytes.NewReader(reqBody))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
