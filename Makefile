@@ -55,7 +55,7 @@ test-sim: ## Run the unit tests and the integration suite against the NetBox sim
 .PHONY: test-real-netbox
 test-real-netbox: ## Run the integration suite against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
 	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures (backend micro-benchmark, then end to end on envtest).
@@ -67,6 +67,37 @@ verify: generate ## Check that generated files are current and the code is forma
 	@git diff --exit-code -- api config || (echo "generated files are out of date: run make generate" && exit 1)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go') && exit 1)
 	go vet ./...
+
+##@ Build and release
+
+# VERSION is the manager's version (main.version, printed by --version) and
+# the image tag; RELEASE_VERSION is the clusterctl release `make release` writes.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+RELEASE_VERSION ?= v0.1.0
+RELEASE_DIR ?= out
+IMG ?= ghcr.io/ipam-bridge/cluster-api-ipam-provider-bridge:$(VERSION)
+# The Dockerfile builds with the same flags (test/release checks it).
+LDFLAGS ?= -s -w -X main.version=$(VERSION)
+
+.PHONY: build
+build: ## Build the manager into bin/manager: static, with the Dockerfile's flags.
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd
+
+.PHONY: release
+release: ## Write the clusterctl assets of RELEASE_VERSION: out/ipam-components.yaml and out/metadata.yaml.
+	go run ./hack/release -version $(RELEASE_VERSION) -out $(RELEASE_DIR)
+
+.PHONY: release-repository
+release-repository: ## Lay the assets out as a clusterctl local repository in out/repository (see docs/install.md).
+	go run ./hack/release -version $(RELEASE_VERSION) -repository $(abspath $(RELEASE_DIR))/repository
+
+.PHONY: docker-build
+docker-build: ## Build the manager image IMG (needs a Docker engine; nothing else here does).
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+
+.PHONY: test-release
+test-release: ## Run the packaging tests: release through clusterctl onto envtest, RBAC, Dockerfile, docs.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/release/... ./test/docs/...
 
 ##@ Tools
 

@@ -84,7 +84,8 @@ func main() {
 		HealthProbeBindAddress:        probeAddr,
 	}
 	if watchNamespace != "" {
-		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{watchNamespace: {}}}
+		// Global pools read their Secrets from the manager's namespace.
+		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{watchNamespace: {}, opts.ManagerNamespace: {}}}
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
 	if err != nil {

@@ -33,8 +33,9 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 )
 
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/status;globalnetboxippools/status;infobloxippools/status;globalinfobloxippools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/status;globalnetboxippools/status;infobloxippools/status;globalinfobloxippools/status,verbs=get;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/finalizers;globalnetboxippools/finalizers;infobloxippools/finalizers;globalinfobloxippools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // PoolReconciler validates pools of one kind against their backend, keeps
@@ -189,7 +190,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 	}
 	if n := len(addresses.Items); n > 0 {
 		// Each IPAddress deletion brings the pool back here.
-		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: "Deleting",
+		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.DeletingReason,
 			Message: fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n)})
 		return ctrl.Result{}, nil
 	}

@@ -29,6 +29,8 @@ const (
 	BackendUnavailableReason = "BackendUnavailable"
 	// SetupRequiredReason: the backend lacks an object the provider needs (a tag, custom field or extensible attribute) and the credentials may not create it.
 	SetupRequiredReason = "SetupRequired"
+	// DeletingReason: the pool is being deleted and waits for the IPAddresses allocated from it to be released.
+	DeletingReason = "Deleting"
 	// PausedReason: the pool carries the cluster.x-k8s.io/paused annotation.
 	PausedReason = "Paused"
 )

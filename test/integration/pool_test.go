@@ -52,7 +52,7 @@ func TestPoolIsKeptWhileIPAddressesFromItExist(t *testing.T) {
 		f.waitBound(claim)
 
 		require.NoError(t, k8s.Delete(f.ctx, pool))
-		cond := f.waitPoolReason(pool, metav1.ConditionFalse, "Deleting")
+		cond := f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.DeletingReason)
 		assert.Contains(t, cond.Message, "1 IPAddresses")
 
 		// The claim can still release through the pool being deleted.

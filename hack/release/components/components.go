@@ -1,0 +1,124 @@
+// Package components builds the provider's clusterctl release assets: the
+// components YAML (config/default rendered with kustomize) and the metadata
+// YAML. `make release` (hack/release) and test/release use the same code.
+package components
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	clusterctlv1 "sigs.k8s.io/cluster-api/cmd/clusterctl/api/v1alpha3"
+)
+
+const (
+	// ComponentsFile and MetadataFile are the names of the release assets.
+	ComponentsFile = "ipam-components.yaml"
+	MetadataFile   = "metadata.yaml"
+
+	// ProviderName is the provider's name in clusterctl.yaml, so that
+	// `clusterctl init --ipam bridge` installs it; clusterctl labels its
+	// objects cluster.x-k8s.io/provider=ipam-bridge.
+	ProviderName = "bridge"
+	// ProviderLabel is clusterctl's label for the provider ("ipam-" + name),
+	// also the directory of a local clusterctl repository.
+	ProviderLabel = "ipam-" + ProviderName
+	// TargetNamespace is where the components install by default.
+	TargetNamespace = "capi-ipam-bridge-system"
+
+	// ImageRepository is the manager's image without tag.
+	ImageRepository = "ghcr.io/ipam-bridge/cluster-api-ipam-provider-bridge"
+	// ImageVariable is the clusterctl variable that overrides the image.
+	ImageVariable = "IPAM_BRIDGE_IMAGE"
+	// devImage is the image config/manager names; a release replaces its
+	// tag with the release version.
+	devImage = "${" + ImageVariable + ":=" + ImageRepository + ":dev}"
+)
+
+// Kustomize renders a kustomization directory, as `kustomize build` would.
+func Kustomize(dir string) ([]byte, error) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resources, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	return resources.AsYaml()
+}
+
+// Components renders config/default for releaseVersion: the manager's image
+// defaults to ImageRepository:releaseVersion.
+func Components(repoRoot, releaseVersion string) ([]byte, error) {
+	if _, err := parseVersion(releaseVersion); err != nil {
+		return nil, err
+	}
+	out, err := Kustomize(filepath.Join(repoRoot, "config", "default"))
+	if err != nil {
+		return nil, err
+	}
+	if n := bytes.Count(out, []byte(devImage)); n != 1 {
+		return nil, fmt.Errorf("the components name the image %s %d times, want once (see config/manager/manager.yaml)", devImage, n)
+	}
+	image := "${" + ImageVariable + ":=" + ImageRepository + ":" + releaseVersion + "}"
+	return bytes.Replace(out, []byte(devImage), []byte(image), 1), nil
+}
+
+// Metadata reads metadata.yaml from repoRoot and checks that it has a release
+// series for releaseVersion, as clusterctl will.
+func Metadata(repoRoot, releaseVersion string) ([]byte, *clusterctlv1.Metadata, error) {
+	v, err := parseVersion(releaseVersion)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := os.ReadFile(filepath.Join(repoRoot, MetadataFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	md := &clusterctlv1.Metadata{}
+	if err := yaml.UnmarshalStrict(raw, md); err != nil {
+		return nil, nil, fmt.Errorf("parsing %s: %w", MetadataFile, err)
+	}
+	if md.APIVersion != clusterctlv1.GroupVersion.String() || md.Kind != "Metadata" {
+		return nil, nil, fmt.Errorf("%s: want apiVersion %s and kind Metadata, got %s %s", MetadataFile, clusterctlv1.GroupVersion, md.APIVersion, md.Kind)
+	}
+	if md.GetReleaseSeriesForVersion(v) == nil {
+		return nil, nil, fmt.Errorf("%s has no release series for %d.%d (version %s): add one", MetadataFile, v.Major(), v.Minor(), releaseVersion)
+	}
+	return raw, md, nil
+}
+
+// Write writes the components and metadata YAML for releaseVersion into dir.
+func Write(repoRoot, releaseVersion, dir string) error {
+	comps, err := Components(repoRoot, releaseVersion)
+	if err != nil {
+		return err
+	}
+	md, _, err := Metadata(repoRoot, releaseVersion)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ComponentsFile), comps, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, MetadataFile), md, 0o644)
+}
+
+func parseVersion(v string) (*version.Version, error) {
+	if !strings.HasPrefix(v, "v") {
+		return nil, fmt.Errorf("release version %q must start with v, for example v0.1.0", v)
+	}
+	parsed, err := version.ParseSemantic(v)
+	if err != nil {
+		return nil, fmt.Errorf("release version %q: %w", v, err)
+	}
+	return parsed, nil
+}
