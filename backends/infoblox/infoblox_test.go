@@ -24,7 +24,7 @@ const (
 	password = "s3cret-Passw0rd"
 )
 
-func newSim(t *testing.T, networks ...string) *wapisim.Server {
+func newSim(t testing.TB, networks ...string) *wapisim.Server {
 	t.Helper()
 	sim := wapisim.NewTLS()
 	t.Cleanup(sim.Close)
@@ -48,7 +48,7 @@ func config(sim *wapisim.Server, networks ...string) infoblox.Config {
 	return cfg
 }
 
-func newBackend(t *testing.T, cfg infoblox.Config) *infoblox.Backend {
+func newBackend(t testing.TB, cfg infoblox.Config) *infoblox.Backend {
 	t.Helper()
 	b, err := infoblox.New(cfg)
 	require.NoError(t, err)

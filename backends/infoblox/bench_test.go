@@ -1,0 +1,33 @@
+package infoblox_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkAllocateRelease measures one claim's life against the in-process
+// WAPI simulator over TLS: the client's own cost, and the WAPI calls it makes.
+func BenchmarkAllocateRelease(b *testing.B) {
+	sim := newSim(b, "10.0.0.0/16")
+	backend := newBackend(b, config(sim, "10.0.0.0/16"))
+	ctx := context.Background()
+	_, err := backend.Validate(ctx)
+	require.NoError(b, err)
+	sim.ResetCalls()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		c := claim(fmt.Sprintf("m-%d", i))
+		alloc, err := backend.Allocate(ctx, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := backend.Release(ctx, c, alloc.Address); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(sim.Calls()))/float64(b.N), "requests/claim")
+}
