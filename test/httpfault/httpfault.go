@@ -4,7 +4,9 @@
 package httpfault
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"time"
@@ -142,5 +144,67 @@ func CloseWithoutResponse(w http.ResponseWriter) {
 	conn, _, err := hj.Hijack()
 	if err == nil {
 		_ = conn.Close()
+	}
+}
+
+// Serve runs handle, which processes the request and returns the status it
+// wrote, under the first fault of q that matches r: Status answers with
+// writeStatus without processing, Drop cuts the connection without
+// processing, LoseResponse processes and then cuts, Latency waits first. The
+// call is recorded in log before the client can see any answer. closing
+// ends latency waits early when the server shuts down.
+func Serve(w http.ResponseWriter, r *http.Request, q *Queue, log *Log, closing <-chan struct{},
+	writeStatus func(http.ResponseWriter, int) int, handle func(http.ResponseWriter) int) {
+	f, faulty := q.Take(r.Method, r.URL.Path)
+	if faulty && f.Kind == Latency && !Sleep(f.Latency, closing) {
+		log.Record(r, 0)
+		CloseWithoutResponse(w)
+		return
+	}
+	switch {
+	case faulty && f.Kind == Status:
+		_, _ = io.Copy(io.Discard, r.Body)
+		rec := httptest.NewRecorder()
+		writeStatus(rec, f.Status)
+		log.Record(r, f.Status)
+		copyRecorded(w, rec)
+	case faulty && f.Kind == Drop:
+		// Drain the body so the client sees a clean close, not a reset.
+		_, _ = io.Copy(io.Discard, r.Body)
+		log.Record(r, 0)
+		CloseWithoutResponse(w)
+	default:
+		rec := httptest.NewRecorder()
+		status := handle(rec)
+		log.Record(r, status)
+		if faulty && f.Kind == LoseResponse {
+			CloseWithoutResponse(w)
+			return
+		}
+		copyRecorded(w, rec)
+	}
+}
+
+func copyRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// Sleep waits d unless closing closes first (then it returns false). A
+// client going away does not cut it short: servers finish what they began.
+func Sleep(d time.Duration, closing <-chan struct{}) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-closing:
+		return false
 	}
 }

@@ -2,9 +2,7 @@ package netboxsim
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"time"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
@@ -40,53 +38,12 @@ func (s *Server) SetLatency(d time.Duration) {
 }
 
 func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, rt *route, id string) {
-	f, faulty := s.faults.Take(r.Method, r.URL.Path)
-	if faulty && f.Kind == FaultLatency && !s.sleep(f.Latency) {
-		s.record(r, 0)
-		CloseWithoutResponse(w)
-		return
-	}
-	switch {
-	case faulty && f.Kind == FaultStatus:
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.record(r, f.Status)
-		WriteFaultStatus(w, f.Status)
-	case faulty && f.Kind == FaultDrop:
-		// Drain the body so the client sees a clean close, not a reset.
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.record(r, 0)
-		CloseWithoutResponse(w)
-	default:
-		rec := httptest.NewRecorder()
-		status := s.dispatch(rec, r, rt, id)
-		s.record(r, status)
-		if faulty && f.Kind == FaultLoseResponse {
-			CloseWithoutResponse(w)
-			return
-		}
-		for k, v := range rec.Header() {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.Code)
-		_, _ = w.Write(rec.Body.Bytes())
-	}
+	httpfault.Serve(w, r, &s.faults, &s.calls, s.closing, WriteFaultStatus,
+		func(w http.ResponseWriter) int { return s.dispatch(w, r, rt, id) })
 }
 
-// sleep waits d unless the server is closing (then it returns false). The
-// client going away does not cut it short.
-func (s *Server) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.closing:
-		return false
-	}
-}
+// sleep waits d unless the server is closing (then it returns false).
+func (s *Server) sleep(d time.Duration) bool { return httpfault.Sleep(d, s.closing) }
 
 // CloseWithoutResponse cuts the connection without an answer.
 func CloseWithoutResponse(w http.ResponseWriter) { httpfault.CloseWithoutResponse(w) }

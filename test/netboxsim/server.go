@@ -136,9 +136,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.serveWithFaults(w, r, rt, id)
 }
 
-// record counts a call before the client can see any answer.
-func (s *Server) record(r *http.Request, status int) { s.calls.Record(r, status) }
-
 // dispatch runs the route's handler under the server lock and writes its
 // response. It returns the status written.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route, id string) int {

@@ -2,9 +2,7 @@ package wapisim
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"time"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
@@ -40,62 +38,13 @@ func (s *Server) SetLatency(d time.Duration) {
 }
 
 // serveWithFaults applies the first matching fault around handle, which
-// processes the call and returns the status it wrote. Every call is
-// recorded before the client can see any answer.
+// processes the call and returns the status it wrote.
 func (s *Server) serveWithFaults(w http.ResponseWriter, r *http.Request, handle func(http.ResponseWriter) int) {
-	f, faulty := s.faults.Take(r.Method, r.URL.Path)
-	if faulty && f.Kind == FaultLatency && !s.sleep(f.Latency) {
-		s.record(r, 0)
-		CloseWithoutResponse(w)
-		return
-	}
-	switch {
-	case faulty && f.Kind == FaultStatus:
-		_, _ = io.Copy(io.Discard, r.Body)
-		rec := httptest.NewRecorder()
-		WriteFaultStatus(rec, f.Status)
-		s.record(r, f.Status)
-		copyRecorded(w, rec)
-	case faulty && f.Kind == FaultDrop:
-		// Drain the body so the client sees a clean close, not a reset.
-		_, _ = io.Copy(io.Discard, r.Body)
-		s.record(r, 0)
-		CloseWithoutResponse(w)
-	default:
-		rec := httptest.NewRecorder()
-		status := handle(rec)
-		s.record(r, status)
-		if faulty && f.Kind == FaultLoseResponse {
-			CloseWithoutResponse(w)
-			return
-		}
-		copyRecorded(w, rec)
-	}
+	httpfault.Serve(w, r, &s.faults, &s.calls, s.closing, WriteFaultStatus, handle)
 }
 
-func copyRecorded(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	_, _ = w.Write(rec.Body.Bytes())
-}
-
-// sleep waits d unless the server is closing (then it returns false). The
-// client going away does not cut it short.
-func (s *Server) sleep(d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.closing:
-		return false
-	}
-}
+// sleep waits d unless the server is closing (then it returns false).
+func (s *Server) sleep(d time.Duration) bool { return httpfault.Sleep(d, s.closing) }
 
 // CloseWithoutResponse cuts the connection without an answer.
 func CloseWithoutResponse(w http.ResponseWriter) { httpfault.CloseWithoutResponse(w) }

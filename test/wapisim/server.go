@@ -228,9 +228,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// record counts a call before the client can see any answer.
-func (s *Server) record(r *http.Request, status int) { s.calls.Record(r, status) }
-
 // request is what a handler sees.
 type request struct {
 	s       *Server
