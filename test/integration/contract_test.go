@@ -164,9 +164,7 @@ func TestPausedClusterOrPoolStopsReconciliation(t *testing.T) {
 			pool: true,
 			resume: func(t *testing.T, f *fixture) {
 				pool := f.sys.newPool(f.ns, "pool", "", "", false)
-				require.NoError(t, k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "pool"}, pool))
-				pool.SetAnnotations(nil)
-				require.NoError(t, k8s.Update(f.ctx, pool))
+				f.update(pool, func() { pool.SetAnnotations(nil) })
 			},
 		},
 	}
@@ -177,9 +175,7 @@ func TestPausedClusterOrPoolStopsReconciliation(t *testing.T) {
 				pool := f.createPool("pool", "10.4.0.0/24")
 				f.waitPoolReady(pool)
 				if tt.pool {
-					require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), pool))
-					pool.SetAnnotations(map[string]string{clusterv1.PausedAnnotation: ""})
-					require.NoError(t, k8s.Update(f.ctx, pool))
+					f.update(pool, func() { pool.SetAnnotations(map[string]string{clusterv1.PausedAnnotation: ""}) })
 				}
 				if tt.cluster == nil {
 					tt.cluster = func(*clusterv1.Cluster) {}

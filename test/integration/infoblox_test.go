@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
@@ -149,9 +148,7 @@ func TestInfobloxSetupRequiredClearsOnceTheAttributeExists(t *testing.T) {
 
 	// The grid administrator adds the definition, and someone nudges the pool.
 	f.wapi().AddEADefinition(infoblox.DefaultMarkerEA, "STRING")
-	require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), pool))
-	pool.Annotations = map[string]string{"example.com/nudge": "1"}
-	require.NoError(t, k8s.Update(f.ctx, pool))
+	f.update(pool, func() { pool.Annotations = map[string]string{"example.com/nudge": "1"} })
 	f.waitPoolReady(pool)
 	f.waitBound(f.createClaim("machine", "pool"))
 }

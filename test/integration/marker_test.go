@@ -116,9 +116,7 @@ func TestClusterctlMoveFindsTheSameAddress(t *testing.T) {
 		require.NoError(t, k8s.Update(f.ctx, cluster))
 		f.waitPaused(claim)
 		for _, obj := range []client.Object{before, claim} {
-			require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(obj), obj))
-			obj.SetFinalizers(nil)
-			require.NoError(t, k8s.Update(f.ctx, obj))
+			f.update(obj, func() { obj.SetFinalizers(nil) })
 			require.NoError(t, client.IgnoreNotFound(k8s.Delete(f.ctx, obj)))
 			f.waitGone(obj)
 		}

@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -435,3 +436,16 @@ func (f *fixture) deleteClaim(claim *ipamv1.IPAddressClaim) {
 }
 
 func paused(c *clusterv1.Cluster) { c.Spec.Paused = ptr.To(true) }
+
+// update reads obj afresh, applies mutate and writes it back, again if the
+// reconcilers changed it meanwhile (they patch pools and claims).
+func (f *fixture) update(obj client.Object, mutate func()) {
+	f.t.Helper()
+	require.NoError(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate()
+		return k8s.Update(f.ctx, obj)
+	}))
+}
