@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
@@ -28,10 +27,10 @@ type Backend struct {
 	name    backends.Pattern
 	comment backends.Pattern
 
-	// prepareMu makes the first preparation single-flight.
-	prepareMu sync.Mutex
-	mu        sync.Mutex // guards sources
-	sources   []resolvedSource
+	// builder builds reads; it holds only the host and credentials.
+	builder *ibclient.WapiRequestBuilder
+	// sources are resolved by each successful validation and reused.
+	sources backends.Prepared[[]resolvedSource]
 }
 
 // resolvedSource is a source as the grid holds it: network is the network
@@ -83,6 +82,7 @@ func New(cfg Config) (*Backend, error) {
 		},
 		authCfg: ibclient.AuthConfig{Username: cfg.Username, Password: cfg.Password},
 	}
+	b.builder, _ = ibclient.NewWapiRequestBuilder(b.hostCfg, b.authCfg)
 	if b.name, err = backends.ParsePattern("name", cfg.Reservation.NamePattern); err != nil {
 		return nil, err
 	}
@@ -115,9 +115,7 @@ func (b *Backend) Validate(ctx context.Context) (backends.Usage, error) {
 	if err := b.checkGateway(ctx, sources); err != nil {
 		return backends.Usage{}, err
 	}
-	b.mu.Lock()
-	b.sources = sources
-	b.mu.Unlock()
+	b.sources.Set(sources)
 	return b.usage(ctx, sources)
 }
 
@@ -132,26 +130,10 @@ func (b *Backend) Usage(ctx context.Context) (backends.Usage, error) {
 
 // prepared returns the resolved sources, validating on first use.
 func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, error) {
-	b.mu.Lock()
-	sources := b.sources
-	b.mu.Unlock()
-	if sources != nil {
-		return sources, nil
-	}
-	b.prepareMu.Lock()
-	defer b.prepareMu.Unlock()
-	b.mu.Lock()
-	sources = b.sources
-	b.mu.Unlock()
-	if sources != nil {
-		return sources, nil
-	}
-	if _, err := b.Validate(ctx); err != nil {
-		return nil, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sources, nil
+	return b.sources.Get(ctx, func(ctx context.Context) error {
+		_, err := b.Validate(ctx)
+		return err
+	})
 }
 
 // Lookup returns the address of the object that carries the claim's marker.

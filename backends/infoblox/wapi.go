@@ -178,13 +178,11 @@ func newObject(objectType string, returnFields ...string) *wapiObject {
 // which repeats every search that found nothing with _proxy_search=GM and so
 // doubles the cost of each miss.
 func (b *Backend) get(ctx context.Context, obj *wapiObject, ref string, search map[string]string, out any) error {
-	builder := &ibclient.WapiRequestBuilder{}
-	builder.Init(b.hostCfg, b.authCfg)
 	var params *ibclient.QueryParams
 	if ref == "" {
 		params = ibclient.NewQueryParams(false, search)
 	}
-	req, err := builder.BuildRequest(ibclient.GET, obj, ref, params)
+	req, err := b.builder.BuildRequest(ibclient.GET, obj, ref, params)
 	if err != nil {
 		return fmt.Errorf("building a WAPI request for %s: %w", obj.objectType, err)
 	}

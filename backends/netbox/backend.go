@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 
@@ -27,11 +26,13 @@ type Backend struct {
 	dnsName     backends.Pattern
 	description backends.Pattern
 
-	// prepareMu makes concurrent first uses wait for one preparation.
-	prepareMu sync.Mutex
-	mu        sync.Mutex
-	// Filled by the first successful resolution and reused: NetBox IDs do not
+	// Filled by each successful validation and reused: NetBox IDs do not
 	// change, so allocation needs no lookups beyond the marker search.
+	preparation backends.Prepared[preparation]
+}
+
+// preparation is what validation resolves.
+type preparation struct {
 	sources []resolvedSource
 	refs    *references
 }
@@ -86,9 +87,7 @@ func (b *Backend) Validate(ctx context.Context) (backends.Usage, error) {
 	if err := b.checkGateway(ctx, sources); err != nil {
 		return backends.Usage{}, err
 	}
-	b.mu.Lock()
-	b.sources, b.refs = sources, refs
-	b.mu.Unlock()
+	b.preparation.Set(preparation{sources: sources, refs: refs})
 	return b.usage(ctx, sources)
 }
 
@@ -104,26 +103,11 @@ func (b *Backend) Usage(ctx context.Context) (backends.Usage, error) {
 // prepared returns the resolved sources and references, resolving them on
 // first use.
 func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, *references, error) {
-	b.mu.Lock()
-	sources, refs := b.sources, b.refs
-	b.mu.Unlock()
-	if sources != nil && refs != nil {
-		return sources, refs, nil
-	}
-	b.prepareMu.Lock()
-	defer b.prepareMu.Unlock()
-	b.mu.Lock()
-	sources, refs = b.sources, b.refs
-	b.mu.Unlock()
-	if sources != nil && refs != nil {
-		return sources, refs, nil
-	}
-	if _, err := b.Validate(ctx); err != nil {
-		return nil, nil, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.sources, b.refs, nil
+	p, err := b.preparation.Get(ctx, func(ctx context.Context) error {
+		_, err := b.Validate(ctx)
+		return err
+	})
+	return p.sources, p.refs, err
 }
 
 // Lookup returns the address that carries the claim's marker.
