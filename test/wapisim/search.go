@@ -32,20 +32,39 @@ type options struct {
 }
 
 // parseOptions splits the query into options and search arguments.
+//
+// Repeated parameters: the WAPI reference says that giving _return_fields
+// (or _return_fields+) repeatedly is the same as listing the fields with
+// commas, so every occurrence counts; search arguments keep every value
+// (see matchOne). The other options take one value; given twice, the last
+// one wins (not documented; see doc.go).
 func (c *request) parseOptions() (options, map[string][]string, *wapiError) {
 	o := options{maxResults: defaultMaxResults}
 	args := map[string][]string{}
+	// Fields in request order: _return_fields before _return_fields+ when
+	// both are given, each in the order its values were sent.
+	for _, k := range []string{"_return_fields", "_return_fields+"} {
+		vs, ok := c.query[k]
+		if !ok {
+			continue
+		}
+		if o.returnFields == nil {
+			o.returnFields = []string{}
+		}
+		o.plus = o.plus || k == "_return_fields+"
+		for _, v := range vs {
+			for f := range strings.SplitSeq(v, ",") {
+				if f = strings.TrimSpace(f); f != "" && !slices.Contains(o.returnFields, f) {
+					o.returnFields = append(o.returnFields, f)
+				}
+			}
+		}
+	}
 	for k, vs := range c.query {
 		v := vs[len(vs)-1]
 		switch k {
 		case "_return_fields", "_return_fields+":
-			o.plus = k == "_return_fields+"
-			o.returnFields = []string{}
-			for f := range strings.SplitSeq(v, ",") {
-				if f = strings.TrimSpace(f); f != "" {
-					o.returnFields = append(o.returnFields, f)
-				}
-			}
+			// Handled above.
 		case "_max_results":
 			n, err := strconv.Atoi(v)
 			if err != nil || n == 0 {
