@@ -56,7 +56,11 @@ const (
 // kinds: it owns the whole Cluster API IPAM contract and asks the pool's
 // backend only to allocate, look up and release.
 type ClaimReconciler struct {
-	Client   client.Client
+	Client client.Client
+	// APIReader reads past the cache where a stale answer could hand out an
+	// address from a pool that is being deleted.
+	APIReader client.Reader
+	InFlight  *InFlight
 	Recorder events.EventRecorder
 	Kinds    PoolKinds
 	Backends *Backends
@@ -72,6 +76,11 @@ type ClaimReconciler struct {
 	// ExhaustedRetryInterval is how often a claim on a full pool tries again
 	// when no release in this cluster frees space sooner.
 	ExhaustedRetryInterval time.Duration
+	// MaxRetryInterval caps the wait of a claim that is not bound, and the
+	// backoff of a failed reconcile.
+	MaxRetryInterval time.Duration
+
+	waits *waitBackoff
 }
 
 // SetupWithManager watches claims for our pool kinds, their IPAddresses,
@@ -81,6 +90,10 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if r.ExhaustedRetryInterval == 0 {
 		r.ExhaustedRetryInterval = time.Minute
 	}
+	if r.MaxRetryInterval == 0 {
+		r.MaxRetryInterval = DefaultMaxRetryInterval
+	}
+	r.waits = newWaitBackoff(r.MaxRetryInterval)
 	log := ctrl.LoggerFrom(ctx)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").
@@ -91,7 +104,10 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			}),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue),
 		)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+			RateLimiter:             errorRateLimiter(r.MaxRetryInterval),
+		}).
 		// An IPAddress event goes to its claim; a deleted one may also have
 		// freed the space a waiting claim needs.
 		Owns(&ipamv1.IPAddress{}).
@@ -118,6 +134,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			waiting.forget(req.NamespacedName)
+			r.waits.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -138,11 +155,12 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		return ctrl.Result{}, err
 	}
 	if cluster == nil && clusterName != "" && !deleting {
-		// The Cluster watch brings the claim back when the Cluster appears.
+		// The Cluster watch brings the claim back when the Cluster appears;
+		// the wait covers a missed event.
 		log.Info("Cluster not found, waiting for it")
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, ClusterNotFoundReason, "Reconcile",
 			"Cluster %s/%s not found", claim.Namespace, clusterName)
-		return ctrl.Result{}, nil
+		return r.wait(claim), nil
 	}
 
 	pool, err := getPool(ctx, r.Client, kind, claim.Namespace, claim.Spec.PoolRef.Name)
@@ -156,6 +174,9 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	}
 	defer func() {
 		trackWaiting(claim, kind)
+		if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
+			r.waits.forget(req.NamespacedName)
+		}
 		if err := patchHelper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
 			ipamv1.IPAddressClaimReadyCondition, clusterv1.PausedCondition,
 		}}); err != nil {
@@ -178,13 +199,17 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	return r.reconcileNormal(ctx, claim, kind, pool)
 }
 
+// reconcileNormal makes sure the claim has its IPAddress. Every outcome that
+// leaves the claim waiting either ends with an event the reconciler watches
+// (pool, Cluster, IPAddress) or is retried with a capped backoff, so that no
+// claim waits for an event that may never come.
 func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 
 	if pool == nil {
 		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
 			fmt.Sprintf("%s %s not found", kind.Kind, claim.Spec.PoolRef.Name))
-		return ctrl.Result{}, nil
+		return r.wait(claim), nil
 	}
 
 	// The finalizer is persisted before anything is reserved, so a claim
@@ -193,39 +218,69 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		return ctrl.Result{}, nil
 	}
 
-	if !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
+	// The IPAddress comes first: a bound claim stays bound whatever the
+	// pool's state, and its resync costs no backend call.
+	address := &ipamv1.IPAddress{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("getting IPAddress: %w", err)
+	case isPredecessorsAddress(address, claim):
+		// A claim of the same name that is gone left its IPAddress; it is
+		// garbage, and never this claim's.
+		log.Info("Removing the IPAddress of a deleted claim of the same name", "owner", metav1.GetControllerOf(address).UID)
+		setClaimReady(claim, metav1.ConditionFalse, AddressConflictReason,
+			fmt.Sprintf("IPAddress %s belonged to a deleted claim of the same name and is being removed", address.Name))
+		if err := r.removeAddressFinalizer(ctx, address); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Delete(ctx, address, client.Preconditions{UID: &address.UID}); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("deleting the IPAddress of a deleted claim: %w", err)
+		}
+		return r.wait(claim), nil
+	case !addressBelongsTo(address, claim):
+		setClaimReady(claim, metav1.ConditionFalse, AddressConflictReason,
+			fmt.Sprintf("IPAddress %s exists but belongs to claim %q of pool %s %s", address.Name,
+				address.Spec.ClaimRef.Name, address.Spec.PoolRef.Kind, address.Spec.PoolRef.Name))
+		return r.wait(claim), nil
+	case !address.DeletionTimestamp.IsZero():
+		// Someone deleted the IPAddress while its claim lives. Let it go;
+		// the marker finds the same address again. The delete event brings
+		// the claim back, and the wait covers an event that is missed.
+		log.Info("IPAddress is being deleted while its claim exists, recreating it")
+		setClaimReady(claim, metav1.ConditionFalse, AddressDeletedReason,
+			fmt.Sprintf("IPAddress %s is being deleted; it is written again with the same address", address.Name))
+		if err := r.removeAddressFinalizer(ctx, address); err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.wait(claim), nil
+	default:
+		claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
+		setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
+		return ctrl.Result{}, nil
+	}
+
+	// A claim that lost its IPAddress (status.addressRef is set) rebuilds it
+	// from its marker, which needs the connection but not the pool's counts
+	// or readiness; a new claim waits for a ready pool.
+	rebuilding := claim.Status.AddressRef.Name != ""
+	if !rebuilding && !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
 		msg := fmt.Sprintf("%s %s is not ready", kind.Kind, pool.GetName())
 		if m := conditions.GetMessage(pool, v1alpha1.ReadyCondition); m != "" {
 			msg += ": " + m
 		}
 		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
-		return ctrl.Result{}, nil
+		return r.wait(claim), nil
 	}
+	return r.allocate(ctx, claim, kind, pool)
+}
 
-	address := &ipamv1.IPAddress{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address)
-	switch {
-	case apierrors.IsNotFound(err):
-		return r.allocate(ctx, claim, kind, pool)
-	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("getting IPAddress: %w", err)
-	case !address.DeletionTimestamp.IsZero():
-		// Someone deleted the IPAddress while its claim lives. Let it go; the
-		// delete event brings the claim back, and the marker finds the same
-		// address again.
-		log.Info("IPAddress is being deleted while its claim exists, recreating it")
-		return ctrl.Result{}, r.removeAddressFinalizer(ctx, address)
-	case !addressBelongsTo(address, claim):
-		setClaimReady(claim, metav1.ConditionFalse, AddressConflictReason,
-			fmt.Sprintf("IPAddress %s exists but belongs to claim %q of pool %s %s", address.Name,
-				address.Spec.ClaimRef.Name, address.Spec.PoolRef.Kind, address.Spec.PoolRef.Name))
-		return ctrl.Result{}, nil
-	}
-
-	// Bound: the IPAddress says everything, so a resync costs no backend call.
-	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-	setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
-	return ctrl.Result{}, nil
+// wait is the result of a reconcile that leaves the claim waiting for
+// something no event is guaranteed to announce: it comes back after a capped
+// backoff.
+func (r *ClaimReconciler) wait(claim *ipamv1.IPAddressClaim) ctrl.Result {
+	return ctrl.Result{RequeueAfter: r.waits.next(client.ObjectKeyFromObject(claim))}
 }
 
 // allocate reserves the claim's address in the backend and writes the
@@ -233,6 +288,17 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 // reservation by its marker.
 func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
+	// Registered before the pool is read afresh: the pool reconciler lets a
+	// deleted pool go only when no allocation is under way (see InFlight).
+	defer r.InFlight.start(pool.GetUID())()
+	if deleting, err := r.poolDeleting(ctx, kind, pool); err != nil || deleting {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
+			fmt.Sprintf("%s %s is being deleted and gives no address out", kind.Kind, pool.GetName()))
+		return r.wait(claim), nil
+	}
 	backend, err := r.Backends.For(ctx, kind, pool)
 	if err != nil {
 		return r.allocationFailed(claim, err)
@@ -259,6 +325,19 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 	setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
 	return ctrl.Result{}, nil
+}
+
+// poolDeleting reads the pool from the API server, not the cache, and says
+// whether it is being deleted (or gone).
+func (r *ClaimReconciler) poolDeleting(ctx context.Context, kind PoolKind, pool Pool) (bool, error) {
+	if !pool.GetDeletionTimestamp().IsZero() {
+		return true, nil
+	}
+	live, err := getPool(ctx, r.APIReader, kind, pool.GetNamespace(), pool.GetName())
+	if err != nil {
+		return false, fmt.Errorf("reading %s %s: %w", kind.Kind, pool.GetName(), err)
+	}
+	return live == nil || live.GetUID() != pool.GetUID() || !live.GetDeletionTimestamp().IsZero(), nil
 }
 
 func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err error) (ctrl.Result, error) {
@@ -435,8 +514,20 @@ func matchesWatchFilter(o client.Object, value string) bool {
 	return value == "" || o.GetLabels()[clusterv1.WatchLabel] == value
 }
 
+// addressBelongsTo says whether the claim controls the IPAddress: by UID, so
+// that a claim recreated under the same name never takes over its
+// predecessor's IPAddress (clusterctl move rewrites owner UIDs).
 func addressBelongsTo(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
-	return address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
+	return metav1.IsControlledBy(address, claim) &&
+		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
+}
+
+// isPredecessorsAddress says whether the IPAddress was written for an
+// earlier claim of the same name, which no longer exists.
+func isPredecessorsAddress(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
+	owner := metav1.GetControllerOf(address)
+	return owner != nil && owner.Kind == "IPAddressClaim" && owner.Name == claim.Name && owner.UID != claim.UID &&
+		address.Spec.ClaimRef.Name == claim.Name
 }
 
 func addressPrefix(address *ipamv1.IPAddress) (netip.Prefix, error) {
@@ -497,8 +588,10 @@ func (r *ClaimReconciler) waitingClaims(ctx context.Context, ref ipamv1.IPPoolRe
 		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of pool", "pool", ref.Name)
 		return nil
 	}
+	// Every claim that is not Ready waits for something, bound or not: one
+	// that lost its IPAddress keeps status.addressRef.
 	return claimRequests(claims.Items, func(c *ipamv1.IPAddressClaim) bool {
-		return c.Status.AddressRef.Name == "" || !c.DeletionTimestamp.IsZero()
+		return !conditions.IsTrue(c, ipamv1.IPAddressClaimReadyCondition) || !c.DeletionTimestamp.IsZero()
 	})
 }
 

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
@@ -52,12 +53,33 @@ type PoolReconciler struct {
 	// SyncPeriod is how often a ready pool is validated again and its
 	// counts refreshed.
 	SyncPeriod time.Duration
+	// MaxRetryInterval caps the backoff of a pool whose backend failed.
+	MaxRetryInterval time.Duration
+	// InFlight counts the allocations under way, so that a deleted pool is
+	// let go only when none can still write an IPAddress for it.
+	InFlight *InFlight
 
 	mu sync.Mutex
 	// validated remembers when each pool was last validated, so that the
 	// refresh after an allocation or release costs only the count requests.
 	validated map[types.UID]validation
+	// outages remember since when a ready pool's backend has been failing:
+	// one failed request must not stop every allocation from the pool.
+	outages map[types.UID]outage
+	retries *waitBackoff
 }
+
+type outage struct {
+	since    time.Time
+	attempts int
+}
+
+// A ready pool turns not ready only when its backend has failed for at least
+// outageGrace and outageAttempts attempts in a row.
+const (
+	outageGrace    = 30 * time.Second
+	outageAttempts = 3
+)
 
 type validation struct {
 	generation int64
@@ -70,6 +92,10 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 	if r.SyncPeriod == 0 {
 		r.SyncPeriod = 5 * time.Minute
 	}
+	if r.MaxRetryInterval == 0 {
+		r.MaxRetryInterval = DefaultMaxRetryInterval
+	}
+	r.retries = newWaitBackoff(r.MaxRetryInterval)
 	secret := &metav1.PartialObjectMetadata{}
 	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return ctrl.NewControllerManagedBy(mgr).
@@ -80,7 +106,10 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 				predicate.LabelChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+			RateLimiter:             errorRateLimiter(r.MaxRetryInterval),
+		}).
 		Watches(secret, handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool),
 			builder.WithPredicates(predicate.Funcs{
@@ -106,7 +135,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	}
 	defer func() {
 		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
-			v1alpha1.ReadyCondition, clusterv1.PausedCondition,
+			v1alpha1.ReadyCondition, v1alpha1.AddressesCountedCondition, clusterv1.PausedCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -133,28 +162,24 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 
 	backend, err := r.Backends.For(ctx, r.Kind, pool)
 	if err != nil {
-		return r.notReady(ctx, pool, err)
+		return r.failed(ctx, pool, err)
 	}
-	var usage *v1alpha1.AddressCounts
+	var usage backends.Usage
 	if r.needsValidation(pool, wasReady) {
-		u, err := backend.Validate(ctx)
-		if err != nil {
-			return r.notReady(ctx, pool, err)
+		if usage, err = backend.Validate(ctx); err != nil {
+			return r.failed(ctx, pool, err)
 		}
 		r.markValidated(pool)
-		usage = &v1alpha1.AddressCounts{Total: u.Total, Used: u.Used, Free: u.Free()}
-	} else {
-		u, err := backend.Usage(ctx)
-		if err != nil {
-			return r.notReady(ctx, pool, err)
-		}
-		usage = &v1alpha1.AddressCounts{Total: u.Total, Used: u.Used, Free: u.Free()}
+	} else if usage, err = backend.Usage(ctx); err != nil {
+		return r.failed(ctx, pool, err)
 	}
+	r.recovered(pool)
 
-	status.Addresses = usage
-	setPoolAddresses(r.Kind.Kind, pool, usage.Total, usage.Used, usage.Free)
+	status.Addresses = &v1alpha1.AddressCounts{Total: usage.Total, Used: usage.Used, Free: usage.Free()}
+	setPoolAddresses(r.Kind.Kind, pool, usage.Total, usage.Used, usage.Free())
 	status.ObservedGeneration = pool.GetGeneration()
 	conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason})
+	conditions.Set(pool, metav1.Condition{Type: v1alpha1.AddressesCountedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.CountedReason})
 	if !wasReady {
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.ReadyReason, "Validate",
 			"Pool is ready: %d addresses, %d used", usage.Total, usage.Used)
@@ -162,8 +187,51 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 	return ctrl.Result{RequeueAfter: r.SyncPeriod}, nil
 }
 
+// failed handles a failure to build, validate or count the pool. A ready
+// pool whose backend fails keeps serving allocations, with its last counts
+// marked stale, until the failures persist; anything else makes it not ready.
+func (r *PoolReconciler) failed(ctx context.Context, pool Pool, err error) (ctrl.Result, error) {
+	if poolReason(err) != v1alpha1.BackendUnavailableReason || !conditions.IsTrue(pool, v1alpha1.ReadyCondition) || r.outagePersists(pool) {
+		return r.notReady(ctx, pool, err)
+	}
+	// Set once, when the counts turn stale: a pool's status is not written
+	// again for every failed retry.
+	if !conditions.IsFalse(pool, v1alpha1.AddressesCountedCondition) {
+		conditions.Set(pool, metav1.Condition{Type: v1alpha1.AddressesCountedCondition, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.CountFailedReason, Message: fmt.Sprintf("status.addresses may be stale: %v", err)})
+	}
+	ctrl.LoggerFrom(ctx).Info("Backend failed, the pool stays ready and retries", "error", err.Error())
+	return ctrl.Result{RequeueAfter: r.retries.next(client.ObjectKeyFromObject(pool))}, nil
+}
+
+// outagePersists records a failed attempt and says whether the backend has
+// now failed long and often enough to make the pool not ready.
+func (r *PoolReconciler) outagePersists(pool Pool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.outages == nil {
+		r.outages = map[types.UID]outage{}
+	}
+	o, ok := r.outages[pool.GetUID()]
+	if !ok {
+		o.since = time.Now()
+	}
+	o.attempts++
+	r.outages[pool.GetUID()] = o
+	return o.attempts >= outageAttempts && time.Since(o.since) >= outageGrace
+}
+
+// recovered forgets an outage once the backend answered.
+func (r *PoolReconciler) recovered(pool Pool) {
+	r.mu.Lock()
+	delete(r.outages, pool.GetUID())
+	r.mu.Unlock()
+	r.retries.forget(client.ObjectKeyFromObject(pool))
+}
+
 // notReady records why the pool cannot be used. Backend outages are retried
-// with backoff; configuration errors wait for a change of the pool or Secret.
+// with backoff; configuration errors wait for a change of the pool or Secret,
+// and are validated again every sync period.
 func (r *PoolReconciler) notReady(ctx context.Context, pool Pool, err error) (ctrl.Result, error) {
 	reason := poolReason(err)
 	prev := conditions.Get(pool, v1alpha1.ReadyCondition)
@@ -175,27 +243,49 @@ func (r *PoolReconciler) notReady(ctx context.Context, pool Pool, err error) (ct
 	r.forgetValidation(pool)
 	ctrl.LoggerFrom(ctx).Info("Pool is not ready", "reason", reason, "message", err.Error())
 	if reason == v1alpha1.BackendUnavailableReason {
-		return ctrl.Result{}, err
+		return ctrl.Result{RequeueAfter: r.retries.next(client.ObjectKeyFromObject(pool))}, nil
 	}
-	return ctrl.Result{RequeueAfter: r.SyncPeriod}, nil
+	return ctrl.Result{RequeueAfter: min(r.SyncPeriod, r.MaxRetryInterval)}, nil
 }
 
-// reconcileDelete keeps the pool while IPAddresses from it exist.
+// reconcileDelete keeps the pool while IPAddresses from it exist, or an
+// allocation from it is under way. The last check reads the API server, so a
+// cache that has not yet seen a new IPAddress cannot let the pool go.
 func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.Result, error) {
-	addresses := &ipamv1.IPAddressList{}
+	waitFor := func(msg string) (ctrl.Result, error) {
+		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.DeletingReason, Message: msg})
+		// Each IPAddress deletion brings the pool back; the wait covers the
+		// end of an allocation, which makes no event.
+		return ctrl.Result{RequeueAfter: r.retries.next(client.ObjectKeyFromObject(pool))}, nil
+	}
+	if n := r.InFlight.count(pool.GetUID()); n > 0 {
+		return waitFor(fmt.Sprintf("waiting for %d allocations from the pool to finish", n))
+	}
 	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: r.Kind.Kind, Name: pool.GetName()}
+	addresses := &ipamv1.IPAddressList{}
 	if err := r.Client.List(ctx, addresses, client.InNamespace(pool.GetNamespace()),
 		client.MatchingFields{poolRefField: poolRefKey(ref)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing IPAddresses of the pool: %w", err)
 	}
-	if n := len(addresses.Items); n > 0 {
-		// Each IPAddress deletion brings the pool back here.
-		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1alpha1.DeletingReason,
-			Message: fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n)})
-		return ctrl.Result{}, nil
+	n := len(addresses.Items)
+	if n == 0 {
+		live := &ipamv1.IPAddressList{}
+		if err := r.Backends.APIReader.List(ctx, live, client.InNamespace(pool.GetNamespace())); err != nil {
+			return ctrl.Result{}, fmt.Errorf("listing IPAddresses of the pool: %w", err)
+		}
+		for i := range live.Items {
+			if live.Items[i].Spec.PoolRef == ref {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		return waitFor(fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n))
 	}
 	r.Backends.Forget(pool)
 	r.forgetValidation(pool)
+	r.recovered(pool)
 	forgetPoolAddresses(r.Kind.Kind, pool)
 	controllerutil.RemoveFinalizer(pool, v1alpha1.PoolFinalizer)
 	return ctrl.Result{}, nil

@@ -24,6 +24,9 @@ const (
 	ClusterNotFoundReason = "ClusterNotFound"
 	// AddressConflictReason: an IPAddress with the claim's name belongs to something else.
 	AddressConflictReason = "AddressConflict"
+	// AddressDeletedReason: the claim's IPAddress is being deleted; it is
+	// written again with the same address.
+	AddressDeletedReason = "AddressDeleted"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 )

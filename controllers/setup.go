@@ -27,6 +27,9 @@ type Options struct {
 	SyncPeriod time.Duration
 	// ExhaustedRetryInterval is how often a claim on a full pool retries.
 	ExhaustedRetryInterval time.Duration
+	// MaxRetryInterval caps every wait that no event is guaranteed to end,
+	// and the backoff of failed reconciles (default 5m).
+	MaxRetryInterval time.Duration
 
 	Backend BackendOptions
 }
@@ -47,8 +50,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		ManagerNamespace: opts.ManagerNamespace,
 		Options:          opts.Backend,
 	}
+	inFlight := &InFlight{}
 	claims := &ClaimReconciler{
 		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		InFlight:                inFlight,
 		Recorder:                mgr.GetEventRecorder("ipam-bridge-claim-controller"),
 		Kinds:                   kinds,
 		Backends:                cache,
@@ -56,6 +62,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		WatchFilterValue:        opts.WatchFilterValue,
 		MaxConcurrentReconciles: opts.ClaimConcurrency,
 		ExhaustedRetryInterval:  opts.ExhaustedRetryInterval,
+		MaxRetryInterval:        opts.MaxRetryInterval,
 	}
 	if err := claims.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)
@@ -69,6 +76,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			WatchFilterValue:        opts.WatchFilterValue,
 			MaxConcurrentReconciles: opts.PoolConcurrency,
 			SyncPeriod:              opts.SyncPeriod,
+			MaxRetryInterval:        opts.MaxRetryInterval,
+			InFlight:                inFlight,
 		}
 		if err := pools.SetupWithManager(ctx, mgr); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind.Kind, err)

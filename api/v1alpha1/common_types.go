@@ -33,6 +33,15 @@ const (
 	DeletingReason = "Deleting"
 	// PausedReason: the pool carries the cluster.x-k8s.io/paused annotation.
 	PausedReason = "Paused"
+
+	// AddressesCountedCondition is True when status.addresses holds the
+	// counts of the last refresh, and False while refreshing them fails; the
+	// pool stays ready and keeps allocating meanwhile.
+	AddressesCountedCondition = "AddressesCounted"
+	// CountedReason: the counts were refreshed.
+	CountedReason = "Counted"
+	// CountFailedReason: refreshing the counts failed; status.addresses holds the last ones.
+	CountFailedReason = "CountFailed"
 )
 
 // Finalizers.

@@ -94,29 +94,40 @@ func New(cfg Config) (*Backend, error) {
 
 // Validate checks the credentials, makes sure the marker's extensible
 // attribute definition exists, resolves the sources afresh and checks the
-// gateway, the DNS zone and the extra extensible attributes.
+// gateway, the DNS zone and the extra extensible attributes, then counts the
+// sources' addresses.
 func (b *Backend) Validate(ctx context.Context) (backends.Usage, error) {
-	if err := b.ensureMarkerDefinition(ctx); err != nil {
-		return backends.Usage{}, err
-	}
-	if err := b.checkDefinitions(ctx); err != nil {
-		return backends.Usage{}, err
-	}
-	if err := b.checkNetworkView(ctx); err != nil {
-		return backends.Usage{}, err
-	}
-	sources, err := b.resolveSources(ctx)
+	sources, err := b.prepare(ctx)
 	if err != nil {
 		return backends.Usage{}, err
 	}
+	return b.usage(ctx, sources)
+}
+
+// prepare is Validate without the counts: what allocation depends on. A
+// failed count must not stop an allocation.
+func (b *Backend) prepare(ctx context.Context) ([]resolvedSource, error) {
+	if err := b.ensureMarkerDefinition(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.checkDefinitions(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.checkNetworkView(ctx); err != nil {
+		return nil, err
+	}
+	sources, err := b.resolveSources(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := b.checkZone(ctx); err != nil {
-		return backends.Usage{}, err
+		return nil, err
 	}
 	if err := b.checkGateway(ctx, sources); err != nil {
-		return backends.Usage{}, err
+		return nil, err
 	}
 	b.sources.Set(sources)
-	return b.usage(ctx, sources)
+	return sources, nil
 }
 
 // Usage counts the addresses of the pool's sources.
@@ -131,7 +142,7 @@ func (b *Backend) Usage(ctx context.Context) (backends.Usage, error) {
 // prepared returns the resolved sources, validating on first use.
 func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, error) {
 	return b.sources.Get(ctx, func(ctx context.Context) error {
-		_, err := b.Validate(ctx)
+		_, err := b.prepare(ctx)
 		return err
 	})
 }

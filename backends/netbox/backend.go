@@ -74,21 +74,33 @@ func New(cfg Config) (*Backend, error) {
 }
 
 // Validate checks the credentials, makes sure the provider's tag and marker
-// field exist, resolves the sources afresh and checks the gateway.
+// field exist, resolves the sources afresh and checks the gateway, then
+// counts the sources' addresses.
 func (b *Backend) Validate(ctx context.Context) (backends.Usage, error) {
-	refs, err := b.ensureSetup(ctx)
+	p, err := b.prepare(ctx)
 	if err != nil {
 		return backends.Usage{}, err
+	}
+	return b.usage(ctx, p.sources)
+}
+
+// prepare is Validate without the counts: what allocation depends on. A
+// failed count must not stop an allocation.
+func (b *Backend) prepare(ctx context.Context) (preparation, error) {
+	refs, err := b.ensureSetup(ctx)
+	if err != nil {
+		return preparation{}, err
 	}
 	sources, err := b.resolveSources(ctx)
 	if err != nil {
-		return backends.Usage{}, err
+		return preparation{}, err
 	}
 	if err := b.checkGateway(ctx, sources); err != nil {
-		return backends.Usage{}, err
+		return preparation{}, err
 	}
-	b.preparation.Set(preparation{sources: sources, refs: refs})
-	return b.usage(ctx, sources)
+	p := preparation{sources: sources, refs: refs}
+	b.preparation.Set(p)
+	return p, nil
 }
 
 // Usage counts the addresses of the pool's sources.
@@ -104,7 +116,7 @@ func (b *Backend) Usage(ctx context.Context) (backends.Usage, error) {
 // first use.
 func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, *references, error) {
 	p, err := b.preparation.Get(ctx, func(ctx context.Context) error {
-		_, err := b.Validate(ctx)
+		_, err := b.prepare(ctx)
 		return err
 	})
 	return p.sources, p.refs, err
