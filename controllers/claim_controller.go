@@ -61,9 +61,9 @@ type ClaimReconciler struct {
 	// address from a pool that is being deleted.
 	APIReader client.Reader
 	InFlight  *InFlight
-	Recorder events.EventRecorder
-	Kinds    PoolKinds
-	Backends *Backends
+	Recorder  events.EventRecorder
+	Kinds     PoolKinds
+	Backends  *Backends
 
 	// Identity distinguishes this management cluster's reservations when
 	// several share one IPAM system.
