@@ -1,0 +1,5 @@
+package fidelity
+
+import "testing"
+
+func runHTTPCases(t *testing.T) {}
