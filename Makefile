@@ -51,6 +51,8 @@ test: test-sim test-real-netbox ## Run every test: unit and simulator suites, th
 .PHONY: test-sim
 test-sim: ## Run the unit tests and the integration suite against the NetBox simulator, on a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
+	# The WAPI simulator's fidelity cases with infoblox-go-client v2.11.0 (a nested module).
+	cd test/wapifidelity && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-real-netbox
 test-real-netbox: ## Run the integration suite against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
