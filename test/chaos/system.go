@@ -1,0 +1,232 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
+)
+
+// record is one reservation in the IPAM system, read straight from its
+// store (or, for a real NetBox, around the fault proxy).
+type record struct {
+	Address netip.Prefix
+	// Marker is the provider's claim marker; "" when the record has none.
+	Marker string
+	ID     string
+}
+
+// system is an IPAM system under chaos: seeded by the harness, reached by
+// the manager through the fault proxy, inspected directly.
+type system interface {
+	// upstream is the base URL the fault proxy forwards to.
+	upstream() string
+	// proxyTLS says whether the manager must reach the proxy over HTTPS.
+	proxyTLS() bool
+	// writeStatus answers an injected 5xx as the system's front end would.
+	writeStatus(w http.ResponseWriter, status int) int
+	// seedNetwork creates network cidr with its first usable address
+	// recorded as the gateway.
+	seedNetwork(cidr netip.Prefix)
+	// secretData holds credentials the system accepts; proxyCA is the
+	// fault proxy's certificate when it serves HTTPS.
+	secretData(proxyCA []byte) map[string][]byte
+	// newPool returns (without creating) a namespaced pool allocating from
+	// cidr through the proxy.
+	newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool
+	poolKind() string
+	// records lists every reservation held in the system.
+	records() ([]record, error)
+	close()
+}
+
+// netboxSystem is the NetBox simulator, or a real NetBox behind
+// netboxtarget's proxy (which swaps the harness's token for a real one).
+type netboxSystem struct {
+	target netboxtarget.Target
+	token  string
+	tb     *harnessTB
+}
+
+func newNetboxSim() *netboxSystem {
+	s := &netboxSystem{target: netboxsim.New(), token: "0123456789abcdef0123456789abcdef01234567"}
+	s.target.AddToken(s.token, true)
+	return s
+}
+
+// newNetboxReal reaches the NetBox named by NETBOX_URL and the tokens of
+// the env file hack/netbox/up.sh prints.
+func newNetboxReal() (s *netboxSystem, err error) {
+	if !netboxtarget.Real() {
+		return nil, fmt.Errorf("-backend netbox-real needs NETBOX_URL and the tokens: source the env file hack/netbox/up.sh prints")
+	}
+	tb := &harnessTB{}
+	defer tb.recoverFatal(&err)
+	s = &netboxSystem{target: netboxtarget.New(tb), token: "fedcba9876543210fedcba9876543210fedcba98", tb: tb}
+	s.target.AddToken(s.token, true)
+	return s, nil
+}
+
+func (s *netboxSystem) upstream() string { return s.target.URL() }
+func (s *netboxSystem) proxyTLS() bool   { return false }
+func (s *netboxSystem) poolKind() string { return "NetboxIPPool" }
+
+func (s *netboxSystem) writeStatus(w http.ResponseWriter, status int) int {
+	return netboxsim.WriteFaultStatus(w, status)
+}
+
+func (s *netboxSystem) seedNetwork(cidr netip.Prefix) {
+	s.target.AddPrefixWithGateway(cidr.String(), netboxsim.PrefixOptions{})
+}
+
+func (s *netboxSystem) secretData([]byte) map[string][]byte {
+	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
+}
+
+func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool {
+	return &v1alpha1.NetboxIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.NetboxIPPoolSpec{
+			Connection: v1alpha1.NetboxConnection{URL: proxyURL, CredentialsSecretRef: v1alpha1.SecretReference{Name: secret}},
+			Sources:    []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: cidr.String()}}},
+		},
+	}
+}
+
+func (s *netboxSystem) records() (out []record, err error) {
+	if s.tb != nil {
+		defer s.tb.recoverFatal(&err)
+	}
+	for _, ip := range s.target.IPAddresses() {
+		p, perr := netip.ParsePrefix(ip.Address)
+		if perr != nil {
+			return nil, fmt.Errorf("NetBox IP address %d: %w", ip.ID, perr)
+		}
+		m, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
+		out = append(out, record{Address: p, Marker: m, ID: strconv.Itoa(int(ip.ID))})
+	}
+	return out, nil
+}
+
+func (s *netboxSystem) close() {
+	if s.tb != nil {
+		s.tb.cleanup()
+		return
+	}
+	s.target.Close()
+}
+
+// wapiSystem is the Infoblox WAPI simulator. It serves plain HTTP to the
+// proxy; the proxy serves HTTPS to the manager, which speaks only HTTPS to
+// a grid.
+type wapiSystem struct {
+	sim      *wapisim.Server
+	password string
+}
+
+func newWapiSim() *wapiSystem {
+	s := &wapiSystem{password: "chaos-password"}
+	s.sim = wapisim.New(wapisim.WithUser("capi", s.password, wapisim.Permissions{Write: true, Superuser: true}))
+	return s
+}
+
+func (s *wapiSystem) upstream() string { return s.sim.URL() }
+func (s *wapiSystem) proxyTLS() bool   { return true }
+func (s *wapiSystem) poolKind() string { return "InfobloxIPPool" }
+
+func (s *wapiSystem) writeStatus(w http.ResponseWriter, status int) int {
+	return wapisim.WriteFaultStatus(w, status)
+}
+
+func (s *wapiSystem) seedNetwork(cidr netip.Prefix) {
+	s.sim.AddNetwork("default", cidr.String(), nil)
+	s.sim.AddFixedAddress("default", cidr.Addr().Next().String(), nil)
+}
+
+func (s *wapiSystem) secretData(proxyCA []byte) map[string][]byte {
+	return map[string][]byte{
+		v1alpha1.InfobloxUsernameKey: []byte("capi"),
+		v1alpha1.InfobloxPasswordKey: []byte(s.password),
+		v1alpha1.CABundleKey:         proxyCA,
+	}
+}
+
+func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool {
+	u := mustParseURL(proxyURL)
+	port, _ := strconv.Atoi(u.Port())
+	return &v1alpha1.InfobloxIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: v1alpha1.InfobloxIPPoolSpec{
+			Connection: v1alpha1.InfobloxConnection{
+				Host: u.Hostname(), Port: int32(port), CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
+			},
+			Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr.String()}}},
+		},
+	}
+}
+
+func (s *wapiSystem) records() ([]record, error) {
+	var out []record
+	for _, typ := range []string{"fixedaddress", "ipv6fixedaddress", "record:host"} {
+		for _, o := range s.sim.Objects(typ) {
+			for _, a := range o.Addresses {
+				bits := o.Prefix.Bits()
+				if bits <= 0 {
+					bits = a.BitLen()
+				}
+				out = append(out, record{Address: netip.PrefixFrom(a, bits), Marker: o.EAs[infoblox.DefaultMarkerEA], ID: o.Ref})
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *wapiSystem) close() { s.sim.Close() }
+
+// harnessTB lets the harness use netboxtarget, whose seeding reports
+// failures through a testing.TB: Fatalf panics with an error that
+// recoverFatal turns back into one. Only the methods netboxtarget calls
+// are implemented; the embedded nil TB supplies the unexported method.
+type harnessTB struct {
+	testing.TB
+	cleanups []func()
+}
+
+type tbFatal struct{ msg string }
+
+func (h *harnessTB) Helper()                        {}
+func (h *harnessTB) Cleanup(f func())               { h.cleanups = append(h.cleanups, f) }
+func (h *harnessTB) Fatalf(format string, a ...any) { panic(tbFatal{fmt.Sprintf(format, a...)}) }
+func (h *harnessTB) Fatal(a ...any)                 { panic(tbFatal{fmt.Sprint(a...)}) }
+func (h *harnessTB) Errorf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+func (h *harnessTB) Logf(format string, a ...any)   { fmt.Fprintf(os.Stderr, format+"\n", a...) }
+
+func (h *harnessTB) cleanup() {
+	for i := len(h.cleanups) - 1; i >= 0; i-- {
+		h.cleanups[i]()
+	}
+	h.cleanups = nil
+}
+
+// recoverFatal, deferred, turns a Fatalf panic into *err.
+func (h *harnessTB) recoverFatal(err *error) {
+	if r := recover(); r != nil {
+		f, ok := r.(tbFatal)
+		if !ok {
+			panic(r)
+		}
+		*err = fmt.Errorf("%s", f.msg)
+	}
+}
