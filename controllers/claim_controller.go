@@ -265,6 +265,9 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 	// from its marker, which needs the connection but not the pool's counts
 	// or readiness; a new claim waits for a ready pool.
 	rebuilding := claim.Status.AddressRef.Name != ""
+	if !rebuilding && !pool.GetDeletionTimestamp().IsZero() {
+		return r.poolBeingDeleted(claim, kind, pool), nil
+	}
 	if !rebuilding && !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
 		msg := fmt.Sprintf("%s %s is not ready", kind.Kind, pool.GetName())
 		if m := conditions.GetMessage(pool, v1alpha1.ReadyCondition); m != "" {
@@ -295,9 +298,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
-			fmt.Sprintf("%s %s is being deleted and gives no address out", kind.Kind, pool.GetName()))
-		return r.wait(claim), nil
+		return r.poolBeingDeleted(claim, kind, pool), nil
 	}
 	backend, err := r.Backends.For(ctx, kind, pool)
 	if err != nil {
@@ -325,6 +326,12 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 	setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
 	return ctrl.Result{}, nil
+}
+
+func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) ctrl.Result {
+	setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
+		fmt.Sprintf("%s %s is being deleted and gives no address out", kind.Kind, pool.GetName()))
+	return r.wait(claim)
 }
 
 // poolDeleting reads the pool from the API server, not the cache, and says

@@ -265,12 +265,17 @@ func (f *fixture) createNetboxPool(name, cidr string, opts ...poolOption) *v1alp
 
 func (f *fixture) waitPoolReason(pool controllers.Pool, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	f.t.Helper()
+	return f.waitPoolCondition(pool, v1alpha1.ReadyCondition, status, reason)
+}
+
+func (f *fixture) waitPoolCondition(pool controllers.Pool, conditionType string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+	f.t.Helper()
 	var cond *metav1.Condition
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
 		got := pool.DeepCopyObject().(controllers.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
-		cond = conditions.Get(got, v1alpha1.ReadyCondition)
-		require.NotNil(c, cond, "pool has no Ready condition")
+		cond = conditions.Get(got, conditionType)
+		require.NotNil(c, cond, "pool has no %s condition", conditionType)
 		assert.Equal(c, status, cond.Status, cond.Message)
 		assert.Equal(c, reason, cond.Reason, cond.Message)
 	}, waitTimeout, pollInterval)

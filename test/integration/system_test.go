@@ -45,6 +45,9 @@ type system interface {
 	// system completes it even if the client has given up.
 	slowNextAllocation(d time.Duration)
 	allocationRequests() int
+	// failAllRequests answers every request with 503 until clearFaults.
+	failAllRequests()
+	clearFaults()
 	callCount() int
 	resetCalls()
 	// exhaustedText is what the system says when a source is full.
@@ -149,6 +152,10 @@ func (s *netboxSystem) allocationRequests() int {
 	return n
 }
 
+func (s *netboxSystem) failAllRequests() {
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Times: 1 << 30})
+}
+func (s *netboxSystem) clearFaults()   { s.target.ClearFaults() }
 func (s *netboxSystem) callCount() int { return len(s.target.Calls()) }
 func (s *netboxSystem) resetCalls()    { s.target.ResetCalls() }
 func (s *netboxSystem) exhaustedText() string {
@@ -254,6 +261,10 @@ func (s *infobloxSystem) allocationRequests() int {
 	return s.sim.CountObjectCalls("POST", "fixedaddress") + s.sim.CountObjectCalls("POST", "ipv6fixedaddress")
 }
 
+func (s *infobloxSystem) failAllRequests() {
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Times: 1 << 30})
+}
+func (s *infobloxSystem) clearFaults()          { s.sim.ClearFaults() }
 func (s *infobloxSystem) callCount() int        { return len(s.sim.Calls()) }
 func (s *infobloxSystem) resetCalls()           { s.sim.ResetCalls() }
 func (s *infobloxSystem) exhaustedText() string { return "Cannot find 1 available IP address(es)" }
