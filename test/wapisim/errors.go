@@ -124,3 +124,10 @@ func errInvalidValue(field string, v any) wapiError {
 
 // errRequired: a required field is missing on create. Best guess text.
 func errRequired(field string) wapiError { return errProto("Field %s is required", field) }
+
+// errNotSimulated answers a request that is valid WAPI but that the
+// simulator does not implement (listed in doc.go). NIOS would answer it;
+// the simulator refuses rather than answer differently.
+func errNotSimulated(what string) wapiError {
+	return errProto("%s is not supported by the WAPI simulator", what)
+}

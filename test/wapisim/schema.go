@@ -2,7 +2,10 @@ package wapisim
 
 import (
 	"fmt"
+	"maps"
+	"net/http"
 	"net/netip"
+	"net/url"
 	"slices"
 )
 
@@ -115,6 +118,13 @@ var schemas = map[string]schema{
 		writable: []string{"fqdn", "view", "comment", "extattrs"},
 		required: []string{"fqdn"},
 	},
+	// grid: the basic version has no fields, so a search answers only
+	// references; name is the only field simulated.
+	typeGrid: {
+		basic:    []string{},
+		readable: []string{"name"},
+		search:   map[string]string{},
+	},
 	typeDNSView: {
 		basic:    []string{"comment", "is_default", "name"},
 		readable: []string{"comment", "extattrs", "is_default", "name", "network_view"},
@@ -196,6 +206,9 @@ func (st *store) render(o *object) map[string]any {
 		delete(m, "extattrs")
 	case typeZone:
 		m["fqdn"], m["view"] = o.name, o.dnsView
+	case typeGrid:
+		m["name"] = o.name
+		delete(m, "extattrs")
 	}
 	for k, v := range o.extra {
 		m[k] = v
@@ -332,3 +345,72 @@ const zeroMAC = "00:00:00:00:00:00"
 
 // eaString renders an EA value for comparison and for the seeding API.
 func eaString(v any) string { return fmt.Sprint(v) }
+
+// schemaVersions are the WAPI versions the simulator accepts, as _schema
+// lists them (major.minor only; NIOS also lists patch versions such as
+// 2.12.3).
+func schemaVersions() []string {
+	var out []string
+	for i := 0; i <= 7; i++ {
+		out = append(out, fmt.Sprintf("1.%d", i))
+	}
+	for i := 0; i <= 13; i++ {
+		out = append(out, fmt.Sprintf("2.%d", i))
+	}
+	return out
+}
+
+// schemaResponse answers GET /wapi/v<version>/?_schema (the grid's schema:
+// requested_version, supported_objects, supported_versions) and GET
+// <objtype>?_schema (the object's fields). Field types, is_array,
+// documentation and the other _schema options are not simulated (doc.go).
+func schemaResponse(version, typ string, q url.Values) response {
+	for _, k := range []string{"_schema_version", "_schema_searchable", "_get_doc"} {
+		if q.Has(k) {
+			return errResponse(errNotSimulated(k))
+		}
+	}
+	for k := range q {
+		if k != "_schema" && k != "_return_type" {
+			return errResponse(errUnknownField(k))
+		}
+	}
+	if typ == "" {
+		objs := slices.Sorted(maps.Keys(schemas))
+		return response{http.StatusOK, map[string]any{"requested_version": version,
+			"supported_objects": objs, "supported_versions": schemaVersions()}}
+	}
+	sc := schemas[typ]
+	names := slices.Clone(sc.readable)
+	for f := range sc.search {
+		if !slices.Contains(names, f) {
+			names = append(names, f) // search-only fields
+		}
+	}
+	slices.Sort(names)
+	fields := []any{}
+	for _, f := range names {
+		supports := ""
+		if slices.Contains(sc.readable, f) {
+			supports += "r"
+		}
+		if slices.Contains(sc.writable, f) {
+			supports += "wu"
+		}
+		mods, searchable := sc.search[f]
+		if searchable {
+			supports += "s"
+		}
+		field := map[string]any{"name": f, "supports": supports, "standard_field": true}
+		if searchable {
+			field["searchable_by"] = mods
+		}
+		fields = append(fields, field)
+	}
+	restrictions := []string{}
+	if len(sc.writable) == 0 {
+		restrictions = append(restrictions, "create", "delete", "update")
+	}
+	return response{http.StatusOK, map[string]any{"type": typ, "version": version, "wapi_primitive": "object",
+		"fields": fields, "restrictions": restrictions, "cloud_additional_restrictions": []string{}}}
+}

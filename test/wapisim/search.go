@@ -9,12 +9,23 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // defaultMaxResults is WAPI's default _max_results: -1000, i.e. an error
 // when more than 1000 objects match (infoblox-client#62, PR #97 quoting the
 // WAPI reference).
 const defaultMaxResults = -1000
+
+// defaultPageTTL is how long a next_page_id stays valid. Best guess: the
+// WAPI reference says page ids expire but not after how long.
+const defaultPageTTL = 10 * time.Minute
+
+// parkedPage holds the rest of a paged search under its page id.
+type parkedPage struct {
+	results []map[string]any
+	expires time.Time
+}
 
 // maxPagedResults bounds what a paged search collects, so that paging over
 // the addresses of an IPv6 network ends.
@@ -78,9 +89,32 @@ func (c *request) parseOptions() (options, map[string][]string, *wapiError) {
 			o.asObject = v == "1"
 		case "_page_id":
 			o.pageID = v
-		case "_proxy_search", "_inheritance", "_return_type":
+		case "_proxy_search":
 			// _proxy_search=GM is what the go client adds when it retries a
-			// search on the grid master; this simulator is the grid master.
+			// search on the grid master; this simulator is the grid master,
+			// so GM and LOCAL answer alike.
+			if v != "GM" && v != "LOCAL" {
+				e := errInvalidValue(k, v)
+				return o, nil, &e
+			}
+		case "_inheritance":
+			// Accepted; the simulator models no inherited fields (doc.go).
+		case "_return_type":
+			switch v {
+			case "json", "json-pretty":
+				// The simulator always answers indented JSON.
+			case "xml", "xml-pretty":
+				e := errNotSimulated(k + "=" + v)
+				return o, nil, &e
+			default:
+				e := errInvalidValue(k, v)
+				return o, nil, &e
+			}
+		case "_schema", "_schema_version", "_schema_searchable", "_get_doc":
+			// Answered by schemaResponse before a search or read runs;
+			// here only on writes, where WAPI has no schema.
+			e := errUnknownField(k)
+			return o, nil, &e
 		default:
 			if strings.HasPrefix(k, "_") {
 				e := errUnknownField(k)
@@ -158,13 +192,69 @@ func (c *request) lookupRendered(ref string) (map[string]any, bool) {
 	return nil, false
 }
 
-// filter is one parsed search argument.
+// filter is one parsed search argument: field[modifiers]=value. The WAPI
+// modifiers are '!' (negate), ':' (case-insensitive), and at most one of
+// '~' (unanchored regular expression), '<' (less than or equal) and '>'
+// (greater than or equal); '!' and ':' combine with the others, in any
+// order ("name!:~=x"). '*' before the name searches an extensible
+// attribute.
 type filter struct {
 	field string
 	ea    bool
-	mod   byte // '=', ':', '~', '<', '>', '!'
+	eaInt bool // the EA is of type INTEGER: '<' and '>' compare numbers
+	neg   bool // '!'
+	ci    bool // ':'
+	op    byte // '=', '~', '<' or '>'
 	vals  []string
 	re    []*regexp.Regexp
+}
+
+// exact reports whether the filter is a plain "field=value".
+func (f filter) exact() bool { return !f.neg && !f.ci && f.op == '=' }
+
+// parseModifiers splits "name!:~" into the field name and its modifiers.
+func parseModifiers(k string) (filter, bool) {
+	f := filter{op: '='}
+	i := len(k)
+	for i > 1 && strings.ContainsRune("!:~<>", rune(k[i-1])) {
+		i--
+	}
+	f.field = k[:i]
+	for _, m := range k[i:] {
+		switch m {
+		case '!':
+			if f.neg {
+				return f, false
+			}
+			f.neg = true
+		case ':':
+			if f.ci {
+				return f, false
+			}
+			f.ci = true
+		default:
+			if f.op != '=' {
+				return f, false
+			}
+			f.op = byte(m)
+		}
+	}
+	return f, true
+}
+
+// modString renders the modifiers as sent, for error texts.
+func (f filter) modString() string {
+	m := ""
+	if f.neg {
+		m += "!"
+	}
+	if f.ci {
+		m += ":"
+	}
+	if f.op != '=' {
+		m += string(f.op)
+	}
+	return m + "="
 }
 
 func (c *request) parseFilters(args map[string][]string) ([]filter, *wapiError) {
@@ -176,24 +266,44 @@ func (c *request) parseFilters(args map[string][]string) ([]filter, *wapiError) 
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		f := filter{field: k, mod: '=', vals: args[k]}
-		if n := len(k); n > 1 && strings.ContainsRune(":~<>!", rune(k[n-1])) {
-			f.field, f.mod = k[:n-1], k[n-1]
+		f, ok := parseModifiers(k)
+		if !ok {
+			// Best guess text: more than one of '~', '<', '>'.
+			e := errProto("Invalid search modifier combination: %s", k)
+			return nil, &e
 		}
-		if name, ok := strings.CutPrefix(f.field, "*"); ok {
+		f.vals = args[k]
+		if name, isEA := strings.CutPrefix(f.field, "*"); isEA {
 			f.field, f.ea = name, true
-			if c.s.db.eaDef(name) == nil {
+			def := c.s.db.eaDef(name)
+			if def == nil {
 				// Best guess: the same text NIOS uses for an undefined EA
 				// on create.
 				e := errUnknownEA(name)
 				return nil, &e
 			}
-			if f.mod == '<' || f.mod == '>' {
-				e := errProto("Search modifier '%c' not allowed for field: %s", f.mod, name)
+			f.eaInt = def.eaType == "INTEGER"
+			if (f.op == '<' || f.op == '>') && !f.eaInt {
+				// Best guess text: WAPI allows '<' and '>' only on
+				// INTEGER (and DATE, not simulated) attributes.
+				e := errProto("Search modifier '%s' not allowed for field: %s", f.modString(), name)
 				return nil, &e
+			}
+			if f.eaInt && (f.op == '<' || f.op == '>') {
+				for _, v := range f.vals {
+					if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+						e := errInvalidValue(k, v)
+						return nil, &e
+					}
+				}
 			}
 		} else {
 			mods, searchable := sc.search[f.field]
+			allowed := (f.op == '=' && (f.ci || strings.ContainsRune(mods, '='))) ||
+				(f.op != '=' && strings.ContainsRune(mods, rune(f.op)))
+			if f.ci && !strings.ContainsRune(mods, ':') {
+				allowed = false
+			}
 			switch {
 			case !searchable && slices.Contains(sc.readable, f.field):
 				e := errNotSearchable(f.field)
@@ -201,15 +311,19 @@ func (c *request) parseFilters(args map[string][]string) ([]filter, *wapiError) 
 			case !searchable:
 				e := errUnknownField(f.field)
 				return nil, &e
-			case f.mod != '!' && !strings.ContainsRune(mods, rune(f.mod)):
+			case !allowed:
 				// Best guess text.
-				e := errProto("Search modifier '%c' not allowed for field: %s", f.mod, f.field)
+				e := errProto("Search modifier '%s' not allowed for field: %s", f.modString(), f.field)
 				return nil, &e
 			}
 		}
-		if f.mod == '~' {
+		if f.op == '~' {
 			for _, v := range f.vals {
-				re, err := regexp.Compile(v)
+				expr := v
+				if f.ci {
+					expr = "(?i)" + v
+				}
+				re, err := regexp.Compile(expr)
 				if err != nil {
 					e := errInvalidValue(k, v)
 					return nil, &e
@@ -272,38 +386,37 @@ func searchValues(full map[string]any, field string) []string {
 	}
 }
 
+// matchOne reports whether any of the object's values matches any of the
+// filter's values (repeated arguments are alternatives); a negated filter
+// matches when none does.
 func matchOne(have []string, f filter) bool {
-	if f.mod == '!' {
-		for _, h := range have {
-			if slices.Contains(f.vals, h) {
-				return false
-			}
-		}
-		return true
-	}
+	hit := false
 	for _, h := range have {
 		for i, v := range f.vals {
-			switch f.mod {
-			case '=':
-				if h == v || sameAddr(h, v) || strings.EqualFold(h, v) && (v == "true" || v == "false") {
-					return true
-				}
-			case ':':
-				if strings.EqualFold(h, v) {
-					return true
-				}
-			case '~':
-				if f.re[i].MatchString(h) {
-					return true
-				}
-			case '<', '>':
-				if cmpAddr(h, v, f.mod) {
-					return true
-				}
+			if matchValue(h, v, i, f) {
+				hit = true
 			}
 		}
 	}
-	return false
+	return hit != f.neg
+}
+
+func matchValue(h, v string, i int, f filter) bool {
+	switch f.op {
+	case '~':
+		return f.re[i].MatchString(h)
+	case '<', '>':
+		if f.eaInt {
+			x, err1 := strconv.ParseInt(h, 10, 64)
+			y, err2 := strconv.ParseInt(v, 10, 64)
+			return err1 == nil && err2 == nil && (f.op == '<' && x <= y || f.op == '>' && x >= y)
+		}
+		return cmpAddr(h, v, f.op)
+	}
+	if f.ci {
+		return strings.EqualFold(h, v)
+	}
+	return h == v || sameAddr(h, v) || strings.EqualFold(h, v) && (v == "true" || v == "false")
 }
 
 // sameAddr compares addresses and prefixes by value, so that
@@ -341,13 +454,17 @@ func (c *request) search() response {
 	}
 	st := c.s.db
 	if o.pageID != "" {
-		rest, ok := st.pages[o.pageID]
+		p, ok := st.pages[o.pageID]
+		if ok && c.s.now().After(p.expires) {
+			delete(st.pages, o.pageID)
+			ok = false
+		}
 		if !ok {
 			// Best guess text.
 			return errResponse(errProto("Page id %s is invalid or expired", o.pageID))
 		}
 		delete(st.pages, o.pageID)
-		return c.page(rest, o)
+		return c.page(p.results, o)
 	}
 	fs, werr := c.parseFilters(args)
 	if werr != nil {
@@ -416,7 +533,7 @@ func (c *request) page(results []map[string]any, o options) response {
 		id := make([]byte, 12)
 		_, _ = rand.Read(id)
 		pid := "789c" + hex.EncodeToString(id)
-		c.s.db.pages[pid] = results[size:]
+		c.s.db.pages[pid] = parkedPage{results: results[size:], expires: c.s.now().Add(c.s.pageTTL)}
 		body["next_page_id"] = pid
 		results = results[:size]
 	}
@@ -440,17 +557,17 @@ func (c *request) eachAddress(fs []filter, fn func(map[string]any) bool) {
 	var networks, views []string
 	for _, f := range fs {
 		switch {
-		case f.field == "network" && f.mod == '=':
+		case f.field == "network" && f.exact():
 			networks = f.vals
-		case f.field == "network_view" && f.mod == '=':
+		case f.field == "network_view" && f.exact():
 			views = f.vals
-		case f.field == "status" && f.mod == '=' && len(f.vals) == 1 && f.vals[0] == "USED":
+		case f.field == "status" && f.exact() && len(f.vals) == 1 && f.vals[0] == "USED":
 			usedOnly = true
-		case f.field == "ip_address" && f.mod == '>':
+		case f.field == "ip_address" && f.op == '>' && !f.neg:
 			lo, _ = netip.ParseAddr(f.vals[0])
-		case f.field == "ip_address" && f.mod == '<':
+		case f.field == "ip_address" && f.op == '<' && !f.neg:
 			hi, _ = netip.ParseAddr(f.vals[0])
-		case f.field == "ip_address" && f.mod == '=' && len(f.vals) == 1:
+		case f.field == "ip_address" && f.exact() && len(f.vals) == 1:
 			lo, _ = netip.ParseAddr(f.vals[0])
 			hi = lo
 		}

@@ -232,7 +232,7 @@ func (s *Server) Object(ref string) (Object, bool) {
 func (s *Server) SetEA(ref, name, value string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mustObj(ref).eas[name] = value
+	s.mustObj(ref).eas[name] = s.db.typedEA(name, value)
 }
 
 // RemoveEA removes an extensible attribute from an object.

@@ -39,6 +39,8 @@ type Server struct {
 	faults   FaultQueue
 	latency  time.Duration
 	onAlloc  func(Object)
+	pageTTL  time.Duration    // how long a next_page_id stays valid
+	clock    func() time.Time // time.Now unless SetClock
 }
 
 // Call is one request to /wapi/ that passed authentication (or was dropped
@@ -67,6 +69,8 @@ func start(useTLS bool, opts []Option) *Server {
 		db:       newStore(),
 		users:    map[string]user{},
 		sessions: map[string]string{},
+		pageTTL:  defaultPageTTL,
+		clock:    time.Now,
 	}
 	for _, o := range opts {
 		o(s)
@@ -127,6 +131,25 @@ func (s *Server) OnAllocate(fn func(Object)) {
 	defer s.mu.Unlock()
 	s.onAlloc = fn
 }
+
+// SetPageTTL sets how long a next_page_id of a paged search stays valid
+// (default 10 minutes, a best guess).
+func (s *Server) SetPageTTL(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageTTL = d
+}
+
+// SetClock replaces the clock that page-id expiry reads, so that tests can
+// let page ids expire without waiting.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock = now
+}
+
+// now reads the clock; the caller holds s.mu.
+func (s *Server) now() time.Time { return s.clock() }
 
 // Calls returns the recorded calls in order.
 func (s *Server) Calls() []Call { return s.calls.Calls() }
@@ -200,6 +223,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	version, rest, ok := splitWAPIPath(r.URL.Path)
+	if v, found := strings.CutPrefix(r.URL.Path, "/wapi/v"); found && strings.HasSuffix(v, "/") &&
+		!strings.Contains(strings.TrimSuffix(v, "/"), "/") && r.URL.Query().Has("_schema") {
+		// GET /wapi/v2.12/?_schema: the grid's schema.
+		version, rest, ok = strings.TrimSuffix(v, "/"), "", true
+	}
 	if !ok {
 		// The appliance's httpd answers paths outside /wapi/ itself.
 		writeApachePage(w, http.StatusNotFound, "Not Found",
@@ -261,6 +289,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user, rest s
 	c.typ, c.ref = rest, ""
 	if t, _, isRef := strings.Cut(rest, "/"); isRef {
 		c.typ, c.ref = t, rest
+	}
+	if r.Method == http.MethodGet && c.ref == "" && c.query.Has("_schema") && (rest == "" || knownType(c.typ)) {
+		version, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/wapi/v"), "/")
+		return writeResponse(w, schemaResponse(version, c.typ, c.query))
 	}
 	if c.ref == "" && c.typ == "logout" && r.Method == http.MethodPost {
 		// Connector.Logout: NIOS drops the session cookie.

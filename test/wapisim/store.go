@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -31,6 +32,7 @@ const (
 	typeIPv6Address = "ipv6address"
 	typeZone        = "zone_auth"
 	typeDNSView     = "view"
+	typeGrid        = "grid"
 )
 
 // object is one stored WAPI object. Fields not used by a type stay zero.
@@ -76,14 +78,20 @@ type store struct {
 	seq  int
 	objs map[string]*object // by reference
 	// pages holds the remaining results of paged searches by page id.
-	pages map[string][]map[string]any
+	pages map[string]parkedPage
 }
 
 func newStore() *store {
-	st := &store{objs: map[string]*object{}, pages: map[string][]map[string]any{}}
+	st := &store{objs: map[string]*object{}, pages: map[string]parkedPage{}}
 	// A fresh grid has the default network view and the default DNS view.
 	st.insert(&object{typ: typeNetworkView, name: "default", isDefault: true})
 	st.insert(&object{typ: typeDNSView, name: "default", netView: "default", isDefault: true})
+	// The grid object exists once, with NIOS's reference
+	// (grid/b25lLmNsdXN0ZXIkMA:Infoblox, the base64 of "one.cluster$0").
+	// It takes no sequence number, so that other references do not move.
+	g := &object{typ: typeGrid, name: "Infoblox", eas: map[string]any{}}
+	g.ref = st.makeRef(g)
+	st.put(g)
 	return st
 }
 
@@ -93,6 +101,9 @@ func (st *store) insert(o *object) *object {
 	o.seq = st.seq
 	if o.eas == nil {
 		o.eas = map[string]any{}
+	}
+	for k, v := range o.eas {
+		o.eas[k] = st.typedEA(k, v)
 	}
 	o.ref = st.makeRef(o)
 	st.put(o)
@@ -204,6 +215,8 @@ func (st *store) makeRef(o *object) string {
 	case typeEADef:
 		key = fmt.Sprintf("one.extensible_attributes_def$.%s.%d", o.name, o.seq)
 		human = o.name
+	case typeGrid:
+		key, human = "one.cluster$0", o.name
 	case typeZone:
 		key = fmt.Sprintf("dns.zone$._%s.%s.%d", o.dnsView, reverseName(o.name), o.seq)
 		human = o.name + "/" + o.dnsView
@@ -411,6 +424,19 @@ func (st *store) dhcpConflict(view string, a netip.Addr, self *object) bool {
 		}
 	}
 	return false
+}
+
+// typedEA turns a seeded string value of an INTEGER attribute into the
+// number NIOS stores and answers ({"value": 3}, not {"value": "3"}).
+func (st *store) typedEA(name string, v any) any {
+	if s, ok := v.(string); ok {
+		if d := st.eaDef(name); d != nil && d.eaType == "INTEGER" {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return v
 }
 
 func cloneEAs(m map[string]any) map[string]any { return maps.Clone(m) }

@@ -144,8 +144,8 @@ func (c *request) create() response {
 	if werr != nil {
 		return errResponse(*werr)
 	}
-	if c.typ == typeIPv4Address || c.typ == typeIPv6Address {
-		// Best guess text: these objects are computed.
+	if c.typ == typeIPv4Address || c.typ == typeIPv6Address || c.typ == typeGrid {
+		// Best guess text: these objects are computed, or exist once.
 		return errResponse(errProto("Operation create not allowed for %s", c.typ))
 	}
 	if werr := checkFields(c.typ, m, false); werr != nil {
@@ -617,6 +617,10 @@ func (c *request) delete() response {
 	o, ok := st.get(c.ref)
 	if !ok || o.typ != c.typ {
 		return errResponse(errRefNotFound(c.ref))
+	}
+	if o.typ == typeGrid {
+		// Best guess text, as for create.
+		return errResponse(errProto("Operation delete not allowed for %s", o.typ))
 	}
 	if o.typ == typeNetworkView && o.isDefault || o.typ == typeDNSView && o.isDefault {
 		// Best guess text.
