@@ -175,8 +175,10 @@ type NetboxReservation struct {
 	Tags []string `json:"tags,omitempty"`
 
 	// customFields are values of existing NetBox text custom fields to set.
+	// They cannot set capi_ipam_claim, the provider's claim marker.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="!('capi_ipam_claim' in self)",message="customFields cannot set capi_ipam_claim: it holds the provider's claim marker"
 	CustomFields map[string]string `json:"customFields,omitempty"`
 }
 

@@ -400,7 +400,7 @@ func (b *Backend) newObject(claim backends.Claim, src resolvedSource) (ibclient.
 	if err != nil {
 		return nil, fmt.Errorf("%w: comment pattern: %v", backends.ErrInvalidConfig, err)
 	}
-	comment = truncate(comment, 255)
+	comment = backends.Truncate(comment, maxComment)
 	eas := ibclient.EA{b.cfg.MarkerEA: claim.Marker}
 	for k, v := range b.cfg.Reservation.ExtensibleAttributes {
 		eas[k] = v
@@ -413,6 +413,9 @@ func (b *Backend) newObject(claim backends.Claim, src resolvedSource) (ibclient.
 		if dns := b.cfg.Reservation.DNS; dns != nil {
 			dnsOn, dnsView = true, dns.View
 			name = name + "." + dns.Zone
+		}
+		if err := backends.CheckDNSName("host record name", name, maxDNSName); err != nil {
+			return nil, err
 		}
 		var v4 []ibclient.HostRecordIpv4Addr
 		var v6 []ibclient.HostRecordIpv6Addr

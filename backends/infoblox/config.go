@@ -26,6 +26,12 @@ import (
 )
 
 // Defaults.
+// NIOS's limits on what the provider writes.
+const (
+	maxComment = 256
+	maxDNSName = 255
+)
+
 const (
 	// DefaultMarkerEA is the extensible attribute holding the claim's marker.
 	DefaultMarkerEA    = "CAPI-IPAM-Claim"

@@ -119,7 +119,7 @@ func newWAPIError(op string, status int, body []byte) *wapiError {
 			e.text = parsed.Error
 		}
 	}
-	e.text = truncate(strings.TrimSpace(e.text), 300)
+	e.text = backends.Truncate(strings.TrimSpace(e.text), 300)
 	e.kind = classify(e)
 	return e
 }
@@ -152,12 +152,6 @@ func classify(e *wapiError) error {
 	return fmt.Errorf("unexpected HTTP status %d", e.status)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
 
 // wapiObject names an object type for the client's request builder.
 type wapiObject struct {

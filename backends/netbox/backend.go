@@ -194,6 +194,11 @@ func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request 
 	}
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusConflict {
+			// A resent request that finds the source full may follow a first
+			// attempt that took its last address and whose answer was lost.
+			if kept, found, adoptErr := b.adoptAfterRetry(ctx, attempts.Load(), markerOf(request, b.cfg.MarkerField)); adoptErr != nil || found {
+				return kept, adoptErr
+			}
 			return nil, &sourceFullError{detail: errorDetail(err)}
 		}
 		return nil, classify(op, resp, err)
@@ -201,14 +206,30 @@ func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request 
 	if len(created) != 1 {
 		return nil, fmt.Errorf("%s: NetBox created %d addresses for one request", op, len(created))
 	}
-	if attempts.Load() > 1 {
-		if records, err := b.findByMarker(ctx, markerOf(request, b.cfg.MarkerField)); err == nil && len(records) > 0 {
-			kept, err := b.keepOne(ctx, records)
-			return &kept, err
-		}
+	// A POST that took more than one attempt may have been applied twice.
+	if kept, found, err := b.adoptAfterRetry(ctx, attempts.Load(), markerOf(request, b.cfg.MarkerField)); err == nil && found {
+		return kept, nil
 	}
 	rec := recordFromAPI(created[0])
 	return &rec, nil
+}
+
+// adoptAfterRetry keeps the claim's record when a request took more than one
+// attempt: an earlier attempt may have been applied though its answer was
+// lost.
+func (b *Backend) adoptAfterRetry(ctx context.Context, attempts int32, marker string) (*ipRecord, bool, error) {
+	if attempts <= 1 {
+		return nil, false, nil
+	}
+	records, err := b.findByMarker(ctx, marker)
+	if err != nil || len(records) == 0 {
+		return nil, false, err
+	}
+	kept, err := b.keepOne(ctx, records)
+	if err != nil {
+		return nil, false, err
+	}
+	return &kept, true, nil
 }
 
 // sourceFullError is NetBox's 409 to an available-ips request: the source
@@ -289,11 +310,13 @@ func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
 func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAddressRequest, error) {
 	req := netbox.IPAddressRequest{
 		Tags:         slices.Clone(refs.tags),
-		CustomFields: map[string]any{b.cfg.MarkerField: claim.Marker},
+		CustomFields: map[string]any{},
 	}
 	for k, v := range b.cfg.Reservation.CustomFields {
 		req.CustomFields[k] = v
 	}
+	// Last, so nothing can overwrite it (Config.validate refuses it too).
+	req.CustomFields[b.cfg.MarkerField] = claim.Marker
 	status, err := netbox.NewIPAddressStatusValueFromValue(b.cfg.Reservation.Status)
 	if err != nil {
 		return req, fmt.Errorf("%w: status: %v", backends.ErrInvalidConfig, err)
@@ -313,13 +336,16 @@ func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAd
 	if dns, err := b.dnsName.Render(claim); err != nil {
 		return req, fmt.Errorf("%w: dns name pattern: %v", backends.ErrInvalidConfig, err)
 	} else if dns != "" {
+		if err := backends.CheckDNSName("dns name", dns, maxDNSName); err != nil {
+			return req, err
+		}
 		req.DnsName = &dns
 	}
 	desc, err := b.description.Render(claim)
 	if err != nil {
 		return req, fmt.Errorf("%w: description pattern: %v", backends.ErrInvalidConfig, err)
 	}
-	desc = truncate(desc, 200)
+	desc = backends.Truncate(desc, maxDescription)
 	req.Description = &desc
 	return req, nil
 }

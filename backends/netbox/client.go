@@ -149,16 +149,10 @@ func errorDetail(err error) string {
 		// Field errors of a 400: keep them compact, they name what to fix.
 		var compact bytes.Buffer
 		if json.Compact(&compact, body) == nil {
-			return truncate(compact.String(), 300)
+			return backends.Truncate(compact.String(), 300)
 		}
 	}
 	// An HTML error page from a proxy says nothing useful beyond the status.
 	return ""
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

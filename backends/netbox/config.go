@@ -17,6 +17,12 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
+// NetBox's limits on what the provider writes (IPAddress model).
+const (
+	maxDescription = 200
+	maxDNSName     = 255
+)
+
 // Defaults for the objects the provider keeps in NetBox.
 const (
 	DefaultTag         = "cluster-api-ipam"
@@ -144,6 +150,9 @@ func (c *Config) validate() error {
 		if s.ID == 0 && s.Kind == SourceIPRange && (!s.Start.IsValid() || !s.End.IsValid() || s.End.Less(s.Start) || s.Start.Is4() != s.End.Is4()) {
 			return fmt.Errorf("%w: ip-range source %s-%s is not a range of one family", backends.ErrInvalidConfig, s.Start, s.End)
 		}
+	}
+	if _, ok := c.Reservation.CustomFields[c.MarkerField]; ok {
+		return fmt.Errorf("%w: custom field %q is the provider's claim marker and cannot be set", backends.ErrInvalidConfig, c.MarkerField)
 	}
 	if c.PrefixLength < 0 || c.PrefixLength > 128 {
 		return fmt.Errorf("%w: prefix length %d out of range", backends.ErrInvalidConfig, c.PrefixLength)

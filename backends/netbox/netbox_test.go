@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -159,6 +160,52 @@ func TestReservationWhoseAnswersWereAllLostIsFoundByItsMarker(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.2/24", alloc.Address.String(), "the oldest of the three")
 	assert.Len(t, marked(sim, "ns/a"), 1)
+}
+
+// The first attempt took the source's last free address and its answer was
+// lost; the resent request finds the source full. The claim adopts the
+// first record instead of reporting exhaustion or moving to the next source.
+func TestResentRequestThatFindsTheSourceFullAdopts(t *testing.T) {
+	sim := newSim(t, "10.0.0.0/29", "10.0.1.0/24")
+	for _, a := range []string{"10.0.0.2/29", "10.0.0.3/29", "10.0.0.4/29", "10.0.0.5/29"} {
+		sim.AddIPAddress(a, netboxsim.IPOptions{})
+	}
+	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/29", "10.0.1.0/24")...))
+	ctx := context.Background()
+	_, err := b.Validate(ctx)
+	require.NoError(t, err)
+	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "available-ips"})
+
+	alloc, err := b.Allocate(ctx, claim("a"))
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.6/29", alloc.Address.String(), "the last address, taken by the lost attempt")
+	assert.Equal(t, 2, sim.CountCalls("POST", "/api/ipam/prefixes/"), "the POST was resent and found the prefix full")
+	assert.Len(t, marked(sim, "ns/a"), 1)
+}
+
+// What the provider writes fits NetBox's limits: a long description is cut
+// to 200 characters, and a DNS name NetBox would refuse is reported.
+func TestRenderedTextFitsNetBoxLimits(t *testing.T) {
+	sim := newSim(t, "10.0.0.0/24")
+	ctx := context.Background()
+	long := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...), func(c *netbox.Config) {
+		c.Reservation.DescriptionPattern = strings.Repeat("ä", 180) + " {{ .ClaimName }} {{ .ClaimName }}"
+	})
+	alloc, err := long.Allocate(ctx, claim(strings.Repeat("n", 60)))
+	require.NoError(t, err)
+	records := marked(sim, "ns/"+strings.Repeat("n", 60))
+	require.Len(t, records, 1)
+	assert.Equal(t, 200, utf8.RuneCountInString(records[0].Description))
+	assert.True(t, strings.HasSuffix(records[0].Description, "…"))
+	assert.Equal(t, "10.0.0.2/24", alloc.Address.String())
+
+	badDNS := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...), func(c *netbox.Config) {
+		c.Reservation.DNSNamePattern = "{{ .ClaimName }} of {{ .ClusterName }}"
+	})
+	_, err = badDNS.Allocate(ctx, claim("b"))
+	require.ErrorIs(t, err, backends.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "is not a DNS name")
+	assert.Empty(t, marked(sim, "ns/b"), "nothing was reserved")
 }
 
 func TestServerErrorsAreRetried(t *testing.T) {
@@ -408,6 +455,9 @@ func TestConfigErrors(t *testing.T) {
 		{"bad URL", func(c *netbox.Config) { c.URL = "netbox:8000" }, "absolute http or https URL"},
 		{"bad pattern", func(c *netbox.Config) { c.Reservation.DNSNamePattern = "{{ .Nope }}" }, "dnsName pattern"},
 		{"unclosed pattern", func(c *netbox.Config) { c.Reservation.DescriptionPattern = "{{ .ClaimName" }, "description pattern"},
+		{"custom field naming the marker", func(c *netbox.Config) {
+			c.Reservation.CustomFields = map[string]string{netbox.DefaultMarkerField: "default/other"}
+		}, "claim marker"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -232,6 +232,9 @@ func TestInvalidSpecsAreRejectedByTheAPIServer(t *testing.T) {
 		}, "exclude each other"},
 		{"unknown status", func(s *v1alpha1.NetboxIPPoolSpec) { s.Reservation.Status = "taken" }, "Unsupported value"},
 		{"prefix length out of range", func(s *v1alpha1.NetboxIPPoolSpec) { s.PrefixLength = ptr.To[int32](129) }, "prefixLength"},
+		{"custom field naming the marker", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Reservation.CustomFields = map[string]string{"capi_ipam_claim": "default/someone-else"}
+		}, "customFields cannot set capi_ipam_claim"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
