@@ -5,7 +5,9 @@
 // attributes included), next-available-IP allocation, NIOS's error bodies
 // and its httpd's HTML pages. Infoblox NIOS is proprietary, so this
 // simulator is what the backend is tested against; its tests drive it with
-// raw HTTP and with github.com/infobloxopen/infoblox-go-client/v2 v2.12.0.
+// raw HTTP and with github.com/infobloxopen/infoblox-go-client/v2 v2.12.0,
+// and its fidelity suite (test/wapisim/fidelity, test/wapifidelity) with
+// v2.12.0 and v2.11.0. It answers as the WAPI 2.12 reference documents.
 //
 // # Server
 //
@@ -29,7 +31,7 @@
 //
 // networkview, network, ipv6network, range, ipv6range, fixedaddress,
 // ipv6fixedaddress, record:host, extensibleattributedef, zone_auth, view
-// (DNS views) and the computed ipv4address/ipv6address. GET searches,
+// (DNS views), grid (read only) and the computed ipv4address/ipv6address. GET searches,
 // GET/PUT/DELETE by reference, POST creates (with func:nextavailableip or
 // the _object_function form in address fields).
 //
@@ -50,6 +52,67 @@
 // processes), SetLatency for every request, Calls/ResetCalls,
 // CountCalls(method, pathPrefix) and CountObjectCalls(method, objtype),
 // which ignores the WAPI version.
+//
+// # Query parameters
+//
+// _return_fields and _return_fields+ may be repeated: every occurrence
+// counts, as if listed with commas (WAPI reference). Search arguments may
+// be repeated: an object matches if any value matches ("!=" if none
+// does). Modifiers: '!', ':' and one of '~', '<', '>' before '='; '*'
+// before a name searches an extensible attribute. _max_results (negative:
+// error beyond the limit; default -1000), _paging with _return_as_object
+// and _page_id, _proxy_search (GM or LOCAL), _return_type (json,
+// json-pretty), _inheritance (ignored) and _schema are understood.
+//
+// # Known gaps
+//
+// What the simulator does not do, and what a real grid answers instead:
+//
+//   - Object types: only those listed under Objects (and grid, with only
+//     its name). Any other type gets "Unknown object type", where NIOS
+//     would answer it. Object functions (_function=…, e.g. grid
+//     restartservices, network next_available_ip as a function call) are
+//     not simulated; only func:nextavailableip in address fields and the
+//     _object_function form are.
+//   - Fields: each object has the fields in schema.go. NIOS has many more
+//     (creation_time, disable, ddns_*, discovered_data, …); asking for
+//     one gets "Unknown argument/field" here and its value on NIOS.
+//     Searchable fields are those in schema.go; NIOS documents more
+//     (record:host alias, dns_name, creator; network contains_address,
+//     ipv4addr, unmanaged; ipv4address ip_address '~=', usage, is_conflict;
+//     …), which get "Field is not searchable" or "Unknown argument/field"
+//     here. Nested return fields (ipv4addrs.mac style) are not simulated.
+//   - Repeated search arguments are alternatives (OR) here. The reference
+//     does not say how NIOS combines them per field type; for list-valued
+//     (multi-value) extensible attributes NIOS may require all values.
+//   - Extensible attributes: no inheritance (_inheritance is ignored; NIOS
+//     would return inherited values with it), no multi-value attributes,
+//     no DATE, EMAIL, URL or ENUM validation; '<=' and '>=' work on
+//     INTEGER attributes only (NIOS also on DATE). Search on an undefined
+//     attribute answers "Unknown extensible attribute" (best-guess text).
+//   - Other options given twice (_max_results=1&_max_results=2): the last
+//     wins here; NIOS's behaviour is not documented.
+//   - _return_type=xml and xml-pretty, _schema_version, _schema_searchable
+//     and _get_doc are refused with "… is not supported by the WAPI
+//     simulator" (AdmConProtoError); NIOS answers them. _schema answers
+//     field names, supports and searchable_by only: no field types,
+//     is_array, doc or function lists, and supported_versions without
+//     patch versions (NIOS lists e.g. 2.12.3).
+//   - Paging: a page id is good for one request and expires after
+//     SetPageTTL (10 minutes by default, a best guess: NIOS documents
+//     expiry but no duration); the texts of paging errors are best guesses.
+//   - Error texts marked "best guess" in errors.go and search.go (invalid
+//     values, modifier errors, read-only fields, page ids, not-allowed
+//     operations) are modelled on sourced ones; NIOS's wording may differ,
+//     its status and code (400, Client.Ibap.Proto) should not.
+//   - Not simulated at all: scheduling (_schedinfo), approval workflows,
+//     the request and fileop objects, CSV import/export, permissions
+//     beyond write/superuser, DNS and DHCP services (restarts, leases,
+//     conflicts: is_conflict is always false), discovery, cloud API
+//     ownership (cloud_info is a fixed default), multiple grid members
+//     (_proxy_search=LOCAL answers as the grid master), and XML bodies.
+//   - Host records answer mac in ipv4addrs only when one is set, and
+//     network members as an empty list; NIOS fills DHCP defaults there.
 //
 // Note that infoblox-go-client v2.12.0 retries every failed request once
 // (with _proxy_search=GM on searches) and repeats a search that found

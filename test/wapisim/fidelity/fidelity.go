@@ -29,7 +29,7 @@ const (
 
 	user     = "admin"
 	password = "infoblox"
-	// wapiVersion is the WAPI version the cases speak (NIOS 9.0).
+	// wapiVersion is the WAPI version the cases speak, the default of our pools.
 	wapiVersion = "2.12"
 )
 
