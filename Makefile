@@ -49,15 +49,39 @@ demo: ## Run the demo: a local API server, the NetBox simulator and the manager 
 test: test-sim test-real-netbox ## Run every test: unit and simulator suites, then the integration suite against a real NetBox.
 
 .PHONY: test-sim
-test-sim: ## Run the unit tests and the integration suite against the NetBox simulator, on a real kube-apiserver and etcd.
+test-sim: ## Run the unit tests and the integration suite against the NetBox simulator, on a real kube-apiserver and etcd, then a short chaos run.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 	# The WAPI simulator's fidelity cases with infoblox-go-client v2.11.0 (a nested module).
 	cd test/wapifidelity && go test $(GO_TEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim $(CHAOS_SHORT_FLAGS)
 
 .PHONY: test-real-netbox
-test-real-netbox: ## Run the integration suite against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
+test-real-netbox: ## Run the integration suite and a short chaos run against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
 	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real $(CHAOS_SHORT_FLAGS)
+
+# Chaos runs (docs/chaos.md): the manager process under IPAM faults, SIGKILLs
+# and IPAddress deletions. make test runs a short one; make chaos the full one.
+CHAOS_SHORT_FLAGS ?= -claims 60 -seeds 1 -kills 1 -liveness 2m -stall 60s
+CHAOS_FLAGS ?= -kills 3 -fault-rate 0.2 -delete-rate 0.05 -liveness 5m
+CHAOS_OUT ?= out/chaos
+
+.PHONY: chaos
+chaos: chaos-sim chaos-real-netbox ## Run the full chaos run: 1000 claims x 3 seeds on each simulator, 300 on a real NetBox; prints a table, fails on any violation.
+
+.PHONY: chaos-sim
+chaos-sim: ## Run the full chaos run against the NetBox and WAPI simulators (1000 claims, 5 pools, seeds 1,2,3).
+	mkdir -p $(CHAOS_OUT)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim \
+		-claims 1000 -seeds 1,2,3 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/sim -out $(CHAOS_OUT)/chaos-sim.txt
+
+.PHONY: chaos-real-netbox
+chaos-real-netbox: ## Run the full chaos run against a real NetBox 4.7.3 (300 claims), started by hack/netbox/up.sh (root).
+	mkdir -p $(CHAOS_OUT)
+	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real \
+		-claims 300 -seeds 1 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/real-netbox -out $(CHAOS_OUT)/chaos-real-netbox.txt
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures (backend micro-benchmark, then end to end on envtest).
