@@ -77,7 +77,8 @@ func chaos() int {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
-	if *workDir == "" {
+	tempDir := *workDir == ""
+	if tempDir {
 		if *workDir, err = os.MkdirTemp("", "chaos-"); err != nil {
 			return failure(err)
 		}
@@ -136,9 +137,14 @@ func chaos() int {
 	}
 	w := io.MultiWriter(sinks...)
 	failed := printTable(w, results, *faultRate)
-	fmt.Fprintf(w, "\nmanager logs: %s\n", *workDir)
 	if failed || ctx.Err() != nil {
+		fmt.Fprintf(w, "\nmanager and proxy logs: %s\n", *workDir)
 		return 1
+	}
+	if tempDir {
+		_ = os.RemoveAll(*workDir)
+	} else {
+		fmt.Fprintf(w, "\nmanager and proxy logs: %s\n", *workDir)
 	}
 	return 0
 }
