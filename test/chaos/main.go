@@ -52,6 +52,7 @@ func chaos() int {
 		deleteRate   = flag.Float64("delete-rate", 0.05, "share of IPAddresses deleted once bound")
 		slowMax      = flag.Duration("slow-max", 2*time.Second, "longest delay of a slow answer")
 		slowRequest  = flag.Bool("slow-request", false, "delay slow requests before they reach the IPAM system instead of delaying their answers (a killed manager's request may then be processed after its successor acted)")
+		outage       = flag.Duration("outage", 10*time.Second, "one outage per burst, this long, during which every IPAM request fails (5xx or reset); 0 for none")
 		stall        = flag.Duration("stall", 90*time.Second, "stop the faults of a burst when no claim progressed for this long")
 		faultMax     = flag.Duration("fault-max", 10*time.Minute, "stop the faults of a burst after this long at most")
 		liveness     = flag.Duration("liveness", 3*time.Minute, "bound, after the faults stop, for every claim to bind (or, releasing, to be gone)")
@@ -117,7 +118,7 @@ func chaos() int {
 			}
 			s := settings{
 				backend: backend, seed: seed, claims: *claims, pools: *pools, kills: *kills,
-				faultRate: *faultRate, deleteRate: *deleteRate, slowMax: *slowMax, slowRequest: *slowRequest, stall: *stall,
+				faultRate: *faultRate, deleteRate: *deleteRate, slowMax: *slowMax, slowRequest: *slowRequest, outage: *outage, stall: *stall,
 				faultMax: *faultMax, liveness: *liveness, concurrency: *concurrency, extraArgs: strings.Fields(*managerArgs),
 			}
 			fmt.Fprintf(os.Stderr, "\n===== %s, seed %d: %d claims in %d pools, %d kills per burst, fault rate %.2f\n",
@@ -152,18 +153,18 @@ func chaos() int {
 // printTable prints one line per run, then each failed run's violations;
 // it reports whether any run failed.
 func printTable(w io.Writer, results []*result, faultRate float64) bool {
-	fmt.Fprintf(w, "\nChaos runs (fault rate %.2f; times from the start of each burst)\n\n", faultRate)
+	fmt.Fprintf(w, "\nChaos runs (fault rate %.2f, outage requests included in 5xx and reset-before; times from the start of each burst)\n\n", faultRate)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tseed\tclaims\trequests\t5xx\treset-before\treset-after\tslow\tkills\tdeleted\tall bound\tall released\tduplicates\tleaks\tmismatches\tstuck\tresult\t")
+	fmt.Fprintln(tw, "backend\tseed\tclaims\trequests\t5xx\treset-before\treset-after\tslow\toutages (reqs)\tkills\tdeleted\tall bound\tall released\tduplicates\tleaks\tmismatches\tstuck\tresult\t")
 	failed := false
 	for _, r := range results {
 		verdict := "ok"
 		if r.failed() {
 			verdict, failed = "FAIL", true
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n",
 			r.backend, r.seed, r.claims, r.counts.requests, r.counts.faults[fault5xx], r.counts.faults[faultResetBefore],
-			r.counts.faults[faultResetAfter], r.counts.faults[faultSlow], r.kills, r.deleted,
+			r.counts.faults[faultResetAfter], r.counts.faults[faultSlow], r.counts.outages, r.counts.outageRequests, r.kills, r.deleted,
 			duration(r.bound), duration(r.released), r.duplicates, r.leaks, r.mismatches, r.stuck, verdict)
 	}
 	_ = tw.Flush()

@@ -65,6 +65,11 @@ type faultProxy struct {
 	enabled  atomic.Bool
 	requests atomic.Int64
 	faults   [numFaultKinds]atomic.Int64
+	// outageUntil (Unix nanoseconds) ends the current outage: until then
+	// every request fails, with a 5xx or a reset before forwarding.
+	outageUntil    atomic.Int64
+	outages        atomic.Int64
+	outageRequests atomic.Int64
 }
 
 // newFaultProxy starts a proxy on 127.0.0.1 in front of upstream (a base
@@ -132,6 +137,14 @@ func (p *faultProxy) Close() {
 
 func (p *faultProxy) setEnabled(on bool) { p.enabled.Store(on) }
 
+// outage makes every request fail for d, as an IPAM system that restarts
+// or a network that drops out would: long enough for the clients' retries
+// to give up, so that pools blip and claims must recover afterwards.
+func (p *faultProxy) outage(d time.Duration) {
+	p.outages.Add(1)
+	p.outageUntil.Store(time.Now().Add(d).UnixNano())
+}
+
 // draw picks the fault for one request, and the delay and status it needs.
 func (p *faultProxy) draw() (faultKind, time.Duration, int) {
 	if !p.enabled.Load() {
@@ -139,6 +152,13 @@ func (p *faultProxy) draw() (faultKind, time.Duration, int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if time.Now().UnixNano() < p.outageUntil.Load() {
+		p.outageRequests.Add(1)
+		if p.rng.IntN(2) == 0 {
+			return faultResetBefore, 0, 0
+		}
+		return fault5xx, 0, http.StatusServiceUnavailable
+	}
 	if p.rng.Float64() >= p.rate {
 		return faultNone, 0, 0
 	}
@@ -152,12 +172,14 @@ func (p *faultProxy) draw() (faultKind, time.Duration, int) {
 }
 
 type counts struct {
-	requests int64
-	faults   [numFaultKinds]int64
+	requests       int64
+	faults         [numFaultKinds]int64
+	outages        int64
+	outageRequests int64
 }
 
 func (p *faultProxy) counts() counts {
-	c := counts{requests: p.requests.Load()}
+	c := counts{requests: p.requests.Load(), outages: p.outages.Load(), outageRequests: p.outageRequests.Load()}
 	for k := range c.faults {
 		c.faults[k] = p.faults[k].Load()
 	}

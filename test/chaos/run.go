@@ -42,6 +42,7 @@ type settings struct {
 	deleteRate  float64
 	slowMax     time.Duration
 	slowRequest bool
+	outage      time.Duration
 	stall       time.Duration
 	faultMax    time.Duration
 	liveness    time.Duration
@@ -373,6 +374,7 @@ func (r *run) phase(ctx context.Context, name string, started <-chan struct{}, p
 	start := time.Now()
 	lastProgress, last := time.Now(), -1
 	kills := 0
+	outage := r.s.outage <= 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -397,6 +399,15 @@ func (r *run) phase(ctx context.Context, name string, started <-chan struct{}, p
 				time.Sleep(3 * time.Second)
 			}
 		}
+		// One outage per burst, between the first kill and the second, so
+		// that pools blip and waiting claims must be woken again.
+		if !outage && (done >= total*2/5 || stalled) {
+			outage = true
+			r.px.outage(r.s.outage)
+			r.mgr.note("%s: IPAM outage of %s", name, r.s.outage)
+			r.logf("%s: IPAM outage of %s at %d/%d", name, r.s.outage, done, total)
+			lastProgress = time.Now().Add(r.s.outage)
+		}
 		if during != nil {
 			during(st)
 		}
@@ -407,7 +418,7 @@ func (r *run) phase(ctx context.Context, name string, started <-chan struct{}, p
 		default:
 		}
 		switch {
-		case !burstIn || kills < r.s.kills:
+		case !burstIn || kills < r.s.kills || !outage || time.Now().UnixNano() < r.px.outageUntil.Load():
 			continue
 		case done == total:
 		case stalled:
