@@ -68,6 +68,10 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 		}
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
+	if meta.GetLabels()[v1alpha1.CredentialsLabel] != "true" {
+		return nil, &SecretError{Reason: v1alpha1.CredentialsNotAllowedReason,
+			Message: fmt.Sprintf("Secret %s does not allow pools to use it: its owner must label it %s=true", key, v1alpha1.CredentialsLabel)}
+	}
 
 	b.mu.Lock()
 	entry, ok := b.entries[pool.GetUID()]

@@ -31,17 +31,24 @@ func InfobloxPoolKinds() PoolKinds {
 			Kind: "InfobloxIPPool", Namespaced: true, Backend: "infoblox",
 			New:        func() Pool { return &v1alpha1.InfobloxIPPool{} },
 			NewList:    func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} },
-			SecretName: secretName,
-			NewBackend: newInfobloxBackend,
+			SecretName:         secretName,
+			InsecureConnection: infobloxInsecure,
+			NewBackend:         newInfobloxBackend,
 		},
 		{
 			Kind: "GlobalInfobloxIPPool", Namespaced: false, Backend: "infoblox",
 			New:        func() Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
 			NewList:    func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} },
-			SecretName: secretName,
-			NewBackend: newInfobloxBackend,
+			SecretName:         secretName,
+			InsecureConnection: infobloxInsecure,
+			NewBackend:         newInfobloxBackend,
 		},
 	}
+}
+
+func infobloxInsecure(p Pool) string {
+	c := p.(infobloxPool).GetInfobloxSpec().Connection
+	return insecureConnection(false, c.InsecureSkipTLSVerify)
 }
 
 // newInfobloxBackend turns an Infoblox pool and its Secret into a backend.

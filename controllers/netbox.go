@@ -27,17 +27,36 @@ func NetboxPoolKinds() PoolKinds {
 			Kind: "NetboxIPPool", Namespaced: true, Backend: "netbox",
 			New:        func() Pool { return &v1alpha1.NetboxIPPool{} },
 			NewList:    func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} },
-			SecretName: secretName,
-			NewBackend: newNetboxBackend,
+			SecretName:         secretName,
+			InsecureConnection: netboxInsecure,
+			NewBackend:         newNetboxBackend,
 		},
 		{
 			Kind: "GlobalNetboxIPPool", Namespaced: false, Backend: "netbox",
 			New:        func() Pool { return &v1alpha1.GlobalNetboxIPPool{} },
 			NewList:    func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} },
-			SecretName: secretName,
-			NewBackend: newNetboxBackend,
+			SecretName:         secretName,
+			InsecureConnection: netboxInsecure,
+			NewBackend:         newNetboxBackend,
 		},
 	}
+}
+
+func netboxInsecure(p Pool) string {
+	c := p.(netboxPool).GetNetboxSpec().Connection
+	return insecureConnection(strings.HasPrefix(strings.ToLower(c.URL), "http://"), c.InsecureSkipTLSVerify)
+}
+
+// insecureConnection describes what a plain-http or unverified connection
+// exposes.
+func insecureConnection(plainHTTP, skipVerify bool) string {
+	switch {
+	case plainHTTP:
+		return "the connection uses plain http: the credentials and every answer cross the network unencrypted"
+	case skipVerify:
+		return "insecureSkipTLSVerify is set: any server on the way can pose as the IPAM system and receive the credentials"
+	}
+	return ""
 }
 
 // newNetboxBackend turns a NetBox pool and its Secret into a backend.

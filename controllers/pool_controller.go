@@ -135,7 +135,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	}
 	defer func() {
 		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
-			v1alpha1.ReadyCondition, v1alpha1.AddressesCountedCondition, clusterv1.PausedCondition,
+			v1alpha1.ReadyCondition, v1alpha1.AddressesCountedCondition, v1alpha1.ConnectionSecureCondition, clusterv1.PausedCondition,
 		}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
@@ -153,6 +153,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		return ctrl.Result{}, nil
 	}
 	conditions.Set(pool, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse, Reason: clusterv1.NotPausedReason})
+	r.reconcileConnectionSecurity(pool)
 	return r.reconcileNormal(ctx, pool)
 }
 
@@ -185,6 +186,21 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 			"Pool is ready: %d addresses, %d used", usage.Total, usage.Used)
 	}
 	return ctrl.Result{RequeueAfter: r.SyncPeriod}, nil
+}
+
+// reconcileConnectionSecurity warns, on the pool and once in an event, when
+// its connection exposes the credentials.
+func (r *PoolReconciler) reconcileConnectionSecurity(pool Pool) {
+	warning := r.Kind.InsecureConnection(pool)
+	if warning == "" {
+		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ConnectionSecureCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SecureReason})
+		return
+	}
+	if prev := conditions.Get(pool, v1alpha1.ConnectionSecureCondition); prev == nil || prev.Message != warning {
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.InsecureConnectionReason, "Validate", "%s", warning)
+	}
+	conditions.Set(pool, metav1.Condition{Type: v1alpha1.ConnectionSecureCondition, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.InsecureConnectionReason, Message: warning})
 }
 
 // failed handles a failure to build, validate or count the pool. A ready

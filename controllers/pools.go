@@ -43,6 +43,9 @@ type PoolKind struct {
 	NewList func() client.ObjectList
 	// SecretName names the pool's credentials Secret.
 	SecretName func(Pool) string
+	// InsecureConnection says how the pool's connection exposes its
+	// credentials or answers, or "" when it is https with verification.
+	InsecureConnection func(Pool) string
 	// NewBackend builds the pool's backend from its spec and Secret. It makes
 	// no request; errors say what is wrong with the spec or the Secret.
 	NewBackend func(pool Pool, secret *corev1.Secret, opts BackendOptions) (backends.Backend, error)

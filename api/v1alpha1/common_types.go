@@ -15,6 +15,9 @@ const (
 	ReadyReason = "Ready"
 	// CredentialsSecretNotFoundReason: the Secret named in the pool does not exist where the pool may read it.
 	CredentialsSecretNotFoundReason = "CredentialsSecretNotFound"
+	// CredentialsNotAllowedReason: the Secret does not carry the
+	// CredentialsLabel, so its owner has not allowed pools to use it.
+	CredentialsNotAllowedReason = "CredentialsNotAllowed"
 	// InvalidCredentialsSecretReason: the Secret lacks a key or holds an unusable value.
 	InvalidCredentialsSecretReason = "InvalidCredentialsSecret"
 	// AuthenticationFailedReason: the backend refused the credentials.
@@ -34,6 +37,15 @@ const (
 	// PausedReason: the pool carries the cluster.x-k8s.io/paused annotation.
 	PausedReason = "Paused"
 
+	// ConnectionSecureCondition is False when the pool reaches its IPAM
+	// system over plain http or without verifying its certificate: its
+	// credentials can then be read or its answers forged on the way.
+	ConnectionSecureCondition = "ConnectionSecure"
+	// SecureReason: https with certificate verification.
+	SecureReason = "Secure"
+	// InsecureConnectionReason: plain http, or insecureSkipTLSVerify.
+	InsecureConnectionReason = "InsecureConnection"
+
 	// AddressesCountedCondition is True when status.addresses holds the
 	// counts of the last refresh, and False while refreshing them fails; the
 	// pool stays ready and keeps allocating meanwhile.
@@ -43,6 +55,12 @@ const (
 	// CountFailedReason: refreshing the counts failed; status.addresses holds the last ones.
 	CountFailedReason = "CountFailed"
 )
+
+// CredentialsLabel must be set to "true" on a Secret before a pool may use
+// it: whoever may create a pool in a namespace may otherwise point it at a
+// server of their own with any Secret there that has the right keys, and
+// receive the credentials.
+const CredentialsLabel = "ipam.cluster.x-k8s.io/bridge-credentials"
 
 // Finalizers.
 const (

@@ -116,7 +116,8 @@ func burst(cfg *rest.Config, workers, run int) (result, error) {
 	labels := map[string]string{clusterv1.WatchLabel: filter}
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "netbox"}, Data: map[string][]byte{"token": []byte(token)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "netbox",
+			Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}}, Data: map[string][]byte{"token": []byte(token)}},
 		&v1alpha1.NetboxIPPool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool", Labels: labels},
 			Spec: v1alpha1.NetboxIPPoolSpec{

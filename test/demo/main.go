@@ -79,8 +79,9 @@ func run() error {
 	objects := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}},
 		&corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "netbox"},
-			Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "netbox",
+				Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}},
+			Data: map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)},
 		},
 		&v1alpha1.NetboxIPPool{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "lab"},

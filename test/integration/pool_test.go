@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -113,10 +112,7 @@ func TestNetBoxOverTLSWithACABundle(t *testing.T) {
 	t.Cleanup(sim.Close)
 	sim.AddToken(f.token, true)
 	sim.AddPrefixWithGateway("10.54.0.0/24", netboxsim.PrefixOptions{})
-	require.NoError(t, k8s.Create(f.ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "netbox-tls"},
-		Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(f.token), v1alpha1.CABundleKey: sim.CACertPEM()},
-	}))
+	f.createSecretData(f.ns, "netbox-tls", map[string][]byte{v1alpha1.NetboxTokenKey: []byte(f.token), v1alpha1.CABundleKey: sim.CACertPEM()})
 	trusted := f.createNetboxPool("trusted", "10.54.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 		s.Connection = v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox-tls"}}
 	})

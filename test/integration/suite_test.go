@@ -206,7 +206,8 @@ func (f *fixture) createSystemSecret(namespace, name string) {
 
 func (f *fixture) createSecretData(namespace, name string, data map[string][]byte) {
 	f.t.Helper()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Data: data}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
+		Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}}, Data: data}
 	require.NoError(f.t, k8s.Create(f.ctx, s))
 	f.t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
 }

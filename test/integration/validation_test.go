@@ -50,10 +50,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "Secret without a token",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				require.NoError(f.t, k8s.Create(f.ctx, &corev1.Secret{
-					ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "empty"},
-					Data:       map[string][]byte{"username": []byte("admin")},
-				}))
+				f.createSecretData(f.ns, "empty", map[string][]byte{"username": []byte("admin")})
 				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.Connection.CredentialsSecretRef.Name = "empty"
 				})

@@ -101,8 +101,9 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 	require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	for _, secretNS := range []string{ns, targetNS} {
 		require.NoError(t, admin.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: secretNS, Name: "netbox"},
-			Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: secretNS, Name: "netbox",
+				Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}},
+			Data: map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)},
 		}))
 	}
 	spec := func(cidr string) v1alpha1.NetboxIPPoolSpec {
