@@ -35,11 +35,28 @@ type Backend interface {
 	// Lookup returns the address reserved for the claim, or ErrNotFound.
 	Lookup(ctx context.Context, claim Claim) (Allocation, error)
 
-	// Release deletes every record that carries the claim's marker. If none
-	// does but the system still holds last, the address the claim was given,
-	// under another or no marker, it leaves that record alone and returns
-	// ErrNotOwned. A claim with nothing to release is not an error.
-	Release(ctx context.Context, claim Claim, last netip.Prefix) error
+	// Release deletes every record that carries the claim's marker, and the
+	// record last names if it still does. It needs only the connection: no
+	// validation, so a pool whose sources, gateway or references changed in
+	// the system can still release. If nothing was released but last's
+	// record is still there under another or no marker, it leaves it alone
+	// and returns ErrNotOwned; if last's record lives where the pool no
+	// longer reaches, ErrUnreachable. Nothing to release is not an error.
+	Release(ctx context.Context, claim Claim, last Reservation) error
+
+	// Endpoint names the system the backend talks to, as recorded in
+	// Reservation.Endpoint.
+	Endpoint() string
+}
+
+// Reservation says where a claim's address was reserved, as recorded when
+// it was; a field is empty when unknown.
+type Reservation struct {
+	Address netip.Prefix
+	// Endpoint is Backend.Endpoint of the backend that reserved it.
+	Endpoint string
+	// Reference is the system's identifier of the record.
+	Reference string
 }
 
 // Claim identifies the owner of a reservation.
@@ -59,8 +76,15 @@ type Allocation struct {
 	Address netip.Prefix
 	// Gateway, or the zero Addr when the pool sets none.
 	Gateway netip.Addr
-	// Reference is the system's identifier of the record, for logs and events.
+	// Reference is the system's identifier of the record.
 	Reference string
+	// Endpoint is the system that holds the record (Backend.Endpoint).
+	Endpoint string
+}
+
+// Reservation is where the allocation lives, for a later release.
+func (a Allocation) Reservation() Reservation {
+	return Reservation{Address: a.Address, Endpoint: a.Endpoint, Reference: a.Reference}
 }
 
 // Usage counts the addresses of a pool's sources.

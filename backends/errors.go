@@ -24,4 +24,8 @@ var (
 	// ErrNotOwned: a record holds the address but not the claim's marker,
 	// so the provider must leave it alone.
 	ErrNotOwned = errors.New("record does not carry the claim's marker")
+	// ErrUnreachable: the claim's record lives where the pool's current
+	// configuration does not reach (another endpoint, or a search the system
+	// now refuses), so it was left in place.
+	ErrUnreachable = errors.New("record not reachable from the pool")
 )

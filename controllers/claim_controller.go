@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -81,7 +82,13 @@ type ClaimReconciler struct {
 	MaxRetryInterval time.Duration
 
 	waits *waitBackoff
+	// released remembers the claims whose release is done, by UID, until
+	// their finalizer removal has surely reached the cache.
+	released *cache.Expiring
 }
+
+// releasedMemory is how long a finished release is remembered.
+const releasedMemory = 10 * time.Minute
 
 // SetupWithManager watches claims for our pool kinds, their IPAddresses,
 // their Clusters (to resume when unpaused) and our pools (to resume when one
@@ -94,6 +101,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		r.MaxRetryInterval = DefaultMaxRetryInterval
 	}
 	r.waits = newWaitBackoff(r.MaxRetryInterval)
+	r.released = cache.NewExpiring()
 	log := ctrl.LoggerFrom(ctx)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").
@@ -309,10 +317,12 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		return r.allocationFailed(claim, err)
 	}
 
+	recordReservation(claim, alloc)
 	address, err := r.newIPAddress(claim, pool, alloc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	recordReservation(address, alloc)
 	if err := r.Client.Create(ctx, address); err != nil {
 		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
 			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
@@ -384,8 +394,14 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 		log.Info("Pool is gone, the address cannot be released in the backend")
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, PoolNotFoundReason, "Release",
 			"%s %s not found: the address was not released in the IPAM system", kind.Kind, claim.Spec.PoolRef.Name)
-	} else if err := r.release(ctx, claim, kind, pool, address); err != nil {
-		return ctrl.Result{}, err
+	} else if _, done := r.released.Get(claim.UID); !done {
+		if err := r.release(ctx, claim, kind, pool, address); err != nil {
+			return ctrl.Result{}, err
+		}
+		// The reconcile that the IPAddress's deletion brings may still see
+		// the claim with its finalizer in the cache: it must not release
+		// (search, delete, report) a second time.
+		r.released.Set(claim.UID, struct{}{}, releasedMemory)
 	}
 
 	if address != nil {
@@ -402,35 +418,73 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 
 func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool, address *ipamv1.IPAddress) error {
 	log := ctrl.LoggerFrom(ctx)
-	var last netip.Prefix
-	if address != nil {
-		last, _ = addressPrefix(address)
-	}
+	last := recordedReservation(claim, address)
 	backend, err := r.Backends.For(ctx, kind, pool)
 	if err == nil {
 		err = backend.Release(ctx, r.backendClaim(claim), last)
 	}
-	switch {
-	case errors.Is(err, backends.ErrNotOwned):
-		// Someone took the record over in the IPAM system: respect that,
-		// say so, and let the claim go.
+	// A record left in the IPAM system is never silent: a condition, an
+	// event on the claim and on the pool (which outlives it), and a metric.
+	leave := func(reason string) error {
 		log.Info("Leaving the backend record in place", "reason", err.Error())
-		setClaimReady(claim, metav1.ConditionFalse, ReleaseSkippedReason, err.Error())
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, ReleaseSkippedReason, "Release", "%v", err)
-		r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, ReleaseSkippedReason, "Release",
+		recordsLeft.WithLabelValues(kind.Kind, reason).Inc()
+		setClaimReady(claim, metav1.ConditionFalse, reason, err.Error())
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, reason, "Release", "%v", err)
+		r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, reason, "Release",
 			"Claim %s/%s: %v", claim.Namespace, claim.Name, err)
 		return nil
+	}
+	switch {
+	case errors.Is(err, backends.ErrNotOwned):
+		// Someone took the record over in the IPAM system: respect that.
+		return leave(ReleaseSkippedReason)
+	case errors.Is(err, backends.ErrUnreachable):
+		// The record lives where the pool no longer reaches.
+		return leave(ReleaseLeftReason)
 	case err != nil:
 		setClaimReady(claim, metav1.ConditionFalse, ReleaseFailedReason, err.Error())
 		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, ReleaseFailedReason, "Release", "%v", err)
 		return fmt.Errorf("releasing address: %w", err)
 	}
-	if last.IsValid() {
-		log.Info("Released address", "address", last.String())
+	if last.Address.IsValid() {
+		log.Info("Released address", "address", last.Address.String())
 		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressReleasedReason, "Release",
-			"Released %s to %s %s", last, kind.Kind, pool.GetName())
+			"Released %s to %s %s", last.Address, kind.Kind, pool.GetName())
 	}
 	return nil
+}
+
+// recordReservation notes where the claim's address lives, on the claim and
+// its IPAddress, so that a release finds that record whatever becomes of
+// the pool's spec or the IPAddress.
+func recordReservation(obj metav1.Object, alloc backends.Allocation) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[v1alpha1.ReservationEndpointAnnotation] = alloc.Endpoint
+	a[v1alpha1.ReservationRecordAnnotation] = alloc.Reference
+	obj.SetAnnotations(a)
+}
+
+// recordedReservation is where the claim's address was reserved: from the
+// claim's annotations, else its IPAddress's, with the IPAddress's address.
+func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) backends.Reservation {
+	var last backends.Reservation
+	recorded := []metav1.Object{claim}
+	if address != nil {
+		recorded = append(recorded, address)
+	}
+	for _, o := range recorded {
+		if ref := o.GetAnnotations()[v1alpha1.ReservationRecordAnnotation]; ref != "" && last.Reference == "" {
+			last.Reference = ref
+			last.Endpoint = o.GetAnnotations()[v1alpha1.ReservationEndpointAnnotation]
+		}
+	}
+	if address != nil {
+		last.Address, _ = addressPrefix(address)
+	}
+	return last
 }
 
 // backendClaim describes the claim to the backend.

@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -46,6 +45,11 @@ var (
 		Help: "Addresses of a pool's sources as the IPAM system reports them, by state (total, used, free).",
 	}, []string{"pool_kind", "namespace", "name", "state"})
 
+	recordsLeft = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_ipam_bridge_records_left_total",
+		Help: "Records left in the IPAM system when their claim was deleted, by pool kind and reason (ReleaseSkipped: no longer carries the marker; ReleaseLeft: out of the pool's reach).",
+	}, []string{"pool_kind", "reason"})
+
 	waiting = &waitingClaims{claims: map[types.NamespacedName]waitingClaim{}}
 
 	registerOnce sync.Once
@@ -55,7 +59,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests,
-			claimBindSeconds, poolAddresses, waiting)
+			claimBindSeconds, poolAddresses, recordsLeft, waiting)
 	})
 }
 
@@ -102,7 +106,7 @@ func (i *instrumented) Lookup(ctx context.Context, c backends.Claim) (backends.A
 	return a, err
 }
 
-func (i *instrumented) Release(ctx context.Context, c backends.Claim, last netip.Prefix) error {
+func (i *instrumented) Release(ctx context.Context, c backends.Claim, last backends.Reservation) error {
 	start := time.Now()
 	err := i.Backend.Release(ctx, c, last)
 	i.observe("release", start, err)
@@ -125,6 +129,7 @@ func outcome(err error) string {
 		{backends.ErrSetupRequired, "setup_required"},
 		{backends.ErrUnavailable, "unavailable"},
 		{backends.ErrNotOwned, "not_owned"},
+		{backends.ErrUnreachable, "unreachable"},
 	} {
 		if errors.Is(err, o.err) {
 			return o.name

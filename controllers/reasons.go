@@ -18,6 +18,10 @@ const (
 	// ReleaseSkippedReason: the backend's record no longer carries the
 	// claim's marker, so it was left in place.
 	ReleaseSkippedReason = "ReleaseSkipped"
+	// ReleaseLeftReason: on deletion, the claim's record lives where the
+	// pool no longer reaches (another endpoint, or a search the system now
+	// refuses), so it was left in place; the message names it.
+	ReleaseLeftReason = "ReleaseLeft"
 	// ReleaseFailedReason: releasing the address failed and will be retried.
 	ReleaseFailedReason = "ReleaseFailed"
 	// ClusterNotFoundReason: the claim's Cluster does not exist.

@@ -62,6 +62,18 @@ const (
 // receive the credentials.
 const CredentialsLabel = "ipam.cluster.x-k8s.io/bridge-credentials"
 
+// Annotations on IPAddressClaims and IPAddresses that record where a
+// reservation lives, so that its release finds it whatever becomes of the
+// pool's spec.
+const (
+	// ReservationEndpointAnnotation names the IPAM system (NetBox's URL, the
+	// grid's WAPI URL).
+	ReservationEndpointAnnotation = "ipam.cluster.x-k8s.io/bridge-endpoint"
+	// ReservationRecordAnnotation is the record's reference there
+	// (ipam/ip-addresses/<id>, or the WAPI _ref naming object type and view).
+	ReservationRecordAnnotation = "ipam.cluster.x-k8s.io/bridge-record"
+)
+
 // Finalizers.
 const (
 	// PoolFinalizer keeps a pool while IPAddresses allocated from it exist.

@@ -249,37 +249,84 @@ func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (obje
 	return found[0], true, nil
 }
 
-// Release deletes the objects that carry the claim's marker, by reference;
+// Endpoint is the grid's WAPI base URL.
+func (b *Backend) Endpoint() string {
+	return fmt.Sprintf("%s://%s:%d/wapi/v%s", b.cfg.Scheme, b.cfg.urlHost(), b.cfg.Port, b.cfg.WAPIVersion)
+}
+
+// Release deletes, by reference, the object recorded for the claim and every
+// object of the pool's types and view that carries the claim's marker;
 // infoblox-go-client's ReleaseIP is not used, as it reports success when its
-// lookup fails. When none carries the marker, it checks whether last is held
-// by an object without it (a human took it over) and reports that with
-// ErrNotOwned instead of deleting it.
-func (b *Backend) Release(ctx context.Context, claim backends.Claim, last netip.Prefix) error {
-	if _, err := b.prepared(ctx); err != nil {
-		return err
-	}
-	found, err := b.findByMarker(ctx, claim.Marker)
-	if err != nil {
-		return err
+// lookup fails. It needs no validation, and the recorded reference (which
+// names its object type and network view) reaches the object even after the
+// pool's object type, view or sources changed.
+func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
+	released := map[string]bool{}
+	found, searchErr := b.findByMarker(ctx, claim.Marker)
+	if errors.Is(searchErr, backends.ErrUnavailable) || errors.Is(searchErr, backends.ErrUnauthorized) || errors.Is(searchErr, backends.ErrForbidden) {
+		return searchErr
 	}
 	for _, o := range found {
 		if err := b.deleteObject(ctx, o.Ref); err != nil {
 			return err
 		}
+		released[o.Ref] = true
 	}
-	if len(found) > 0 || !last.IsValid() {
+	// The recorded object is read only when the search did not find it: its
+	// type or view may no longer be the pool's, or it may have been disowned.
+	var notOwned error
+	here := last.Endpoint == "" || last.Endpoint == b.Endpoint()
+	if last.Reference != "" && here && !released[last.Reference] {
+		o, ok, err := b.getByRef(ctx, last.Reference)
+		switch {
+		case err != nil:
+			return err
+		case ok && o.ExtAttrs.get(b.cfg.MarkerEA) == claim.Marker:
+			if err := b.deleteObject(ctx, o.Ref); err != nil {
+				return err
+			}
+			released[o.Ref] = true
+		case ok && len(released) == 0:
+			notOwned = fmt.Errorf("%w: %s (%s) in %s no longer carries %s=%q (it has %q); it was left in place",
+				backends.ErrNotOwned, o.Ref, last.Address, b.Endpoint(), b.cfg.MarkerEA, claim.Marker, o.ExtAttrs.get(b.cfg.MarkerEA))
+		}
+	}
+	switch {
+	case len(released) > 0:
 		return nil
-	}
-	others, err := b.findByAddress(ctx, last.Addr())
-	if err != nil {
-		return err
-	}
-	if len(others) > 0 {
-		o := others[0]
+	case notOwned != nil:
+		return notOwned
+	case searchErr != nil:
+		// Say a renamed attribute or view: the grid refuses the search.
+		return fmt.Errorf("%w: the grid %s refused the marker search, so %s (%s) was left in place: %v",
+			backends.ErrUnreachable, b.Endpoint(), last.Address, last.Reference, searchErr)
+	case !here:
+		return fmt.Errorf("%w: %s was reserved as %s in %s, but the pool now points at %s, where no object carries %s=%q; it was left in %s",
+			backends.ErrUnreachable, last.Address, last.Reference, last.Endpoint, b.Endpoint(), b.cfg.MarkerEA, claim.Marker, last.Endpoint)
+	case last.Reference == "" && last.Address.IsValid():
+		// Recorded before references were: look the address up.
+		others, err := b.findByAddress(ctx, last.Address.Addr())
+		if err != nil || len(others) == 0 {
+			return err
+		}
 		return fmt.Errorf("%w: the %s holding %s (%s) no longer carries %s=%q (it has %q); it was left in place",
-			backends.ErrNotOwned, b.objectLabel(), last, o.Ref, b.cfg.MarkerEA, claim.Marker, o.ExtAttrs.get(b.cfg.MarkerEA))
+			backends.ErrNotOwned, b.objectLabel(), last.Address, others[0].Ref, b.cfg.MarkerEA, claim.Marker, others[0].ExtAttrs.get(b.cfg.MarkerEA))
 	}
 	return nil
+}
+
+// getByRef reads the object a reference names, with the fields of its type.
+func (b *Backend) getByRef(ctx context.Context, ref string) (object, bool, error) {
+	objectType, _, _ := strings.Cut(ref, "/")
+	var o object
+	err := b.get(ctx, newObject(objectType, b.returnFieldsFor(objectType)...), ref, nil, &o)
+	switch {
+	case errors.Is(err, backends.ErrNotFound):
+		return object{}, false, nil
+	case err != nil:
+		return object{}, false, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return o, true, nil
 }
 
 func (b *Backend) deleteObject(ctx context.Context, ref string) error {
@@ -476,7 +523,7 @@ func (b *Backend) toAllocation(o object, sources []resolvedSource) (backends.All
 	if err != nil {
 		return backends.Allocation{}, fmt.Errorf("%w: prefix length %d for %s: %v", backends.ErrInvalidConfig, bits, addr, err)
 	}
-	alloc := backends.Allocation{Address: netip.PrefixFrom(addr, prefix.Bits()), Reference: o.Ref}
+	alloc := backends.Allocation{Address: netip.PrefixFrom(addr, prefix.Bits()), Reference: o.Ref, Endpoint: b.Endpoint()}
 	switch {
 	case b.cfg.Gateway.None:
 	case b.cfg.Gateway.Address.IsValid():

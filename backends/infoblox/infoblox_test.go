@@ -84,7 +84,7 @@ func TestCallsPerClaimLife(t *testing.T) {
 	assert.Equal(t, 1, sim.CountObjectCalls("POST", "fixedaddress"))
 
 	sim.ResetCalls()
-	require.NoError(t, b.Release(ctx, claim("a"), alloc.Address))
+	require.NoError(t, b.Release(ctx, claim("a"), alloc.Reservation()))
 	assert.Equal(t, 2, len(sim.Calls()), "marker search and DELETE by reference: %v", sim.Calls())
 	assert.Equal(t, 1, sim.CountObjectCalls("DELETE", "fixedaddress"))
 }
@@ -118,7 +118,7 @@ func TestIPv6FixedAddressCarriesADUIDDerivedFromTheClaim(t *testing.T) {
 	assert.Regexp(t, `^00:04(:[0-9a-f]{2}){16}$`, objs[0].DUID, "DUID-UUID")
 
 	// The DUID is a function of the marker, so the same claim gets the same one.
-	require.NoError(t, b.Release(context.Background(), claim("six"), netip.Prefix{}))
+	require.NoError(t, b.Release(context.Background(), claim("six"), backends.Reservation{}))
 	_, err = b.Allocate(context.Background(), claim("six"))
 	require.NoError(t, err)
 	assert.Equal(t, objs[0].DUID, markedWith(sim, "ipv6fixedaddress", "ns/six")[0].DUID)
@@ -207,12 +207,12 @@ func TestReleaseFailsWhenTheGridCannotBeSearched(t *testing.T) {
 	require.NoError(t, err)
 
 	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 503, Method: "GET", Times: 100})
-	err = b.Release(ctx, claim("r"), alloc.Address)
+	err = b.Release(ctx, claim("r"), alloc.Reservation())
 	require.ErrorIs(t, err, backends.ErrUnavailable)
 	sim.ClearFaults()
 	assert.Len(t, markedWith(sim, "fixedaddress", "ns/r"), 1, "nothing was released")
 
-	require.NoError(t, b.Release(ctx, claim("r"), alloc.Address))
+	require.NoError(t, b.Release(ctx, claim("r"), alloc.Reservation()))
 	assert.Empty(t, markedWith(sim, "fixedaddress", "ns/r"))
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
@@ -127,7 +128,7 @@ func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Al
 	if _, _, err := b.prepared(ctx); err != nil {
 		return backends.Allocation{}, err
 	}
-	records, err := b.findByMarker(ctx, claim.Marker)
+	records, err := b.findByMarker(ctx, claim.Marker, true)
 	if err != nil {
 		return backends.Allocation{}, err
 	}
@@ -221,7 +222,7 @@ func (b *Backend) adoptAfterRetry(ctx context.Context, attempts int32, marker st
 	if attempts <= 1 {
 		return nil, false, nil
 	}
-	records, err := b.findByMarker(ctx, marker)
+	records, err := b.findByMarker(ctx, marker, true)
 	if err != nil || len(records) == 0 {
 		return nil, false, err
 	}
@@ -240,7 +241,7 @@ func (e *sourceFullError) Error() string { return "no free address: " + e.detail
 
 // adoptExisting finds records carrying the claim's marker and keeps one.
 func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (backends.Allocation, bool, error) {
-	records, err := b.findByMarker(ctx, claim.Marker)
+	records, err := b.findByMarker(ctx, claim.Marker, true)
 	if err != nil || len(records) == 0 {
 		return backends.Allocation{}, false, err
 	}
@@ -263,36 +264,76 @@ func (b *Backend) keepOne(ctx context.Context, records []ipRecord) (ipRecord, er
 	return records[0], nil
 }
 
-// Release deletes the records that carry the claim's marker. When none does,
-// it checks whether last is held by a record without the marker (a human took
-// it over) and reports that with ErrNotOwned instead of deleting it.
-func (b *Backend) Release(ctx context.Context, claim backends.Claim, last netip.Prefix) error {
-	if _, _, err := b.prepared(ctx); err != nil {
-		return err
-	}
-	records, err := b.findByMarker(ctx, claim.Marker)
+// Endpoint is NetBox's base URL.
+func (b *Backend) Endpoint() string { return b.baseURL }
+
+// Release deletes the records that carry the claim's marker, found with one
+// search that needs neither the pool's sources nor its tag: a pool whose
+// NetBox objects were renamed or retired can still release. When none
+// carries the marker, it says why the recorded record was left.
+func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
+	records, err := b.findByMarker(ctx, claim.Marker, false)
 	if err != nil {
-		return err
+		if errors.Is(err, backends.ErrUnavailable) || errors.Is(err, backends.ErrUnauthorized) || errors.Is(err, backends.ErrForbidden) {
+			return err
+		}
+		return fmt.Errorf("%w: NetBox %s refused the marker search, so %s (%s) was left in place: %v",
+			backends.ErrUnreachable, b.baseURL, last.Address, last.Reference, err)
 	}
 	for _, r := range records {
 		if err := b.deleteRecord(ctx, r); err != nil {
 			return err
 		}
 	}
-	if len(records) > 0 || !last.IsValid() {
+	if len(records) > 0 {
 		return nil
 	}
-	others, err := b.findByAddress(ctx, last.Addr())
-	if err != nil {
-		return err
-	}
-	if len(others) > 0 {
-		o := others[0]
-		return fmt.Errorf("%w: NetBox IP address %d (%s) no longer carries marker %q (it has %q); it was left in place",
-			backends.ErrNotOwned, o.ID, o.Address, claim.Marker, o.Marker)
-	}
-	return nil
+	return b.explainNothingReleased(ctx, claim, last)
 }
+
+// explainNothingReleased reports a record the claim was given that no
+// longer carries its marker, or that lives in another NetBox.
+func (b *Backend) explainNothingReleased(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
+	if last.Endpoint != "" && last.Endpoint != b.baseURL {
+		return fmt.Errorf("%w: %s was reserved as %s in NetBox %s, but the pool now points at %s, where no record carries marker %q; it was left in %s",
+			backends.ErrUnreachable, last.Address, last.Reference, last.Endpoint, b.baseURL, claim.Marker, last.Endpoint)
+	}
+	var held []ipRecord
+	if id, ok := recordID(last.Reference); ok {
+		var r ipRecord
+		err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, &r)
+		switch {
+		case errors.Is(err, backends.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("looking up %s: %w", last.Reference, err)
+		default:
+			r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+			held = append(held, r)
+		}
+	} else if last.Address.IsValid() {
+		// Recorded before references were: look for the address in the
+		// pool's sources, if the pool still validates.
+		if _, _, err := b.prepared(ctx); err == nil {
+			if held, err = b.findByAddress(ctx, last.Address.Addr()); err != nil {
+				return err
+			}
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	o := held[0]
+	return fmt.Errorf("%w: NetBox IP address %d (%s) in %s no longer carries marker %q (it has %q); it was left in place",
+		backends.ErrNotOwned, o.ID, o.Address, b.baseURL, claim.Marker, o.Marker)
+}
+
+// recordID parses a reference of the form ipam/ip-addresses/<id>.
+func recordID(ref string) (int32, bool) {
+	id, err := strconv.ParseInt(strings.TrimPrefix(ref, recordRefPrefix), 10, 32)
+	return int32(id), err == nil && strings.HasPrefix(ref, recordRefPrefix) && id > 0
+}
+
+const recordRefPrefix = "ipam/ip-addresses/"
 
 func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
 	resp, err := b.api.IpamAPI.IpamIpAddressesDestroy(ctx, r.ID).Execute()
@@ -368,7 +409,8 @@ func (b *Backend) toAllocation(r ipRecord) (backends.Allocation, error) {
 	return backends.Allocation{
 		Address:   p,
 		Gateway:   b.gatewayFor(p),
-		Reference: fmt.Sprintf("ipam/ip-addresses/%d", r.ID),
+		Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID),
+		Endpoint:  b.baseURL,
 	}, nil
 }
 

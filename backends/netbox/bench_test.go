@@ -25,7 +25,7 @@ func BenchmarkAllocateRelease(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := backend.Release(ctx, c, alloc.Address); err != nil {
+		if err := backend.Release(ctx, c, alloc.Reservation()); err != nil {
 			b.Fatal(err)
 		}
 	}

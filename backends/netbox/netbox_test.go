@@ -329,17 +329,17 @@ func TestReleaseDeletesOnlyMarkedRecords(t *testing.T) {
 	other, err := b.Allocate(ctx, claim("b"))
 	require.NoError(t, err)
 
-	require.NoError(t, b.Release(ctx, claim("a"), a.Address))
+	require.NoError(t, b.Release(ctx, claim("a"), a.Reservation()))
 	assert.Empty(t, marked(sim, "ns/a"))
 	assert.Len(t, marked(sim, "ns/b"), 1, "other claims keep theirs")
 
 	t.Run("releasing again is not an error", func(t *testing.T) {
-		require.NoError(t, b.Release(ctx, claim("a"), a.Address))
+		require.NoError(t, b.Release(ctx, claim("a"), a.Reservation()))
 	})
 	t.Run("a record whose marker was removed is left in place", func(t *testing.T) {
 		id := marked(sim, "ns/b")[0].ID
 		sim.EditIPAddress(id, func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "someone-else" })
-		err := b.Release(ctx, claim("b"), other.Address)
+		err := b.Release(ctx, claim("b"), other.Reservation())
 		require.ErrorIs(t, err, backends.ErrNotOwned)
 		assert.Contains(t, err.Error(), "someone-else")
 		assert.Len(t, marked(sim, "someone-else"), 1)

@@ -47,12 +47,16 @@ func recordFromAPI(ip netbox.IPAddress) ipRecord {
 const maxPage = 1000
 
 // findByMarker returns the records carrying the marker, oldest first. The
-// tag and custom-field filters run in NetBox: one request whatever the pool
-// size. The values are compared again here because a field whose filter
-// logic an administrator set to "loose" matches substrings.
-func (b *Backend) findByMarker(ctx context.Context, marker string) ([]ipRecord, error) {
+// tag (when tagged) and custom-field filters run in NetBox: one request
+// whatever the pool size. The values are compared again here because a field
+// whose filter logic an administrator set to "loose" matches substrings.
+// NetBox refuses a filter naming a tag it lacks, so a release searches
+// without it.
+func (b *Backend) findByMarker(ctx context.Context, marker string, tagged bool) ([]ipRecord, error) {
 	q := url.Values{}
-	q.Set("tag", b.cfg.Tag)
+	if tagged {
+		q.Set("tag", b.cfg.Tag)
+	}
 	q.Set("cf_"+b.cfg.MarkerField, marker)
 	q.Set("limit", strconv.Itoa(maxPage))
 	q.Set("ordering", "id")

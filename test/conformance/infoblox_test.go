@@ -60,6 +60,10 @@ func (h *infobloxHarness) Pool(t *testing.T, cidr string) backends.Backend {
 	return h.backend(t, cidr, "secret")
 }
 
+func (h *infobloxHarness) RetiredPool(t *testing.T, cidr string) backends.Backend {
+	return h.backend(t, cidr, "secret")
+}
+
 func (h *infobloxHarness) PoolWithBadCredentials(t *testing.T, cidr string) backends.Backend {
 	h.seed(cidr)
 	return h.backend(t, cidr, "wrong")

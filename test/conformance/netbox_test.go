@@ -44,6 +44,10 @@ func (h *netboxHarness) Pool(t *testing.T, cidr string) backends.Backend {
 	return h.backend(t, cidr, netboxToken)
 }
 
+func (h *netboxHarness) RetiredPool(t *testing.T, cidr string) backends.Backend {
+	return h.backend(t, cidr, netboxToken)
+}
+
 func (h *netboxHarness) PoolWithBadCredentials(t *testing.T, cidr string) backends.Backend {
 	h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 	return h.backend(t, cidr, "ffffffffffffffffffffffffffffffffffffffff")

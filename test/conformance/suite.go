@@ -31,6 +31,9 @@ type Harness interface {
 	// Pool creates network cidr in the system, with its first usable address
 	// recorded as the gateway, and returns a backend allocating from it.
 	Pool(t *testing.T, cidr string) backends.Backend
+	// RetiredPool returns a backend for cidr, a network that does not exist
+	// in the system (a source the IPAM team has retired): it cannot validate.
+	RetiredPool(t *testing.T, cidr string) backends.Backend
 	// PoolWithBadCredentials returns a backend for cidr whose credentials
 	// the system refuses.
 	PoolWithBadCredentials(t *testing.T, cidr string) backends.Backend
@@ -59,6 +62,7 @@ func Run(t *testing.T, h Harness) {
 		{"LostAnswerLeavesOneRecord", "10.201.3.0/28", lostAnswerLeavesOneRecord},
 		{"ReleaseDeletesOnlyTheClaimsRecord", "10.201.4.0/28", releaseDeletesOnlyTheClaimsRecord},
 		{"ReleaseLeavesATakenOverRecord", "10.201.5.0/28", releaseLeavesATakenOverRecord},
+		{"ReleaseNeedsOnlyTheConnection", "10.201.9.0/28", releaseNeedsOnlyTheConnection},
 		{"ExhaustionAndReuse", "10.201.6.0/29", exhaustionAndReuse},
 		{"UsageCountsReservations", "10.201.7.0/28", usageCountsReservations},
 		{"BadCredentials", "10.201.8.0/28", badCredentials},
@@ -182,15 +186,35 @@ func releaseDeletesOnlyTheClaimsRecord(t *testing.T, h Harness, cidr string) {
 	_, err = b.Allocate(ctx, claim("theirs"))
 	require.NoError(t, err)
 
-	require.NoError(t, b.Release(ctx, claim("mine"), mine.Address))
+	require.NoError(t, b.Release(ctx, claim("mine"), mine.Reservation()))
 	rs := h.Reservations(t, cidr)
 	assert.Empty(t, markedWith(rs, "conformance/mine"))
 	assert.Len(t, markedWith(rs, "conformance/theirs"), 1)
 
-	require.NoError(t, b.Release(ctx, claim("mine"), mine.Address), "releasing twice is not an error")
-	require.NoError(t, b.Release(ctx, claim("never"), netip.Prefix{}), "nothing to release is not an error")
+	require.NoError(t, b.Release(ctx, claim("mine"), mine.Reservation()), "releasing twice is not an error")
+	require.NoError(t, b.Release(ctx, claim("never"), backends.Reservation{}), "nothing to release is not an error")
 	_, err = b.Lookup(ctx, claim("mine"))
 	assert.ErrorIs(t, err, backends.ErrNotFound)
+}
+
+// releaseNeedsOnlyTheConnection releases through a pool whose spec no longer
+// matches the system (its only source retired, never validated): the record
+// made by the first pool is deleted all the same, found by the recorded
+// reference and the marker.
+func releaseNeedsOnlyTheConnection(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	alloc, err := b.Allocate(ctx, claim("moved-on"))
+	require.NoError(t, err)
+	assert.Equal(t, b.Endpoint(), alloc.Endpoint)
+	assert.NotEmpty(t, alloc.Reference)
+
+	retired := h.RetiredPool(t, "10.251.0.0/28")
+	_, err = retired.Validate(ctx)
+	require.Error(t, err, "the changed pool cannot validate")
+	require.NoError(t, retired.Release(ctx, claim("moved-on"), alloc.Reservation()))
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/moved-on"))
 }
 
 func releaseLeavesATakenOverRecord(t *testing.T, h Harness, cidr string) {
@@ -201,7 +225,7 @@ func releaseLeavesATakenOverRecord(t *testing.T, h Harness, cidr string) {
 	require.NoError(t, err)
 	h.Disown(t, alloc.Address.Addr())
 
-	err = b.Release(ctx, claim("taken"), alloc.Address)
+	err = b.Release(ctx, claim("taken"), alloc.Reservation())
 	require.ErrorIs(t, err, backends.ErrNotOwned)
 	assert.Contains(t, err.Error(), "conformance/taken", "the error names the claim's marker")
 
@@ -232,7 +256,7 @@ func exhaustionAndReuse(t *testing.T, h Harness, cidr string) {
 	// A /29 has six usable IPv4 addresses; the gateway holds one.
 	assert.Len(t, got, 5)
 
-	require.NoError(t, b.Release(ctx, claim("fill-2"), got[2].Address))
+	require.NoError(t, b.Release(ctx, claim("fill-2"), got[2].Reservation()))
 	again, err := b.Allocate(ctx, claim("late"))
 	require.NoError(t, err)
 	assert.Equal(t, got[2].Address, again.Address, "the released address is handed out again")
@@ -288,7 +312,7 @@ func ipv6(t *testing.T, h Harness, cidr string) {
 	require.NoError(t, err)
 	assert.NotEqual(t, alloc.Address, other.Address)
 
-	require.NoError(t, b.Release(ctx, claim("six"), alloc.Address))
+	require.NoError(t, b.Release(ctx, claim("six"), alloc.Reservation()))
 	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/six"))
 	assert.Len(t, markedWith(h.Reservations(t, cidr), "conformance/six-b"), 1)
 }

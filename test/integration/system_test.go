@@ -31,6 +31,8 @@ type system interface {
 	// newPool returns (without creating) a pool allocating from cidr with
 	// the credentials of Secret secretName.
 	newPool(namespace, name, cidr, secretName string, global bool) controllers.Pool
+	// retarget points a pool's only source at cidr, as an edit of the spec.
+	retarget(pool controllers.Pool, cidr string)
 	// records lists every reservation that carries a marker.
 	records() []record
 	// disown removes the marker from a record, as a human taking it over.
@@ -101,6 +103,12 @@ func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global 
 		return &v1alpha1.GlobalNetboxIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 	}
 	return &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
+}
+
+func (s *netboxSystem) retarget(pool controllers.Pool, cidr string) {
+	pool.(interface {
+		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
+	}).GetNetboxSpec().Sources = []v1alpha1.NetboxAddressSource{prefixSource(cidr)}
 }
 
 func (s *netboxSystem) records() []record {
@@ -210,6 +218,12 @@ func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, globa
 		return &v1alpha1.GlobalInfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 	}
 	return &v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
+}
+
+func (s *infobloxSystem) retarget(pool controllers.Pool, cidr string) {
+	pool.(interface {
+		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
+	}).GetInfobloxSpec().Sources = []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr}}}
 }
 
 func (s *infobloxSystem) objects() []wapisim.Object {

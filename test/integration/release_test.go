@@ -1,0 +1,71 @@
+package integration
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
+)
+
+// Release needs only the marker search and the delete: a claim is deleted,
+// and its record released, after the pool was edited to a source the IPAM
+// team has retired, so that the pool no longer validates.
+func TestReleaseNeedsOnlyTheConnection(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.80.0.0/24")
+		pool := f.createPool("pool", "10.80.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		address := f.waitBound(claim)
+
+		// Where the reservation lives is recorded on the claim and its IPAddress.
+		got := f.getClaim(claim)
+		for _, o := range []metav1.Object{got, address} {
+			assert.NotEmpty(t, o.GetAnnotations()[v1alpha1.ReservationRecordAnnotation], "%T", o)
+			assert.NotEmpty(t, o.GetAnnotations()[v1alpha1.ReservationEndpointAnnotation], "%T", o)
+		}
+
+		edited := pool.DeepCopyObject().(controllers.Pool)
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), edited))
+		f.update(edited, func() { f.sys.retarget(edited, "10.81.0.0/24") })
+		f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.SourceNotFoundReason)
+
+		f.deleteClaim(claim)
+		assert.Empty(t, f.markedRecords(), "the record was released through the edited pool")
+	})
+}
+
+// A release whose record lives in a system the pool no longer points at
+// leaves it there, loudly: a condition, an event on the pool naming the
+// record and the system, and a metric.
+func TestReleaseReportsARecordLeftInAnotherSystem(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.82.0.0/24")
+	pool := f.createNetboxPool("pool", "10.82.0.0/24")
+	claim := f.createClaim("machine", "pool")
+	f.waitBound(claim)
+	before, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": controllers.ReleaseLeftReason})
+
+	// The pool is pointed at another NetBox, which the same token opens.
+	other := netboxtarget.New(t)
+	other.AddToken(f.token, true)
+	other.AddPrefixWithGateway("10.82.0.0/24", netboxsim.PrefixOptions{})
+	oldURL := pool.Spec.Connection.URL
+	got := &v1alpha1.NetboxIPPool{}
+	require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+	f.update(got, func() { got.Spec.Connection.URL = other.URL() })
+
+	f.deleteClaim(claim)
+	event := f.waitEvent(f.ns, pool.Name, controllers.ReleaseLeftReason)
+	assert.Contains(t, event.Note, oldURL, "the event names the system holding the record")
+	assert.Contains(t, event.Note, "ipam/ip-addresses/", "and the record")
+	assert.Len(t, f.markedRecords(), 1, "the record is still in the first NetBox")
+	after, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": controllers.ReleaseLeftReason})
+	assert.Equal(t, before+1, after)
+}
