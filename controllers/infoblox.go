@@ -29,16 +29,16 @@ func InfobloxPoolKinds() PoolKinds {
 	return PoolKinds{
 		{
 			Kind: "InfobloxIPPool", Namespaced: true, Backend: "infoblox",
-			New:        func() Pool { return &v1alpha1.InfobloxIPPool{} },
-			NewList:    func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} },
+			New:                func() Pool { return &v1alpha1.InfobloxIPPool{} },
+			NewList:            func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} },
 			SecretName:         secretName,
 			InsecureConnection: infobloxInsecure,
 			NewBackend:         newInfobloxBackend,
 		},
 		{
 			Kind: "GlobalInfobloxIPPool", Namespaced: false, Backend: "infoblox",
-			New:        func() Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
-			NewList:    func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} },
+			New:                func() Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
+			NewList:            func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} },
 			SecretName:         secretName,
 			InsecureConnection: infobloxInsecure,
 			NewBackend:         newInfobloxBackend,

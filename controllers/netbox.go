@@ -25,16 +25,16 @@ func NetboxPoolKinds() PoolKinds {
 	return PoolKinds{
 		{
 			Kind: "NetboxIPPool", Namespaced: true, Backend: "netbox",
-			New:        func() Pool { return &v1alpha1.NetboxIPPool{} },
-			NewList:    func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} },
+			New:                func() Pool { return &v1alpha1.NetboxIPPool{} },
+			NewList:            func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} },
 			SecretName:         secretName,
 			InsecureConnection: netboxInsecure,
 			NewBackend:         newNetboxBackend,
 		},
 		{
 			Kind: "GlobalNetboxIPPool", Namespaced: false, Backend: "netbox",
-			New:        func() Pool { return &v1alpha1.GlobalNetboxIPPool{} },
-			NewList:    func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} },
+			New:                func() Pool { return &v1alpha1.GlobalNetboxIPPool{} },
+			NewList:            func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} },
 			SecretName:         secretName,
 			InsecureConnection: netboxInsecure,
 			NewBackend:         newNetboxBackend,

@@ -152,7 +152,6 @@ func classify(e *wapiError) error {
 	return fmt.Errorf("unexpected HTTP status %d", e.status)
 }
 
-
 // wapiObject names an object type for the client's request builder.
 type wapiObject struct {
 	ibclient.IBBase

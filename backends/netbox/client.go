@@ -155,4 +155,3 @@ func errorDetail(err error) string {
 	// An HTML error page from a proxy says nothing useful beyond the status.
 	return ""
 }
-
