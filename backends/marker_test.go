@@ -35,3 +35,22 @@ func TestValidateIdentity(t *testing.T) {
 		})
 	}
 }
+
+func TestSameClaim(t *testing.T) {
+	claim := backends.Claim{Namespace: "default", Name: "machine-0"}
+	for _, tc := range []struct {
+		marker string
+		want   bool
+	}{
+		{"default/machine-0", true},
+		{"mgmt-a/default/machine-0", true},
+		{"0b3c1e9e-5b0e-4a57-9d43-6c2f0e0c2d11/default/machine-0", true},
+		{"default/machine-01", false},
+		{"other/machine-0", false},
+		{"x/other/default/machine-0", false},
+		{"/default/machine-0", false},
+		{"", false},
+	} {
+		assert.Equal(t, tc.want, backends.SameClaim(tc.marker, claim), tc.marker)
+	}
+}

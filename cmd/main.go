@@ -45,7 +45,7 @@ func main() {
 	fs.StringVar(&watchNamespace, "namespace", "", "Namespace to watch for claims and pools; all namespaces when empty.")
 	fs.StringVar(&opts.WatchFilterValue, "watch-filter", "", "Reconcile only objects labelled cluster.x-k8s.io/watch-filter=<value>.")
 	fs.StringVar(&opts.ManagerNamespace, "manager-namespace", defaultManagerNSFrom, "Namespace holding the Secrets of Global pools (defaults to $POD_NAMESPACE).")
-	fs.StringVar(&opts.Identity, "marker-identity", "", "Identity of this management cluster in reservation markers; set it when several management clusters share one NetBox or Infoblox.")
+	fs.StringVar(&opts.Identity, "marker-identity", "", "Identity of this management cluster in reservation markers (lower-case letters, digits, '-' and '.'); the UID of its kube-system namespace when empty. A readable name helps the IPAM team tell management clusters apart.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":9440", "Address of the health probes.")

@@ -13,7 +13,8 @@ import (
 // Options configure the provider's reconcilers.
 type Options struct {
 	// Identity makes this management cluster's reservation markers distinct
-	// when several share one IPAM system.
+	// when several share one IPAM system; empty means the UID of the
+	// cluster's kube-system namespace.
 	Identity string
 	// ManagerNamespace holds the Secrets of cluster-scoped pools.
 	ManagerNamespace string
@@ -36,6 +37,14 @@ type Options struct {
 
 // Setup registers the indexes and reconcilers of every pool kind with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if opts.Identity == "" {
+		identity, err := clusterIdentity(ctx, mgr.GetAPIReader())
+		if err != nil {
+			return err
+		}
+		opts.Identity = identity
+		ctrl.LoggerFrom(ctx).Info("Marking reservations with this management cluster's kube-system UID", "identity", identity)
+	}
 	if err := backends.ValidateIdentity(opts.Identity); err != nil {
 		return err
 	}

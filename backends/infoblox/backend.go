@@ -281,7 +281,7 @@ func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backen
 		switch {
 		case err != nil:
 			return err
-		case ok && o.ExtAttrs.get(b.cfg.MarkerEA) == claim.Marker:
+		case ok && (o.ExtAttrs.get(b.cfg.MarkerEA) == claim.Marker || b.movedHere(o, claim, last)):
 			if err := b.deleteObject(ctx, o.Ref); err != nil {
 				return err
 			}
@@ -309,10 +309,22 @@ func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backen
 		if err != nil || len(others) == 0 {
 			return err
 		}
+		if b.movedHere(others[0], claim, last) {
+			return b.deleteObject(ctx, others[0].Ref)
+		}
 		return fmt.Errorf("%w: the %s holding %s (%s) no longer carries %s=%q (it has %q); it was left in place",
 			backends.ErrNotOwned, b.objectLabel(), last.Address, others[0].Ref, b.cfg.MarkerEA, claim.Marker, others[0].ExtAttrs.get(b.cfg.MarkerEA))
 	}
 	return nil
+}
+
+// movedHere says whether an object is the claim's under an earlier marker:
+// one of the same claim from another management cluster (clusterctl move) or
+// from before identities, that holds the very address of the claim's
+// IPAddress.
+func (b *Backend) movedHere(o object, claim backends.Claim, last backends.Reservation) bool {
+	addr, err := o.address()
+	return err == nil && last.Address.IsValid() && addr == last.Address.Addr() && backends.SameClaim(o.ExtAttrs.get(b.cfg.MarkerEA), claim)
 }
 
 // getByRef reads the object a reference names, with the fields of its type.

@@ -323,8 +323,20 @@ func (b *Backend) explainNothingReleased(ctx context.Context, claim backends.Cla
 		return nil
 	}
 	o := held[0]
+	if movedHere(o, claim, last) {
+		return b.deleteRecord(ctx, o)
+	}
 	return fmt.Errorf("%w: NetBox IP address %d (%s) in %s no longer carries marker %q (it has %q); it was left in place",
 		backends.ErrNotOwned, o.ID, o.Address, b.baseURL, claim.Marker, o.Marker)
+}
+
+// movedHere says whether a record is the claim's under an earlier marker:
+// one of the same claim from another management cluster (clusterctl move) or
+// from before identities, that holds the very address of the claim's
+// IPAddress.
+func movedHere(r ipRecord, claim backends.Claim, last backends.Reservation) bool {
+	p, err := netip.ParsePrefix(r.Address)
+	return err == nil && last.Address.IsValid() && p.Addr() == last.Address.Addr() && backends.SameClaim(r.Marker, claim)
 }
 
 // recordID parses a reference of the form ipam/ip-addresses/<id>.

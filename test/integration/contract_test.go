@@ -108,7 +108,7 @@ func TestClaimIsBoundWithAnIPAddressAsTheContractSays(t *testing.T) {
 			assert.Equal(t, controllers.AddressAllocatedReason, ready.Reason)
 		})
 		t.Run("the IPAM system holds one record with the claim's marker", func(t *testing.T) {
-			records := f.recordsWithMarker(f.ns + "/machine-0")
+			records := f.recordsWithMarker(f.marker("machine-0"))
 			require.Len(t, records, 1)
 			assert.Equal(t, "10.2.0.2/24", records[0].Address.String())
 			assert.Equal(t, "Cluster API claim "+f.ns+"/machine-0 of cluster workload", records[0].Description)

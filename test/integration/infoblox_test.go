@@ -197,7 +197,7 @@ func TestInfobloxHostRecordWithDNSAndClientCertificate(t *testing.T) {
 	assert.Equal(t, int32(24), ptr.Deref(address.Spec.Prefix, 0))
 	var hosts []wapisim.Object
 	for _, o := range f.wapi().Objects("record:host") {
-		if o.EAs[infoblox.DefaultMarkerEA] == f.ns+"/cp-0" {
+		if o.EAs[infoblox.DefaultMarkerEA] == f.marker("cp-0") {
 			hosts = append(hosts, o)
 		}
 	}

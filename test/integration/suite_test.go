@@ -55,6 +55,9 @@ var (
 	restConfig *rest.Config
 	k8s        client.Client
 	testScheme *runtime.Scheme
+	// clusterIdentity is the envtest cluster's kube-system UID: the identity
+	// in the markers of every manager started without one.
+	clusterIdentity string
 	// managerLogs holds everything the shared manager logged.
 	managerLogs = &lockedBuffer{}
 )
@@ -78,6 +81,12 @@ func runSuite(m *testing.M) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	kubeSystem := &corev1.Namespace{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "kube-system"}, kubeSystem); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	clusterIdentity = string(kubeSystem.UID)
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: managerNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -381,6 +390,10 @@ func (f *fixture) markedRecords() []record {
 	}
 	return out
 }
+
+// marker is the marker of a claim of the fixture's namespace, as a manager
+// without an explicit identity writes it.
+func (f *fixture) marker(name string) string { return clusterIdentity + "/" + f.ns + "/" + name }
 
 func (f *fixture) recordsWithMarker(marker string) []record {
 	var out []record

@@ -75,6 +75,8 @@ func forEachSystem(t *testing.T, test func(t *testing.T, f *fixture)) {
 type netboxSystem struct {
 	target netboxtarget.Target
 	token  string
+	// providerObjects: the provider's tag and custom field were seeded.
+	providerObjects bool
 }
 
 func (s *netboxSystem) name() string { return "NetBox" }
@@ -135,8 +137,12 @@ func (s *netboxSystem) holds(addr netip.Addr) bool {
 }
 
 func (s *netboxSystem) reserveForeign(addr netip.Prefix, marker string) {
-	s.target.AddTag(netbox.DefaultTag, netbox.DefaultTag)
-	s.target.AddCustomField(netbox.DefaultMarkerField, "exact")
+	if !s.providerObjects {
+		// As the other cluster's provider created them, once.
+		s.target.AddTag(netbox.DefaultTag, netbox.DefaultTag)
+		s.target.AddCustomField(netbox.DefaultMarkerField, "exact")
+		s.providerObjects = true
+	}
 	s.target.AddIPAddress(addr.String(), netboxsim.IPOptions{
 		Tags: []string{netbox.DefaultTag}, CustomFields: map[string]any{netbox.DefaultMarkerField: marker},
 	})
