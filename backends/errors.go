@@ -24,6 +24,9 @@ var (
 	// ErrNotOwned: a record holds the address but not the claim's marker,
 	// so the provider must leave it alone.
 	ErrNotOwned = errors.New("record does not carry the claim's marker")
+	// ErrOutsidePool: a record carries the claim's marker but lies outside
+	// the pool's sources, so the pool could not have given it.
+	ErrOutsidePool = errors.New("reservation outside the pool")
 	// ErrUnreachable: the claim's record lives where the pool's current
 	// configuration does not reach (another endpoint, or a search the system
 	// now refuses), so it was left in place.

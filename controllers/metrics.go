@@ -130,6 +130,7 @@ func outcome(err error) string {
 		{backends.ErrUnavailable, "unavailable"},
 		{backends.ErrNotOwned, "not_owned"},
 		{backends.ErrUnreachable, "unreachable"},
+		{backends.ErrOutsidePool, "outside_pool"},
 	} {
 		if errors.Is(err, o.err) {
 			return o.name

@@ -31,6 +31,9 @@ const (
 	// AddressDeletedReason: the claim's IPAddress is being deleted; it is
 	// written again with the same address.
 	AddressDeletedReason = "AddressDeleted"
+	// ReservationOutsidePoolReason: a record carries the claim's marker but
+	// lies outside the pool's sources, so nothing is handed out.
+	ReservationOutsidePoolReason = "ReservationOutsidePool"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 )
@@ -63,6 +66,8 @@ func claimReason(err error) string {
 	switch {
 	case errors.Is(err, backends.ErrExhausted):
 		return ipamv1.IPAddressClaimReadyPoolExhaustedReason
+	case errors.Is(err, backends.ErrOutsidePool):
+		return ReservationOutsidePoolReason
 	case errors.As(err, &secretErr):
 		return ipamv1.IPAddressClaimReadyPoolNotReadyReason
 	default:

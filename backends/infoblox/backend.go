@@ -237,9 +237,23 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 // time on fixed addresses, and next-available hands out addresses in order,
 // so the lowest is the first made; repeated calls keep the same one.
 func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (object, bool, error) {
-	found, err := b.findByMarker(ctx, claim.Marker)
-	if err != nil || len(found) == 0 {
+	sources, err := b.prepared(ctx)
+	if err != nil {
 		return object{}, false, err
+	}
+	all, err := b.findByMarker(ctx, claim.Marker)
+	if err != nil || len(all) == 0 {
+		return object{}, false, err
+	}
+	// Only what this pool could have given is adopted, or deleted as a
+	// duplicate (the search is already limited to the network view).
+	found := slices.DeleteFunc(slices.Clone(all), func(o object) bool {
+		addr, err := o.address()
+		return err != nil || !slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.contains(addr) })
+	})
+	if len(found) == 0 {
+		return object{}, false, fmt.Errorf("%w: %s carries %s=%q but lies in none of the pool's sources; nothing was handed out",
+			backends.ErrOutsidePool, all[0].Ref, b.cfg.MarkerEA, claim.Marker)
 	}
 	for _, extra := range found[1:] {
 		if err := b.deleteObject(ctx, extra.Ref); err != nil {

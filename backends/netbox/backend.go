@@ -222,7 +222,7 @@ func (b *Backend) adoptAfterRetry(ctx context.Context, attempts int32, marker st
 	if attempts <= 1 {
 		return nil, false, nil
 	}
-	records, err := b.findByMarker(ctx, marker, true)
+	records, err := b.findOwn(ctx, marker)
 	if err != nil || len(records) == 0 {
 		return nil, false, err
 	}
@@ -241,7 +241,7 @@ func (e *sourceFullError) Error() string { return "no free address: " + e.detail
 
 // adoptExisting finds records carrying the claim's marker and keeps one.
 func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (backends.Allocation, bool, error) {
-	records, err := b.findByMarker(ctx, claim.Marker, true)
+	records, err := b.findOwn(ctx, claim.Marker)
 	if err != nil || len(records) == 0 {
 		return backends.Allocation{}, false, err
 	}
@@ -251,6 +251,40 @@ func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (back
 	}
 	alloc, err := b.toAllocation(kept)
 	return alloc, err == nil, err
+}
+
+// findOwn returns the records carrying the marker that this pool could have
+// given: those in one of its sources, VRF included. Records with the marker
+// elsewhere are never adopted, nor deleted as duplicates; when there are
+// only such records, the claim is told and gets nothing.
+func (b *Backend) findOwn(ctx context.Context, marker string) ([]ipRecord, error) {
+	sources, _, err := b.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	records, err := b.findByMarker(ctx, marker, true)
+	if err != nil || len(records) == 0 {
+		return nil, err
+	}
+	own := slices.DeleteFunc(slices.Clone(records), func(r ipRecord) bool { return !inSources(r, sources) })
+	if len(own) == 0 {
+		r := records[0]
+		vrf := "global"
+		if r.VRF != nil {
+			vrf = r.VRF.Name
+		}
+		return nil, fmt.Errorf("%w: NetBox IP address %d (%s, VRF %s) carries marker %q but lies in none of the pool's sources; nothing was handed out",
+			backends.ErrOutsidePool, r.ID, r.Address, vrf, marker)
+	}
+	return own, nil
+}
+
+func inSources(r ipRecord, sources []resolvedSource) bool {
+	p, err := netip.ParsePrefix(r.Address)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.vrfID == vrfIDOf(r.VRF) && s.contains(p.Addr()) })
 }
 
 // keepOne keeps the oldest of several records that carry one marker and

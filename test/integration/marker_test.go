@@ -248,3 +248,22 @@ func TestMovedClaimIsReleasedInTheTargetCluster(t *testing.T) {
 		assert.Empty(t, f.markedRecords(), "the target released the record made by the source")
 	})
 }
+
+// A record found by the claim's marker is adopted only if the pool could
+// have given it: one outside the pool's sources is neither adopted nor
+// deleted, and the claim says so and gets nothing.
+func TestReservationOutsideThePoolIsNotAdopted(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.29.0.0/24")
+		f.seedNetwork("10.30.0.0/24")
+		f.sys.reserveForeign(netip.MustParsePrefix("10.30.0.5/24"), f.marker("machine"))
+		f.createPool("pool", "10.29.0.0/24")
+
+		claim := f.createClaim("machine", "pool")
+		cond := f.waitClaimReason(claim, controllers.ReservationOutsidePoolReason)
+		assert.Contains(t, cond.Message, "10.30.0.5")
+		f.waitEvent(f.ns, claim.Name, controllers.ReservationOutsidePoolReason)
+		assert.Zero(t, f.sys.allocationRequests(), "nothing was handed out")
+		assert.Len(t, f.recordsWithMarker(f.marker("machine")), 1, "the record is left alone")
+	})
+}
