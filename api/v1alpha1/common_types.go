@@ -78,6 +78,10 @@ const (
 const (
 	// PoolFinalizer keeps a pool while IPAddresses allocated from it exist.
 	PoolFinalizer = "ipam.cluster.x-k8s.io/protect-pool"
+	// CredentialsInUseFinalizer keeps a credentials Secret while a pool
+	// names it, so that claims can still be released when the Secret's
+	// namespace is deleted.
+	CredentialsInUseFinalizer = "ipam.cluster.x-k8s.io/bridge-credentials-in-use"
 )
 
 // SecretReference names a Secret. A namespaced pool reads it from its own

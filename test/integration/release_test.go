@@ -1,12 +1,16 @@
 package integration
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
@@ -68,4 +72,48 @@ func TestReleaseReportsARecordLeftInAnotherSystem(t *testing.T) {
 	assert.Len(t, f.markedRecords(), 1, "the record is still in the first NetBox")
 	after, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": controllers.ReleaseLeftReason})
 	assert.Equal(t, before+1, after)
+}
+
+// Deleting a namespace deletes its Secret, pools and claims at once, in no
+// order. envtest runs no namespace controller, so the test deletes them in
+// the worst order (the Secret first) and restarts the manager in between:
+// every claim is still released and everything goes.
+func TestNamespaceDeletionFinishesWithEveryReservationReleased(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.filter = "ns-deletion-" + f.ns
+		firstCtx, stopFirst := context.WithCancel(f.ctx)
+		firstDone, err := startManager(firstCtx, f.filter, "", nil)
+		require.NoError(t, err)
+		f.seedNetwork("10.83.0.0/24")
+		pool := f.createPool("pool", "10.83.0.0/24")
+		var claims []*ipamv1.IPAddressClaim
+		for _, name := range []string{"a", "b", "c"} {
+			claim := f.createClaim(name, "pool")
+			f.waitBound(claim)
+			claims = append(claims, claim)
+		}
+		secret := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: f.ns, Name: f.secret}
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			require.NoError(c, k8s.Get(f.ctx, key, secret))
+			assert.Contains(c, secret.Finalizers, v1alpha1.CredentialsInUseFinalizer)
+		}, waitTimeout, pollInterval)
+
+		require.NoError(t, k8s.Delete(f.ctx, secret))
+		stopFirst()
+		<-firstDone
+		_, err = startManager(f.ctx, f.filter, "", nil)
+		require.NoError(t, err)
+
+		for _, claim := range claims {
+			require.NoError(t, k8s.Delete(f.ctx, claim))
+		}
+		require.NoError(t, k8s.Delete(f.ctx, pool))
+		for _, claim := range claims {
+			f.waitGone(claim)
+		}
+		f.waitGone(pool)
+		f.waitGone(secret)
+		assert.Empty(t, f.markedRecords(), "every reservation was released")
+	})
 }

@@ -126,6 +126,15 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 			assert.Equal(c, metav1.ConditionTrue, cond.Status, "%s: %s %s", p.GetName(), cond.Reason, cond.Message)
 		}, waitTimeout, poll)
 	}
+	// The admission policy lets the manager add its finalizer to the Secrets
+	// in use, and nothing else (checked below).
+	for _, secretNS := range []string{ns, targetNS} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s := &corev1.Secret{}
+			require.NoError(c, admin.Get(ctx, client.ObjectKey{Namespace: secretNS, Name: "netbox"}, s))
+			assert.Contains(c, s.Finalizers, v1alpha1.CredentialsInUseFinalizer)
+		}, waitTimeout, poll)
+	}
 
 	claims := []*ipamv1.IPAddressClaim{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "from-pool"},
@@ -187,6 +196,13 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 	require.NoError(t, asManager.Get(ctx, client.ObjectKey{Namespace: ns, Name: "netbox"}, existing), "the role must let the manager read Secrets")
 	existing.Data["token"] = []byte("changed")
 	forbidden("updating Secrets", asManager.Update(ctx, existing))
+	require.NoError(t, asManager.Get(ctx, client.ObjectKey{Namespace: ns, Name: "netbox"}, existing))
+	relabelled := existing.DeepCopy()
+	relabelled.Labels["stolen"] = "yes"
+	forbidden("patching a Secret's labels", asManager.Patch(ctx, relabelled, client.MergeFrom(existing)))
+	withData := existing.DeepCopy()
+	withData.Data["token"] = []byte("changed")
+	forbidden("patching a Secret's data", asManager.Patch(ctx, withData, client.MergeFrom(existing)))
 	forbidden("deleting Secrets", asManager.Delete(ctx, existing))
 	forbidden("creating pools", asManager.Create(ctx, &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}, Spec: spec("10.79.0.0/24")}))
 	forbidden("creating ClusterRoleBindings", asManager.Create(ctx, &rbacv1.ClusterRoleBinding{
