@@ -217,8 +217,14 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 		err = fmt.Errorf("%w: POST %s: the grid answered without a reference", backends.ErrUnavailable, body.ObjectType())
 	}
 	if attempts.Load() > 1 || (err != nil && !errors.Is(err, backends.ErrExhausted)) {
-		if kept, found, lookupErr := b.adoptExisting(ctx, claim); lookupErr == nil && found {
+		kept, found, lookupErr := b.adoptExisting(ctx, claim)
+		switch {
+		case lookupErr == nil && found:
 			return kept, nil
+		case lookupErr != nil && attempts.Load() > 1:
+			// The created object may be a duplicate that was just deleted:
+			// never hand it out; the next attempt adopts by marker.
+			return object{}, fmt.Errorf("allocating from %s: resolving a resent request: %w", src, lookupErr)
 		}
 	}
 	if err != nil {

@@ -197,6 +197,32 @@ func TestResentCreateKeepsOneObject(t *testing.T) {
 	assert.Equal(t, "10.0.0.2", kept[0].Addresses[0].String(), "the first object made is kept")
 }
 
+// Deleting a duplicate was applied but its answer lost, and the retries
+// failed: the object of the POST's answer may be the deleted duplicate and
+// must never be handed out.
+func TestDuplicateWhoseDeletionFailedIsNeverHandedOut(t *testing.T) {
+	sim := newSim(t, "10.0.0.0/24")
+	b := newBackend(t, config(sim, "10.0.0.0/24"))
+	ctx := context.Background()
+	_, err := b.Validate(ctx)
+	require.NoError(t, err)
+	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: "fixedaddress", Times: 2})
+	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "DELETE"})
+	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "DELETE", Times: 10})
+
+	if alloc, err := b.Allocate(ctx, claim("dup")); err == nil {
+		kept := markedWith(sim, "fixedaddress", "ns/dup")
+		require.NotEmpty(t, kept)
+		require.Contains(t, []string{kept[0].Addresses[0].String(), kept[len(kept)-1].Addresses[0].String()}, alloc.Address.Addr().String())
+	}
+	sim.ClearFaults()
+	alloc, err := b.Allocate(ctx, claim("dup"))
+	require.NoError(t, err)
+	kept := markedWith(sim, "fixedaddress", "ns/dup")
+	require.Len(t, kept, 1)
+	assert.Equal(t, kept[0].Addresses[0], alloc.Address.Addr())
+}
+
 // Quirk: ReleaseIP reports success when its lookup fails. Release must fail
 // instead, so the claim keeps its finalizer and the address is not leaked.
 func TestReleaseFailsWhenTheGridCannotBeSearched(t *testing.T) {

@@ -208,7 +208,13 @@ func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request 
 		return nil, fmt.Errorf("%s: NetBox created %d addresses for one request", op, len(created))
 	}
 	// A POST that took more than one attempt may have been applied twice.
-	if kept, found, err := b.adoptAfterRetry(ctx, attempts.Load(), markerOf(request, b.cfg.MarkerField)); err == nil && found {
+	// If sorting that out fails, the answer's record may be the duplicate
+	// just deleted: never hand it out; the next attempt adopts by marker.
+	kept, found, err := b.adoptAfterRetry(ctx, attempts.Load(), markerOf(request, b.cfg.MarkerField))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: resolving a resent request: %w", op, err)
+	case found:
 		return kept, nil
 	}
 	rec := recordFromAPI(created[0])

@@ -208,6 +208,33 @@ func TestRenderedTextFitsNetBoxLimits(t *testing.T) {
 	assert.Empty(t, marked(sim, "ns/b"), "nothing was reserved")
 }
 
+// A resent POST made two records; deleting the duplicate was applied but
+// its answer lost, and the retries failed. The record of the POST's answer
+// is the deleted duplicate: it must never be handed out.
+func TestDuplicateWhoseDeletionFailedIsNeverHandedOut(t *testing.T) {
+	sim := newSim(t, "10.0.0.0/24")
+	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
+	ctx := context.Background()
+	_, err := b.Validate(ctx)
+	require.NoError(t, err)
+	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "available-ips"})
+	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "DELETE"})
+	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 502, Method: "DELETE", Times: 10})
+
+	if alloc, err := b.Allocate(ctx, claim("a")); err == nil {
+		records := marked(sim, "ns/a")
+		require.Len(t, records, 1)
+		require.Equal(t, records[0].Address, alloc.Address.String(), "the address handed out is held by the claim's record")
+	}
+	sim.ClearFaults()
+	alloc, err := b.Allocate(ctx, claim("a"))
+	require.NoError(t, err)
+	records := marked(sim, "ns/a")
+	require.Len(t, records, 1)
+	assert.Equal(t, records[0].Address, alloc.Address.String())
+	assert.Equal(t, "10.0.0.2/24", alloc.Address.String(), "the oldest record is kept")
+}
+
 func TestServerErrorsAreRetried(t *testing.T) {
 	sim := newSim(t, "10.0.0.0/24")
 	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
