@@ -197,6 +197,23 @@ func TestResentCreateKeepsOneObject(t *testing.T) {
 	assert.Equal(t, "10.0.0.2", kept[0].Addresses[0].String(), "the first object made is kept")
 }
 
+// prefixLength 24 splits a /23 source in two: the gateway of the second
+// half, 10.0.1.1, must be held in the grid too.
+func TestGatewayDerivedAfterPrefixLengthNarrowsTheSourceIsChecked(t *testing.T) {
+	sim := newSim(t, "10.0.0.0/23")
+	cfg := config(sim, "10.0.0.0/23")
+	cfg.PrefixLength = 24
+	b := newBackend(t, cfg)
+	ctx := context.Background()
+	_, err := b.Validate(ctx)
+	require.ErrorIs(t, err, backends.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "gateway 10.0.1.1")
+
+	sim.AddFixedAddress("default", "10.0.1.1", nil)
+	_, err = b.Validate(ctx)
+	require.NoError(t, err)
+}
+
 // Deleting a duplicate was applied but its answer lost, and the retries
 // failed: the object of the POST's answer may be the deleted duplicate and
 // must never be handed out.

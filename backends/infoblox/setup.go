@@ -173,6 +173,21 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 	for _, s := range sources {
 		gw := b.cfg.Gateway.Address
 		if !gw.IsValid() {
+			// prefixLength may split the source: each part's first usable
+			// address is the gateway of the addresses in it.
+			first, last := s.hostRange()
+			derived, err := backends.DerivedGateways(s.network, first, last, b.cfg.PrefixLength)
+			if err != nil {
+				return err
+			}
+			for _, d := range derived {
+				if err := b.checkHeld(ctx, d, s); err != nil {
+					return err
+				}
+			}
+			if len(derived) > 0 {
+				continue
+			}
 			gw = s.network.Masked().Addr().Next()
 		}
 		if !s.network.Contains(gw) {
@@ -181,15 +196,23 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 		if !s.contains(gw) {
 			continue
 		}
-		used, err := b.addressInUse(ctx, gw)
-		if err != nil {
+		if err := b.checkHeld(ctx, gw, s); err != nil {
 			return err
 		}
-		if !used {
-			return fmt.Errorf("%w: gateway %s lies in %s but nothing holds it in the grid, so the grid could hand it to a machine: "+
-				"reserve it (a fixed address or host record for the router), or allocate from a range that excludes it",
-				backends.ErrInvalidConfig, gw, s.Source)
-		}
+	}
+	return nil
+}
+
+// checkHeld makes sure the grid holds a gateway among a source's addresses.
+func (b *Backend) checkHeld(ctx context.Context, gw netip.Addr, s resolvedSource) error {
+	used, err := b.addressInUse(ctx, gw)
+	if err != nil {
+		return err
+	}
+	if !used {
+		return fmt.Errorf("%w: gateway %s lies in %s but nothing holds it in the grid, so the grid could hand it to a machine: "+
+			"reserve it (a fixed address or host record for the router), or allocate from a range that excludes it",
+			backends.ErrInvalidConfig, gw, s.Source)
 	}
 	return nil
 }

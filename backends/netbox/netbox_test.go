@@ -335,6 +335,25 @@ func TestGatewayAndPrefixLength(t *testing.T) {
 	}
 }
 
+// prefixLength 24 splits a /23 source in two: the gateway of the second
+// half, 10.0.1.1, must be recorded too, or NetBox could hand it out.
+func TestGatewayDerivedAfterPrefixLengthNarrowsTheSourceIsChecked(t *testing.T) {
+	sim := newSim(t, "10.0.0.0/23")
+	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/23")...), func(c *netbox.Config) { c.PrefixLength = 24 })
+	ctx := context.Background()
+	_, err := b.Validate(ctx)
+	require.ErrorIs(t, err, backends.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "gateway 10.0.1.1")
+
+	sim.AddIPAddress("10.0.1.1/23", netboxsim.IPOptions{Description: "router"})
+	_, err = b.Validate(ctx)
+	require.NoError(t, err)
+	alloc, err := b.Allocate(ctx, claim("a"))
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.2/24", alloc.Address.String())
+	assert.Equal(t, "10.0.0.1", alloc.Gateway.String())
+}
+
 func TestIPv6(t *testing.T) {
 	sim := newSim(t, "2001:db8::/64")
 	b := newBackend(t, sim, withSources(prefixSources("2001:db8::/64")...))

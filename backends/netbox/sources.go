@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"net/url"
+	"strconv"
 
 	"go4.org/netipx"
 
@@ -197,6 +198,18 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 				return fmt.Errorf("%w: gateway %s is outside %s (network %s)", backends.ErrInvalidConfig, gw, s.display, s.network)
 			}
 		} else {
+			// prefixLength may split the source: each part's first usable
+			// address is the gateway of the addresses in it.
+			derived, err := backends.DerivedGateways(s.network, s.first, s.last, b.cfg.PrefixLength)
+			if err != nil {
+				return err
+			}
+			if len(derived) > 0 {
+				if err := b.checkRecorded(ctx, derived, s); err != nil {
+					return err
+				}
+				continue
+			}
 			gw = firstUsable(s.network)
 			if !gw.IsValid() {
 				continue
@@ -213,6 +226,32 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 		if p.Count == 0 {
 			return fmt.Errorf("%w: gateway %s lies in %s but is not recorded in NetBox, so NetBox could hand it out; record it (for example with status reserved) or set gateway.policy None",
 				backends.ErrInvalidConfig, gw, s.display)
+		}
+	}
+	return nil
+}
+
+// checkRecorded makes sure NetBox records every gateway of gws, with one
+// request: NetBox's address filter takes several values.
+func (b *Backend) checkRecorded(ctx context.Context, gws []netip.Addr, s resolvedSource) error {
+	q := url.Values{"vrf_id": {vrfFilter(s.vrfID)}, "limit": {strconv.Itoa(maxPage)}}
+	for _, gw := range gws {
+		q.Add("address", gw.String())
+	}
+	var p page[ipRecord]
+	if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		return fmt.Errorf("looking up the gateways of %s: %w", s.display, err)
+	}
+	recorded := map[netip.Addr]bool{}
+	for _, r := range p.Results {
+		if a, err := netip.ParsePrefix(r.Address); err == nil {
+			recorded[a.Addr()] = true
+		}
+	}
+	for _, gw := range gws {
+		if !recorded[gw] {
+			return fmt.Errorf("%w: gateway %s (the first usable address of %s, as prefixLength %d splits %s) is not recorded in NetBox, so NetBox could hand it out; record it or set an explicit gateway",
+				backends.ErrInvalidConfig, gw, netip.PrefixFrom(gw, b.cfg.PrefixLength).Masked(), b.cfg.PrefixLength, s.display)
 		}
 	}
 	return nil

@@ -107,6 +107,16 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 			reason: v1alpha1.InvalidConfigurationReason, inMessage: "not recorded in NetBox",
 		},
 		{
+			name: "gateway derived after prefixLength narrows the source, not recorded",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				f.seedNetwork("10.41.0.0/23")
+				return f.createNetboxPool("pool", "10.41.0.0/23", func(s *v1alpha1.NetboxIPPoolSpec) {
+					s.PrefixLength = ptr.To[int32](24)
+				})
+			},
+			reason: v1alpha1.InvalidConfigurationReason, inMessage: "gateway 10.41.1.1",
+		},
+		{
 			name: "unknown tenant",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
 				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {

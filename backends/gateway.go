@@ -1,0 +1,41 @@
+package backends
+
+import (
+	"fmt"
+	"net/netip"
+
+	"go4.org/netipx"
+)
+
+// MaxDerivedGateways bounds how many gateways a pool may derive from one
+// source by narrowing it with prefixLength; each must be checked in the IPAM
+// system, so a wider split needs an explicit gateway.
+const MaxDerivedGateways = 256
+
+// DerivedGateways returns the first-usable gateways that prefixLength
+// carves out of network and that lie between first and last, the addresses
+// the source may hand out: each must be held in the IPAM system, or it
+// could be handed to a machine. It returns none when prefixLength does not
+// narrow the network.
+func DerivedGateways(network netip.Prefix, first, last netip.Addr, prefixLength int) ([]netip.Addr, error) {
+	if prefixLength <= network.Bits() || prefixLength >= network.Addr().BitLen()-1 {
+		return nil, nil
+	}
+	if prefixLength-network.Bits() > 8 {
+		return nil, fmt.Errorf("%w: prefixLength %d splits %s into more than %d networks, each with a gateway to check; set an explicit gateway or gateway policy None",
+			ErrInvalidConfig, prefixLength, network, MaxDerivedGateways)
+	}
+	var gateways []netip.Addr
+	for sub := netip.PrefixFrom(network.Masked().Addr(), prefixLength); network.Contains(sub.Addr()); {
+		gw := sub.Addr().Next()
+		if !gw.Less(first) && !last.Less(gw) {
+			gateways = append(gateways, gw)
+		}
+		next := netipx.PrefixLastIP(sub).Next()
+		if !next.IsValid() {
+			break
+		}
+		sub = netip.PrefixFrom(next, prefixLength)
+	}
+	return gateways, nil
+}

@@ -1,0 +1,46 @@
+package backends_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+func TestDerivedGateways(t *testing.T) {
+	addrs := func(ss ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, s := range ss {
+			out = append(out, netip.MustParseAddr(s))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name         string
+		network      string
+		first, last  string
+		prefixLength int
+		want         []netip.Addr
+		invalid      bool
+	}{
+		{"no narrowing", "10.0.0.0/24", "10.0.0.1", "10.0.0.254", 24, nil, false},
+		{"widening", "10.0.0.64/26", "10.0.0.65", "10.0.0.126", 24, nil, false},
+		{"a /22 in four /24s", "10.0.0.0/22", "10.0.0.1", "10.0.3.254", 24, addrs("10.0.0.1", "10.0.1.1", "10.0.2.1", "10.0.3.1"), false},
+		{"only those the source hands out", "10.0.0.0/22", "10.0.1.10", "10.0.2.200", 24, addrs("10.0.2.1"), false},
+		{"IPv6", "2001:db8::/63", "2001:db8::1", "2001:db8:0:1:ffff:ffff:ffff:ffff", 64, addrs("2001:db8::1", "2001:db8:0:1::1"), false},
+		{"too many", "10.0.0.0/16", "10.0.0.1", "10.0.255.254", 28, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := backends.DerivedGateways(netip.MustParsePrefix(tc.network), netip.MustParseAddr(tc.first), netip.MustParseAddr(tc.last), tc.prefixLength)
+			if tc.invalid {
+				require.ErrorIs(t, err, backends.ErrInvalidConfig)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
