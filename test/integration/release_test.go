@@ -15,7 +15,6 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
 // Release needs only the marker search and the delete: a claim is deleted,
@@ -56,8 +55,11 @@ func TestReleaseReportsARecordLeftInAnotherSystem(t *testing.T) {
 	f.waitBound(claim)
 	before, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": controllers.ReleaseLeftReason})
 
-	// The pool is pointed at another NetBox, which the same token opens.
-	other := netboxtarget.New(t)
+	// The pool is pointed at another NetBox, which the same token opens: a
+	// simulator even when the suite runs against a real NetBox, so that it
+	// is truly another system.
+	other := netboxsim.New()
+	t.Cleanup(other.Close)
 	other.AddToken(f.token, true)
 	other.AddPrefixWithGateway("10.82.0.0/24", netboxsim.PrefixOptions{})
 	oldURL := pool.Spec.Connection.URL
