@@ -55,6 +55,10 @@ type PoolReconciler struct {
 	SyncPeriod time.Duration
 	// MaxRetryInterval caps the backoff of a pool whose backend failed.
 	MaxRetryInterval time.Duration
+	// RefreshInterval is the least time between two count refreshes of a
+	// pool: a burst of allocations costs one refresh per interval and one
+	// after it settles, not one per IPAddress.
+	RefreshInterval time.Duration
 	// InFlight counts the allocations under way, so that a deleted pool is
 	// let go only when none can still write an IPAddress for it.
 	InFlight *InFlight
@@ -63,6 +67,8 @@ type PoolReconciler struct {
 	// validated remembers when each pool was last validated, so that the
 	// refresh after an allocation or release costs only the count requests.
 	validated map[types.UID]validation
+	// counted remembers when each pool's counts were last refreshed.
+	counted map[types.UID]time.Time
 	// outages remember since when a ready pool's backend has been failing:
 	// one failed request must not stop every allocation from the pool.
 	outages map[types.UID]outage
@@ -73,6 +79,9 @@ type outage struct {
 	since    time.Time
 	attempts int
 }
+
+// DefaultRefreshInterval is the least time between two count refreshes.
+const DefaultRefreshInterval = 10 * time.Second
 
 // A ready pool turns not ready only when its backend has failed for at least
 // outageGrace and outageAttempts attempts in a row.
@@ -94,6 +103,9 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 	}
 	if r.MaxRetryInterval == 0 {
 		r.MaxRetryInterval = DefaultMaxRetryInterval
+	}
+	if r.RefreshInterval == 0 {
+		r.RefreshInterval = DefaultRefreshInterval
 	}
 	r.retries = newWaitBackoff(r.MaxRetryInterval)
 	secret := &metav1.PartialObjectMetadata{}
@@ -171,9 +183,14 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 			return r.failed(ctx, pool, err)
 		}
 		r.markValidated(pool)
+	} else if wait := r.untilRefresh(pool); wait > 0 {
+		// Counted a moment ago: come back once the interval is over, so
+		// that the last change of a burst is counted too.
+		return ctrl.Result{RequeueAfter: wait}, nil
 	} else if usage, err = backend.Usage(ctx); err != nil {
 		return r.failed(ctx, pool, err)
 	}
+	r.markCounted(pool)
 	r.recovered(pool)
 
 	status.Addresses = &v1alpha1.AddressCounts{Total: usage.Total, Used: usage.Used, Free: usage.Free()}
@@ -301,10 +318,33 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 	}
 	r.Backends.Forget(pool)
 	r.forgetValidation(pool)
+	r.mu.Lock()
+	delete(r.counted, pool.GetUID())
+	r.mu.Unlock()
 	r.recovered(pool)
 	forgetPoolAddresses(r.Kind.Kind, pool)
 	controllerutil.RemoveFinalizer(pool, v1alpha1.PoolFinalizer)
 	return ctrl.Result{}, nil
+}
+
+// untilRefresh is how long the pool's counts are still fresh.
+func (r *PoolReconciler) untilRefresh(pool Pool) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.counted[pool.GetUID()]
+	if !ok {
+		return 0
+	}
+	return max(0, r.RefreshInterval-time.Since(at))
+}
+
+func (r *PoolReconciler) markCounted(pool Pool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counted == nil {
+		r.counted = map[types.UID]time.Time{}
+	}
+	r.counted[pool.GetUID()] = time.Now()
 }
 
 func (r *PoolReconciler) needsValidation(pool Pool, ready bool) bool {

@@ -28,6 +28,9 @@ type Options struct {
 	SyncPeriod time.Duration
 	// ExhaustedRetryInterval is how often a claim on a full pool retries.
 	ExhaustedRetryInterval time.Duration
+	// PoolRefreshInterval is the least time between two count refreshes of
+	// a pool (default 10s).
+	PoolRefreshInterval time.Duration
 	// MaxRetryInterval caps every wait that no event is guaranteed to end,
 	// and the backoff of failed reconciles (default 5m).
 	MaxRetryInterval time.Duration
@@ -90,6 +93,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			MaxConcurrentReconciles: opts.PoolConcurrency,
 			SyncPeriod:              opts.SyncPeriod,
 			MaxRetryInterval:        opts.MaxRetryInterval,
+			RefreshInterval:         opts.PoolRefreshInterval,
 			InFlight:                inFlight,
 		}
 		if err := pools.SetupWithManager(ctx, mgr); err != nil {

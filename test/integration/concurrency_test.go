@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -106,5 +107,39 @@ func TestBoundClaimResyncMakesNoBackendCall(t *testing.T) {
 		f.waitNotPaused(claim)
 
 		assert.Zero(t, f.sys.callCount(), "a bound claim costs the IPAM system nothing")
+	})
+}
+
+// A burst of claims costs a number of count refreshes that depends on how
+// long it lasts, not on how many claims it holds: one per refresh interval
+// (2s in this suite), and one after the burst settles.
+func TestBurstOfClaimsCostsFewCountRefreshes(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.31.0.0/24")
+		pool := f.createPool("pool", "10.31.0.0/24")
+		f.waitPoolReady(pool)
+		before := f.sys.countRequests()
+
+		const n = 60
+		claims := make([]*ipamv1.IPAddressClaim, n)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range n {
+			claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), "pool")
+			wg.Go(func() { assert.NoError(t, k8s.Create(f.ctx, claims[i])) })
+		}
+		wg.Wait()
+		for _, claim := range claims {
+			f.waitBound(claim)
+		}
+		burst := time.Since(start)
+		// The last change of the burst is counted too.
+		f.waitCounts(pool, v1alpha1.AddressCounts{Total: 254, Used: n + 1, Free: 254 - n - 1})
+
+		refreshes := f.sys.countRequests() - before
+		t.Logf("%d claims bound in %s with %d count refreshes", n, burst.Round(time.Millisecond), refreshes)
+		// Generous for a slow machine, and still far below one per claim.
+		assert.LessOrEqual(t, refreshes, 3+int(burst/(2*time.Second))*2, "count refreshes grow with the burst's length only")
+		assert.Less(t, refreshes, n/4)
 	})
 }

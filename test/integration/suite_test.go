@@ -121,6 +121,7 @@ func startManager(ctx context.Context, filter, identity string, wrap func(client
 		SyncPeriod:       time.Minute,
 		// Long, so that tests prove a release wakes waiting claims.
 		ExhaustedRetryInterval: 10 * time.Minute,
+		PoolRefreshInterval:    2 * time.Second,
 	}, func(o *manager.Options) {
 		o.Logger = ctrl.Log.WithName(filter)
 		if wrap != nil {

@@ -47,6 +47,9 @@ type system interface {
 	// system completes it even if the client has given up.
 	slowNextAllocation(d time.Duration)
 	allocationRequests() int
+	// countRequests is the number of requests that counted a pool's used
+	// addresses.
+	countRequests() int
 	// failAllRequests answers every request with 503 until clearFaults.
 	failAllRequests()
 	clearFaults()
@@ -166,6 +169,16 @@ func (s *netboxSystem) allocationRequests() int {
 	return n
 }
 
+func (s *netboxSystem) countRequests() int {
+	n := 0
+	for _, c := range s.target.Calls() {
+		if c.Method == "GET" && c.Path == "/api/ipam/ip-addresses/" && strings.Contains(c.Query, "parent=") {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *netboxSystem) failAllRequests() {
 	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Times: 1 << 30})
 }
@@ -279,6 +292,16 @@ func (s *infobloxSystem) slowNextAllocation(d time.Duration) {
 
 func (s *infobloxSystem) allocationRequests() int {
 	return s.sim.CountObjectCalls("POST", "fixedaddress") + s.sim.CountObjectCalls("POST", "ipv6fixedaddress")
+}
+
+func (s *infobloxSystem) countRequests() int {
+	n := 0
+	for _, c := range s.sim.Calls() {
+		if c.Method == "GET" && strings.HasSuffix(c.Path, "/ipv4address") && (strings.Contains(c.Query, "network=") || strings.Contains(c.Query, "_page_id=")) {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *infobloxSystem) failAllRequests() {
