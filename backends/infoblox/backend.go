@@ -208,14 +208,8 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 		return object{}, err
 	}
 	countedCtx, attempts := backendhttp.WithAttemptCounter(ctx)
-	conn, err := b.connector(countedCtx)
-	if err != nil {
-		return object{}, fmt.Errorf("creating a WAPI connector: %w", err)
-	}
-	ref, err := conn.CreateObject(body)
-	if err == nil && ref == "" {
-		err = fmt.Errorf("%w: POST %s: the grid answered without a reference", backends.ErrUnavailable, body.ObjectType())
-	}
+	t := b.objectTypeFor(src.network.Addr())
+	created, err := b.create(countedCtx, body, b.returnFieldsFor(t))
 	if attempts.Load() > 1 || (err != nil && !errors.Is(err, backends.ErrExhausted)) {
 		kept, found, lookupErr := b.adoptExisting(ctx, claim)
 		switch {
@@ -229,11 +223,6 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 	}
 	if err != nil {
 		return object{}, fmt.Errorf("allocating from %s: %w", src, err)
-	}
-	var created object
-	t := b.objectTypeFor(src.network.Addr())
-	if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), ref, nil, &created); err != nil {
-		return object{}, fmt.Errorf("reading back %s: %w", ref, err)
 	}
 	return created, nil
 }

@@ -189,6 +189,29 @@ func (b *Backend) get(ctx context.Context, obj *wapiObject, ref string, search m
 	return nil
 }
 
+// create POSTs obj and returns the object made, with returnFields: WAPI
+// answers a POST with the object when _return_fields is given, which saves
+// reading it back. The client's Connector.CreateObject sends no return
+// fields, so the request is built by the client and sent here.
+func (b *Backend) create(ctx context.Context, obj ibclient.IBObject, returnFields []string) (object, error) {
+	req, err := b.builder.BuildRequest(ibclient.CREATE, obj, "", nil)
+	if err != nil {
+		return object{}, fmt.Errorf("building a WAPI request for %s: %w", obj.ObjectType(), err)
+	}
+	q := req.URL.Query()
+	q.Set("_return_fields", strings.Join(returnFields, ","))
+	req.URL.RawQuery = q.Encode()
+	body, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req)
+	if err != nil {
+		return object{}, err
+	}
+	var created object
+	if err := json.Unmarshal(body, &created); err != nil || created.Ref == "" {
+		return object{}, fmt.Errorf("%w: %s: the grid answered without the object made (%v)", backends.ErrUnavailable, describe(req), err)
+	}
+	return created, nil
+}
+
 // connector returns an infoblox-go-client Connector bound to ctx, for writes.
 func (b *Backend) connector(ctx context.Context) (*ibclient.Connector, error) {
 	return ibclient.NewConnector(b.hostCfg, b.authCfg, ibclient.TransportConfig{},
