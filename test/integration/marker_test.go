@@ -177,14 +177,14 @@ func TestIdentityKeepsManagementClustersApart(t *testing.T) {
 // namespace and name in another management cluster, identity-less or not.
 func TestManagementClustersAreApartByDefault(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
-		f.seedNetwork("10.27.0.0/24")
-		f.sys.reserveForeign(netip.MustParsePrefix("10.27.0.2/24"), "5c6f9a8e-0d1b-4f43-9a7e-2b8c1d0e3f41/"+f.ns+"/machine")
-		f.sys.reserveForeign(netip.MustParsePrefix("10.27.0.3/24"), f.ns+"/machine")
-		f.createPool("pool", "10.27.0.0/24")
+		f.seedNetwork("10.34.0.0/24")
+		f.sys.reserveForeign(netip.MustParsePrefix("10.34.0.2/24"), "5c6f9a8e-0d1b-4f43-9a7e-2b8c1d0e3f41/"+f.ns+"/machine")
+		f.sys.reserveForeign(netip.MustParsePrefix("10.34.0.3/24"), f.ns+"/machine")
+		f.createPool("pool", "10.34.0.0/24")
 
 		claim := f.createClaim("machine", "pool")
 		address := f.waitBound(claim)
-		assert.Equal(t, "10.27.0.4", address.Spec.Address, "neither foreign reservation is adopted")
+		assert.Equal(t, "10.34.0.4", address.Spec.Address, "neither foreign reservation is adopted")
 		assert.Len(t, f.recordsWithMarker(f.marker("machine")), 1)
 
 		f.deleteClaim(claim)
@@ -255,13 +255,13 @@ func TestMovedClaimIsReleasedInTheTargetCluster(t *testing.T) {
 func TestReservationOutsideThePoolIsNotAdopted(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.seedNetwork("10.29.0.0/24")
-		f.seedNetwork("10.30.0.0/24")
-		f.sys.reserveForeign(netip.MustParsePrefix("10.30.0.5/24"), f.marker("machine"))
+		f.seedNetwork("10.37.0.0/24")
+		f.sys.reserveForeign(netip.MustParsePrefix("10.37.0.5/24"), f.marker("machine"))
 		f.createPool("pool", "10.29.0.0/24")
 
 		claim := f.createClaim("machine", "pool")
 		cond := f.waitClaimReason(claim, controllers.ReservationOutsidePoolReason)
-		assert.Contains(t, cond.Message, "10.30.0.5")
+		assert.Contains(t, cond.Message, "10.37.0.5")
 		f.waitEvent(f.ns, claim.Name, controllers.ReservationOutsidePoolReason)
 		assert.Zero(t, f.sys.allocationRequests(), "nothing was handed out")
 		assert.Len(t, f.recordsWithMarker(f.marker("machine")), 1, "the record is left alone")

@@ -109,12 +109,12 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 		{
 			name: "gateway derived after prefixLength narrows the source, not recorded",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
-				f.seedNetwork("10.41.0.0/23")
-				return f.createNetboxPool("pool", "10.41.0.0/23", func(s *v1alpha1.NetboxIPPoolSpec) {
+				f.seedNetwork("10.44.0.0/23")
+				return f.createNetboxPool("pool", "10.44.0.0/23", func(s *v1alpha1.NetboxIPPoolSpec) {
 					s.PrefixLength = ptr.To[int32](24)
 				})
 			},
-			reason: v1alpha1.InvalidConfigurationReason, inMessage: "gateway 10.41.1.1",
+			reason: v1alpha1.InvalidConfigurationReason, inMessage: "gateway 10.44.1.1",
 		},
 		{
 			name: "unknown tenant",
