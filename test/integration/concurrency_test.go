@@ -135,16 +135,22 @@ func TestBurstOfClaimsCostsFewCountRefreshes(t *testing.T) {
 		}
 		burst := time.Since(start)
 		refreshes := f.sys.countRequests() - before
-		// The last change of the burst is counted too. A real NetBox under
-		// the burst answers slowly enough for resent requests to make
-		// duplicates, whose removal no IPAddress announces: the next sync
-		// (a minute in this suite) counts them gone.
+		// The last change of the burst is counted too: the counts end equal
+		// to what the IPAM system holds (the claims' records and the
+		// gateway). A real NetBox under the burst can be slow enough for a
+		// request the client gave up on to land later, as a second record
+		// of its claim that no IPAddress announces (the audit of issue 13
+		// is for those): the next sync, a minute in this suite, counts it.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			got := pool.DeepCopyObject().(controllers.Pool)
 			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 			require.NotNil(c, got.GetPoolStatus().Addresses)
-			assert.Equal(c, v1alpha1.AddressCounts{Total: 254, Used: n + 1, Free: 254 - n - 1}, *got.GetPoolStatus().Addresses)
+			held := int64(len(f.markedRecords()) + 1)
+			assert.Equal(c, v1alpha1.AddressCounts{Total: 254, Used: held, Free: 254 - held}, *got.GetPoolStatus().Addresses)
 		}, 2*time.Minute, pollInterval)
+		if records := len(f.markedRecords()); records != n {
+			t.Logf("%d records for %d claims: late duplicates", records, n)
+		}
 
 		t.Logf("%d claims bound in %s with %d count refreshes", n, burst.Round(time.Millisecond), refreshes)
 		// Generous for a slow machine, and still far below one per claim.
