@@ -116,8 +116,8 @@ func TestBoundClaimResyncMakesNoBackendCall(t *testing.T) {
 // (2s in this suite), and one after the burst settles.
 func TestBurstOfClaimsCostsFewCountRefreshes(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
-		f.seedNetwork("10.31.0.0/24")
-		pool := f.createPool("pool", "10.31.0.0/24")
+		f.seedNetwork("10.38.0.0/24")
+		pool := f.createPool("pool", "10.38.0.0/24")
 		f.waitPoolReady(pool)
 		before := f.sys.countRequests()
 
