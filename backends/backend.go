@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/netip"
+	"time"
 )
 
 // Backend is one configured pool in an external IPAM system.
@@ -44,9 +45,43 @@ type Backend interface {
 	// longer reaches, ErrUnreachable. Nothing to release is not an error.
 	Release(ctx context.Context, claim Claim, last Reservation) error
 
+	// Retire is Release for a pool with a grace period: instead of deleting
+	// the claim's records it marks them TombstoneMarker(marker, at), so that
+	// their addresses are not handed out again until an audit deletes them.
+	Retire(ctx context.Context, claim Claim, last Reservation, at time.Time) error
+
 	// Endpoint names the system the backend talks to, as recorded in
 	// Reservation.Endpoint.
 	Endpoint() string
+
+	// Records lists, in one server-filtered and paginated listing, the
+	// records within the pool's sources whose marker begins with prefix.
+	Records(ctx context.Context, prefix string) ([]Record, error)
+
+	// Remark sets a record's marker to marker if it still carries
+	// rec.Marker (ErrNotOwned otherwise); a tombstone marker also marks the
+	// record as no longer in use where the system can say so.
+	Remark(ctx context.Context, rec Record, marker string) error
+
+	// Delete deletes a record if it still carries rec.Marker (ErrNotOwned
+	// otherwise). A record that is gone is not an error.
+	Delete(ctx context.Context, rec Record) error
+
+	// Restore reserves address for the claim again, carrying its marker,
+	// after its record was deleted outside the provider. A record of the
+	// same claim under an earlier marker (see SameClaim) that holds the
+	// address is marked as the claim's; any other record holding it gives
+	// ErrAddressTaken. An address outside the pool's sources gives
+	// ErrOutsidePool.
+	Restore(ctx context.Context, claim Claim, address netip.Prefix) (Allocation, error)
+}
+
+// Record is a reservation as an audit lists it.
+type Record struct {
+	Address netip.Prefix
+	Marker  string
+	// Reference is the system's identifier of the record.
+	Reference string
 }
 
 // Reservation says where a claim's address was reserved, as recorded when

@@ -31,4 +31,6 @@ var (
 	// configuration does not reach (another endpoint, or a search the system
 	// now refuses), so it was left in place.
 	ErrUnreachable = errors.New("record not reachable from the pool")
+	// ErrAddressTaken: another record, not the claim's, holds the address.
+	ErrAddressTaken = errors.New("address held by another record")
 )

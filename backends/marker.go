@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // identityPattern keeps identities readable in the IPAM system and free of
@@ -42,4 +43,50 @@ func SameClaim(marker string, claim Claim) bool {
 	}
 	identity, ok := strings.CutSuffix(marker, "/"+suffix)
 	return ok && identity != "" && ValidateIdentity(identity) == nil
+}
+
+// tombstoneSeparator ends a claim's marker in a tombstone; '@' appears in no
+// namespace, name or identity, so a tombstone never names a claim.
+const tombstoneSeparator = "@released="
+
+// TombstoneMarker is the marker of a record released at at and kept, for a
+// pool's grace period, so that its address is not handed out again while
+// switches may still remember the machine that had it.
+func TombstoneMarker(marker string, at time.Time) string {
+	return marker + tombstoneSeparator + at.UTC().Format(time.RFC3339)
+}
+
+// ParseTombstone returns the claim marker and release time of a tombstone
+// marker; ok is false for any other marker.
+func ParseTombstone(marker string) (claimMarker string, at time.Time, ok bool) {
+	claimMarker, stamp, found := strings.Cut(marker, tombstoneSeparator)
+	if !found {
+		return "", time.Time{}, false
+	}
+	at, err := time.Parse(time.RFC3339, stamp)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return claimMarker, at, true
+}
+
+// IsTombstoneOf says whether marker is a tombstone of claimMarker: the
+// claim's record was already retired.
+func IsTombstoneOf(marker, claimMarker string) bool {
+	m, _, ok := ParseTombstone(marker)
+	return ok && m == claimMarker
+}
+
+// ParseMarker splits "<identity>/<namespace>/<name>" for the given
+// identity; ok is false for markers of another identity and for tombstones.
+func ParseMarker(identity, marker string) (namespace, name string, ok bool) {
+	rest, found := strings.CutPrefix(marker, identity+"/")
+	if !found || identity == "" {
+		return "", "", false
+	}
+	namespace, name, found = strings.Cut(rest, "/")
+	if !found || namespace == "" || name == "" || strings.ContainsAny(name, "/@") {
+		return "", "", false
+	}
+	return namespace, name, true
 }

@@ -2,6 +2,7 @@ package backends_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -52,5 +53,58 @@ func TestSameClaim(t *testing.T) {
 		{"", false},
 	} {
 		assert.Equal(t, tc.want, backends.SameClaim(tc.marker, claim), tc.marker)
+	}
+}
+
+func TestTombstoneMarker(t *testing.T) {
+	at := time.Date(2026, 11, 23, 17, 4, 5, 0, time.FixedZone("x", 3600))
+	tomb := backends.TombstoneMarker("uid/ns/claim", at)
+	assert.Equal(t, "uid/ns/claim@released=2026-11-23T16:04:05Z", tomb)
+
+	for _, tt := range []struct {
+		marker    string
+		wantClaim string
+		ok        bool
+	}{
+		{tomb, "uid/ns/claim", true},
+		{"uid/ns/claim", "", false},
+		{"uid/ns/claim@released=yesterday", "", false},
+		{"ns/claim@released=2026-11-23T16:04:05Z", "ns/claim", true},
+	} {
+		t.Run(tt.marker, func(t *testing.T) {
+			claim, when, ok := backends.ParseTombstone(tt.marker)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.wantClaim, claim)
+			if ok {
+				assert.True(t, when.Equal(at))
+			}
+		})
+	}
+	assert.True(t, backends.IsTombstoneOf(tomb, "uid/ns/claim"))
+	assert.False(t, backends.IsTombstoneOf(tomb, "uid/ns/other"))
+	assert.False(t, backends.IsTombstoneOf("uid/ns/claim", "uid/ns/claim"), "a live marker is no tombstone")
+	assert.False(t, backends.SameClaim(tomb, backends.Claim{Namespace: "ns", Name: "claim"}), "a tombstone never names a claim")
+}
+
+func TestParseMarker(t *testing.T) {
+	for _, tt := range []struct {
+		identity, marker string
+		ns, name         string
+		ok               bool
+	}{
+		{"uid", "uid/ns/claim", "ns", "claim", true},
+		{"uid", "other/ns/claim", "", "", false},
+		{"uid", "ns/claim", "", "", false},
+		{"uid", "uid/ns/claim@released=2026-11-23T16:04:05Z", "", "", false},
+		{"uid", "uid/ns", "", "", false},
+		{"uid", "uid/ns/a/b", "", "", false},
+		{"", "ns/claim", "", "", false},
+	} {
+		t.Run(tt.marker, func(t *testing.T) {
+			ns, name, ok := backends.ParseMarker(tt.identity, tt.marker)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.ns, ns)
+			assert.Equal(t, tt.name, name)
+		})
 	}
 }

@@ -54,6 +54,7 @@ func main() {
 	fs.DurationVar(&opts.Backend.RequestTimeout, "backend-request-timeout", 15*time.Second, "Timeout of one request to NetBox or Infoblox.")
 	fs.DurationVar(&opts.SyncPeriod, "pool-sync-period", 5*time.Minute, "How often pools are validated again and their counts refreshed.")
 	fs.DurationVar(&opts.ExhaustedRetryInterval, "exhausted-retry-interval", time.Minute, "How often a claim on a full pool retries.")
+	fs.DurationVar(&opts.AuditInterval, "audit-interval", controllers.DefaultAuditInterval, "How often each pool's records in the IPAM system are audited against the claims (docs/audit.md), jittered by up to a tenth.")
 	fs.DurationVar(&opts.PoolRefreshInterval, "pool-refresh-interval", controllers.DefaultRefreshInterval, "Least time between two refreshes of a pool's address counts; a burst of allocations costs one refresh per interval.")
 	fs.DurationVar(&opts.MaxRetryInterval, "max-retry-interval", controllers.DefaultMaxRetryInterval, "Longest wait before a claim or pool that is not ready, or whose reconcile failed, is looked at again.")
 	fs.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown. A request cut short is harmless: its reservation carries the claim's marker and is adopted later.")

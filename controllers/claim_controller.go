@@ -62,9 +62,11 @@ type ClaimReconciler struct {
 	// address from a pool that is being deleted.
 	APIReader client.Reader
 	InFlight  *InFlight
-	Recorder  events.EventRecorder
-	Kinds     PoolKinds
-	Backends  *Backends
+	// Tombstones learns of the grace periods releases start, for the audit.
+	Tombstones *Tombstones
+	Recorder   events.EventRecorder
+	Kinds      PoolKinds
+	Backends   *Backends
 
 	// Identity distinguishes this management cluster's reservations when
 	// several share one IPAM system.
@@ -419,8 +421,21 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool, address *ipamv1.IPAddress) error {
 	log := ctrl.LoggerFrom(ctx)
 	last := recordedReservation(claim, address)
+	grace := time.Duration(0)
+	if d := pool.GetRelease().GracePeriod; d != nil {
+		grace = d.Duration
+	}
 	backend, err := r.Backends.For(ctx, kind, pool)
-	if err == nil {
+	switch {
+	case err != nil:
+	case grace > 0:
+		// Kept as a tombstone, which the pool's audit deletes once the
+		// grace period is over.
+		now := time.Now()
+		if err = backend.Retire(ctx, r.backendClaim(claim), last, now); err == nil {
+			r.Tombstones.Add(pool.GetUID(), now.Add(grace))
+		}
+	default:
 		err = backend.Release(ctx, r.backendClaim(claim), last)
 	}
 	// A record left in the IPAM system is never silent: a condition, an
@@ -489,8 +504,14 @@ func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress
 
 // backendClaim describes the claim to the backend.
 func (r *ClaimReconciler) backendClaim(claim *ipamv1.IPAddressClaim) backends.Claim {
+	return backendClaim(r.Identity, claim)
+}
+
+// backendClaim describes the claim to the backend, its marker naming the
+// management cluster by identity.
+func backendClaim(identity string, claim *ipamv1.IPAddressClaim) backends.Claim {
 	return backends.Claim{
-		Marker:      backends.Marker(r.Identity, claim.Namespace, claim.Name),
+		Marker:      backends.Marker(identity, claim.Namespace, claim.Name),
 		Namespace:   claim.Namespace,
 		Name:        claim.Name,
 		ClusterName: claimClusterName(claim),

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
@@ -50,6 +52,21 @@ var (
 		Help: "Records left in the IPAM system when their claim was deleted, by pool kind and reason (ReleaseSkipped: no longer carries the marker; ReleaseLeft: out of the pool's reach).",
 	}, []string{"pool_kind", "reason"})
 
+	auditRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_ipam_bridge_audit_runs_total",
+		Help: "Audits of pools, by pool kind and outcome (succeeded, failed).",
+	}, []string{"pool_kind", "outcome"})
+
+	auditActions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_ipam_bridge_audit_actions_total",
+		Help: "What audits did to records, by pool kind and action (orphan_released, duplicate_released, tombstone_deleted, restored, taken: a bound claim's address is held by another record).",
+	}, []string{"pool_kind", "action"})
+
+	auditFindings = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capi_ipam_bridge_audit_findings",
+		Help: "What a pool's last audit found, by type (orphans, duplicates, drifted, tombstones).",
+	}, []string{"pool_kind", "namespace", "name", "type"})
+
 	waiting = &waitingClaims{claims: map[types.NamespacedName]waitingClaim{}}
 
 	registerOnce sync.Once
@@ -59,7 +76,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests,
-			claimBindSeconds, poolAddresses, recordsLeft, waiting)
+			claimBindSeconds, poolAddresses, recordsLeft, waiting, auditRuns, auditActions, auditFindings)
 	})
 }
 
@@ -113,6 +130,41 @@ func (i *instrumented) Release(ctx context.Context, c backends.Claim, last backe
 	return err
 }
 
+func (i *instrumented) Retire(ctx context.Context, c backends.Claim, last backends.Reservation, at time.Time) error {
+	start := time.Now()
+	err := i.Backend.Retire(ctx, c, last, at)
+	i.observe("retire", start, err)
+	return err
+}
+
+func (i *instrumented) Records(ctx context.Context, prefix string) ([]backends.Record, error) {
+	start := time.Now()
+	r, err := i.Backend.Records(ctx, prefix)
+	i.observe("records", start, err)
+	return r, err
+}
+
+func (i *instrumented) Remark(ctx context.Context, rec backends.Record, marker string) error {
+	start := time.Now()
+	err := i.Backend.Remark(ctx, rec, marker)
+	i.observe("remark", start, err)
+	return err
+}
+
+func (i *instrumented) Delete(ctx context.Context, rec backends.Record) error {
+	start := time.Now()
+	err := i.Backend.Delete(ctx, rec)
+	i.observe("delete", start, err)
+	return err
+}
+
+func (i *instrumented) Restore(ctx context.Context, c backends.Claim, address netip.Prefix) (backends.Allocation, error) {
+	start := time.Now()
+	a, err := i.Backend.Restore(ctx, c, address)
+	i.observe("restore", start, err)
+	return a, err
+}
+
 // outcome names the class of an operation's result; the set is fixed, so the
 // label stays small.
 func outcome(err error) string {
@@ -131,6 +183,7 @@ func outcome(err error) string {
 		{backends.ErrNotOwned, "not_owned"},
 		{backends.ErrUnreachable, "unreachable"},
 		{backends.ErrOutsidePool, "outside_pool"},
+		{backends.ErrAddressTaken, "address_taken"},
 	} {
 		if errors.Is(err, o.err) {
 			return o.name
@@ -195,5 +248,13 @@ func setPoolAddresses(kind string, pool Pool, total, used, free int64) {
 }
 
 func forgetPoolAddresses(kind string, pool Pool) {
-	poolAddresses.DeletePartialMatch(prometheus.Labels{"pool_kind": kind, "namespace": pool.GetNamespace(), "name": pool.GetName()})
+	labels := prometheus.Labels{"pool_kind": kind, "namespace": pool.GetNamespace(), "name": pool.GetName()}
+	poolAddresses.DeletePartialMatch(labels)
+	auditFindings.DeletePartialMatch(labels)
+}
+
+func setAuditFindings(kind string, pool Pool, s v1alpha1.AuditStatus) {
+	for t, v := range map[string]int32{"orphans": s.Orphans, "duplicates": s.Duplicates, "drifted": s.Drifted, "tombstones": s.Tombstones} {
+		auditFindings.WithLabelValues(kind, pool.GetNamespace(), pool.GetName(), t).Set(float64(v))
+	}
 }

@@ -24,6 +24,8 @@ type Pool interface {
 	GetConditions() []metav1.Condition
 	SetConditions([]metav1.Condition)
 	GetPoolStatus() *v1alpha1.PoolStatus
+	GetOrphans() v1alpha1.Orphans
+	GetRelease() v1alpha1.ReleaseSettings
 }
 
 // BackendOptions are the manager-wide settings every backend receives.

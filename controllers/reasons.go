@@ -36,6 +36,12 @@ const (
 	ReservationOutsidePoolReason = "ReservationOutsidePool"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
+	// ReservationRestoredReason (event): an audit found a bound claim's
+	// record deleted in the IPAM system and reserved its address again.
+	ReservationRestoredReason = "ReservationRestored"
+	// AuditActionReason (event): an audit deleted an orphan, a duplicate
+	// or an expired tombstone, or restored a record.
+	AuditActionReason = "AuditAction"
 )
 
 // poolReason maps a failure to build or validate a pool's backend to the

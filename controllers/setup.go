@@ -31,6 +31,8 @@ type Options struct {
 	// PoolRefreshInterval is the least time between two count refreshes of
 	// a pool (default 10s).
 	PoolRefreshInterval time.Duration
+	// AuditInterval is how often each pool is audited (default 10m).
+	AuditInterval time.Duration
 	// MaxRetryInterval caps every wait that no event is guaranteed to end,
 	// and the backoff of failed reconciles (default 5m).
 	MaxRetryInterval time.Duration
@@ -63,10 +65,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Options:          opts.Backend,
 	}
 	inFlight := &InFlight{}
+	tombstones := &Tombstones{}
 	claims := &ClaimReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		InFlight:                inFlight,
+		Tombstones:              tombstones,
 		Recorder:                mgr.GetEventRecorder("ipam-bridge-claim-controller"),
 		Kinds:                   kinds,
 		Backends:                cache,
@@ -98,6 +102,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 		if err := pools.SetupWithManager(ctx, mgr); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind.Kind, err)
+		}
+		audits := &AuditReconciler{
+			Client:           mgr.GetClient(),
+			APIReader:        mgr.GetAPIReader(),
+			Recorder:         mgr.GetEventRecorder("ipam-bridge-audit-controller"),
+			Kind:             kind,
+			Backends:         cache,
+			Identity:         opts.Identity,
+			WatchFilterValue: opts.WatchFilterValue,
+			Interval:         opts.AuditInterval,
+			Tombstones:       tombstones,
+		}
+		if err := audits.SetupWithManager(ctx, mgr); err != nil {
+			return fmt.Errorf("setting up the %s audit: %w", kind.Kind, err)
 		}
 	}
 	return nil

@@ -152,4 +152,8 @@ type PoolStatus struct {
 	// addresses counts the addresses in the pool's sources.
 	// +optional
 	Addresses *AddressCounts `json:"addresses,omitempty"`
+
+	// audit is what the last audit found (see docs/audit.md).
+	// +optional
+	Audit *AuditStatus `json:"audit,omitempty"`
 }

@@ -54,6 +54,15 @@ type InfobloxIPPoolSpec struct {
 	// reservation says what to create in the grid for each claim.
 	// +optional
 	Reservation InfobloxReservation `json:"reservation,omitempty,omitzero"`
+
+	// orphans says what the pool's audit does with records that carry this
+	// management cluster's marker but whose claim is gone.
+	// +optional
+	Orphans Orphans `json:"orphans,omitempty,omitzero"`
+
+	// release says how a claim's address is released.
+	// +optional
+	Release ReleaseSettings `json:"release,omitempty,omitzero"`
 }
 
 // InfobloxConnection says how to reach the grid's WAPI.
@@ -204,6 +213,8 @@ type InfobloxDNS struct {
 // +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
 // +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="Orphans",type="integer",JSONPath=".status.audit.orphans"
+// +kubebuilder:printcolumn:name="Drifted",type="integer",JSONPath=".status.audit.drifted"
 // +kubebuilder:printcolumn:name="Grid",type="string",JSONPath=".spec.connection.host",priority=1
 // +kubebuilder:printcolumn:name="View",type="string",JSONPath=".spec.networkView",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
@@ -240,6 +251,8 @@ type InfobloxIPPoolList struct {
 // +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
 // +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="Orphans",type="integer",JSONPath=".status.audit.orphans"
+// +kubebuilder:printcolumn:name="Drifted",type="integer",JSONPath=".status.audit.drifted"
 // +kubebuilder:printcolumn:name="Grid",type="string",JSONPath=".spec.connection.host",priority=1
 // +kubebuilder:printcolumn:name="View",type="string",JSONPath=".spec.networkView",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"

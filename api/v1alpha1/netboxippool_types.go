@@ -45,6 +45,15 @@ type NetboxIPPoolSpec struct {
 	// besides the provider's tag and claim marker.
 	// +optional
 	Reservation NetboxReservation `json:"reservation,omitempty,omitzero"`
+
+	// orphans says what the pool's audit does with records that carry this
+	// management cluster's marker but whose claim is gone.
+	// +optional
+	Orphans Orphans `json:"orphans,omitempty,omitzero"`
+
+	// release says how a claim's address is released.
+	// +optional
+	Release ReleaseSettings `json:"release,omitempty,omitzero"`
 }
 
 // NetboxConnection says how to reach NetBox.
@@ -191,6 +200,8 @@ type NetboxReservation struct {
 // +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
 // +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="Orphans",type="integer",JSONPath=".status.audit.orphans"
+// +kubebuilder:printcolumn:name="Drifted",type="integer",JSONPath=".status.audit.drifted"
 // +kubebuilder:printcolumn:name="NetBox",type="string",JSONPath=".spec.connection.url",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
@@ -226,6 +237,8 @@ type NetboxIPPoolList struct {
 // +kubebuilder:printcolumn:name="Total",type="integer",JSONPath=".status.addresses.total"
 // +kubebuilder:printcolumn:name="Used",type="integer",JSONPath=".status.addresses.used"
 // +kubebuilder:printcolumn:name="Free",type="integer",JSONPath=".status.addresses.free"
+// +kubebuilder:printcolumn:name="Orphans",type="integer",JSONPath=".status.audit.orphans"
+// +kubebuilder:printcolumn:name="Drifted",type="integer",JSONPath=".status.audit.drifted"
 // +kubebuilder:printcolumn:name="NetBox",type="string",JSONPath=".spec.connection.url",priority=1
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 

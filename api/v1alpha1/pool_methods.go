@@ -49,3 +49,27 @@ func (p *GlobalInfobloxIPPool) GetPoolStatus() *PoolStatus { return &p.Status }
 
 // GetInfobloxSpec returns the Infoblox settings of the pool.
 func (p *GlobalInfobloxIPPool) GetInfobloxSpec() *InfobloxIPPoolSpec { return &p.Spec }
+
+// GetOrphans returns the pool's orphan policy.
+func (p *NetboxIPPool) GetOrphans() Orphans { return p.Spec.Orphans }
+
+// GetRelease returns the pool's release settings.
+func (p *NetboxIPPool) GetRelease() ReleaseSettings { return p.Spec.Release }
+
+// GetOrphans returns the pool's orphan policy.
+func (p *GlobalNetboxIPPool) GetOrphans() Orphans { return p.Spec.Orphans }
+
+// GetRelease returns the pool's release settings.
+func (p *GlobalNetboxIPPool) GetRelease() ReleaseSettings { return p.Spec.Release }
+
+// GetOrphans returns the pool's orphan policy.
+func (p *InfobloxIPPool) GetOrphans() Orphans { return p.Spec.Orphans }
+
+// GetRelease returns the pool's release settings.
+func (p *InfobloxIPPool) GetRelease() ReleaseSettings { return p.Spec.Release }
+
+// GetOrphans returns the pool's orphan policy.
+func (p *GlobalInfobloxIPPool) GetOrphans() Orphans { return p.Spec.Orphans }
+
+// GetRelease returns the pool's release settings.
+func (p *GlobalInfobloxIPPool) GetRelease() ReleaseSettings { return p.Spec.Release }

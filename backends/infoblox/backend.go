@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
@@ -270,13 +271,24 @@ func (b *Backend) Endpoint() string {
 // names its object type and network view) reaches the object even after the
 // pool's object type, view or sources changed.
 func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
+	return b.release(ctx, claim, last, func(ctx context.Context, o object) error { return b.deleteObject(ctx, o.Ref) })
+}
+
+// Retire keeps the claim's objects as tombstones instead of deleting them.
+func (b *Backend) Retire(ctx context.Context, claim backends.Claim, last backends.Reservation, at time.Time) error {
+	tombstone := backends.TombstoneMarker(claim.Marker, at)
+	return b.release(ctx, claim, last, func(ctx context.Context, o object) error { return b.setMarker(ctx, o.Ref, tombstone) })
+}
+
+// release finds the claim's objects and lets drop delete or retire each.
+func (b *Backend) release(ctx context.Context, claim backends.Claim, last backends.Reservation, drop func(context.Context, object) error) error {
 	released := map[string]bool{}
 	found, searchErr := b.findByMarker(ctx, claim.Marker)
 	if errors.Is(searchErr, backends.ErrUnavailable) || errors.Is(searchErr, backends.ErrUnauthorized) || errors.Is(searchErr, backends.ErrForbidden) {
 		return searchErr
 	}
 	for _, o := range found {
-		if err := b.deleteObject(ctx, o.Ref); err != nil {
+		if err := drop(ctx, o); err != nil {
 			return err
 		}
 		released[o.Ref] = true
@@ -290,8 +302,11 @@ func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backen
 		switch {
 		case err != nil:
 			return err
+		case ok && backends.IsTombstoneOf(o.ExtAttrs.get(b.cfg.MarkerEA), claim.Marker):
+			// Retired by an earlier attempt.
+			released[o.Ref] = true
 		case ok && (o.ExtAttrs.get(b.cfg.MarkerEA) == claim.Marker || b.movedHere(o, claim, last)):
-			if err := b.deleteObject(ctx, o.Ref); err != nil {
+			if err := drop(ctx, o); err != nil {
 				return err
 			}
 			released[o.Ref] = true
@@ -318,11 +333,15 @@ func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backen
 		if err != nil || len(others) == 0 {
 			return err
 		}
-		if b.movedHere(others[0], claim, last) {
-			return b.deleteObject(ctx, others[0].Ref)
+		marker := others[0].ExtAttrs.get(b.cfg.MarkerEA)
+		switch {
+		case backends.IsTombstoneOf(marker, claim.Marker):
+			return nil
+		case b.movedHere(others[0], claim, last):
+			return drop(ctx, others[0])
 		}
 		return fmt.Errorf("%w: the %s holding %s (%s) no longer carries %s=%q (it has %q); it was left in place",
-			backends.ErrNotOwned, b.objectLabel(), last.Address, others[0].Ref, b.cfg.MarkerEA, claim.Marker, others[0].ExtAttrs.get(b.cfg.MarkerEA))
+			backends.ErrNotOwned, b.objectLabel(), last.Address, others[0].Ref, b.cfg.MarkerEA, claim.Marker, marker)
 	}
 	return nil
 }
@@ -460,6 +479,12 @@ func sortByAddress(objects []object) {
 
 // newObject builds the object to create for the claim in src.
 func (b *Backend) newObject(claim backends.Claim, src resolvedSource) (ibclient.IBObject, error) {
+	return b.newObjectAt(claim, src.network.Addr().Is6(), src.nextAvailable(b.cfg.NetworkView))
+}
+
+// newObjectAt builds the object to create for the claim at address: an
+// address, or a func:nextavailableip argument.
+func (b *Backend) newObjectAt(claim backends.Claim, ipv6 bool, next string) (ibclient.IBObject, error) {
 	name, err := b.name.Render(claim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: name pattern: %v", backends.ErrInvalidConfig, err)
@@ -473,9 +498,6 @@ func (b *Backend) newObject(claim backends.Claim, src resolvedSource) (ibclient.
 	for k, v := range b.cfg.Reservation.ExtensibleAttributes {
 		eas[k] = v
 	}
-	next := src.nextAvailable(b.cfg.NetworkView)
-	ipv6 := src.network.Addr().Is6()
-
 	if b.cfg.Reservation.ObjectType == HostRecord {
 		dnsOn, dnsView := false, ""
 		if dns := b.cfg.Reservation.DNS; dns != nil {

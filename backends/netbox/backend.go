@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 
@@ -312,6 +313,20 @@ func (b *Backend) Endpoint() string { return b.baseURL }
 // NetBox objects were renamed or retired can still release. When none
 // carries the marker, it says why the recorded record was left.
 func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
+	return b.release(ctx, claim, last, b.deleteRecord)
+}
+
+// Retire keeps the claim's records as deprecated tombstones instead of
+// deleting them.
+func (b *Backend) Retire(ctx context.Context, claim backends.Claim, last backends.Reservation, at time.Time) error {
+	tombstone := backends.TombstoneMarker(claim.Marker, at)
+	return b.release(ctx, claim, last, func(ctx context.Context, r ipRecord) error {
+		return b.remarkRecord(ctx, r, tombstone)
+	})
+}
+
+// release finds the claim's records and lets drop delete or retire each.
+func (b *Backend) release(ctx context.Context, claim backends.Claim, last backends.Reservation, drop func(context.Context, ipRecord) error) error {
 	records, err := b.findByMarker(ctx, claim.Marker, false)
 	if err != nil {
 		if errors.Is(err, backends.ErrUnavailable) || errors.Is(err, backends.ErrUnauthorized) || errors.Is(err, backends.ErrForbidden) {
@@ -321,33 +336,30 @@ func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backen
 			backends.ErrUnreachable, b.baseURL, last.Address, last.Reference, err)
 	}
 	for _, r := range records {
-		if err := b.deleteRecord(ctx, r); err != nil {
+		if err := drop(ctx, r); err != nil {
 			return err
 		}
 	}
 	if len(records) > 0 {
 		return nil
 	}
-	return b.explainNothingReleased(ctx, claim, last)
+	return b.explainNothingReleased(ctx, claim, last, drop)
 }
 
 // explainNothingReleased reports a record the claim was given that no
 // longer carries its marker, or that lives in another NetBox.
-func (b *Backend) explainNothingReleased(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
+func (b *Backend) explainNothingReleased(ctx context.Context, claim backends.Claim, last backends.Reservation, drop func(context.Context, ipRecord) error) error {
 	if last.Endpoint != "" && last.Endpoint != b.baseURL {
 		return fmt.Errorf("%w: %s was reserved as %s in NetBox %s, but the pool now points at %s, where no record carries marker %q; it was left in %s",
 			backends.ErrUnreachable, last.Address, last.Reference, last.Endpoint, b.baseURL, claim.Marker, last.Endpoint)
 	}
 	var held []ipRecord
 	if id, ok := recordID(last.Reference); ok {
-		var r ipRecord
-		err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, &r)
+		r, found, err := b.getRecord(ctx, id)
 		switch {
-		case errors.Is(err, backends.ErrNotFound):
 		case err != nil:
 			return fmt.Errorf("looking up %s: %w", last.Reference, err)
-		default:
-			r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+		case found:
 			held = append(held, r)
 		}
 	} else if last.Address.IsValid() {
@@ -363,11 +375,29 @@ func (b *Backend) explainNothingReleased(ctx context.Context, claim backends.Cla
 		return nil
 	}
 	o := held[0]
-	if movedHere(o, claim, last) {
-		return b.deleteRecord(ctx, o)
+	switch {
+	case backends.IsTombstoneOf(o.Marker, claim.Marker):
+		// Retired by an earlier attempt.
+		return nil
+	case movedHere(o, claim, last):
+		return drop(ctx, o)
 	}
 	return fmt.Errorf("%w: NetBox IP address %d (%s) in %s no longer carries marker %q (it has %q); it was left in place",
 		backends.ErrNotOwned, o.ID, o.Address, b.baseURL, claim.Marker, o.Marker)
+}
+
+// getRecord reads one IP address; found is false when it is gone.
+func (b *Backend) getRecord(ctx context.Context, id int32) (ipRecord, bool, error) {
+	var r ipRecord
+	err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, &r)
+	switch {
+	case errors.Is(err, backends.ErrNotFound):
+		return ipRecord{}, false, nil
+	case err != nil:
+		return ipRecord{}, false, err
+	}
+	r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+	return r, true, nil
 }
 
 // movedHere says whether a record is the claim's under an earlier marker:
@@ -388,9 +418,13 @@ func recordID(ref string) (int32, bool) {
 const recordRefPrefix = "ipam/ip-addresses/"
 
 func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
-	resp, err := b.api.IpamAPI.IpamIpAddressesDestroy(ctx, r.ID).Execute()
+	return b.deleteByID(ctx, r.ID, r.Address)
+}
+
+func (b *Backend) deleteByID(ctx context.Context, id int32, address string) error {
+	resp, err := b.api.IpamAPI.IpamIpAddressesDestroy(ctx, id).Execute()
 	if err != nil {
-		err = classify(fmt.Sprintf("deleting IP address %d (%s)", r.ID, r.Address), resp, err)
+		err = classify(fmt.Sprintf("deleting IP address %d (%s)", id, address), resp, err)
 		if errors.Is(err, backends.ErrNotFound) {
 			return nil
 		}

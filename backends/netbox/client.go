@@ -39,31 +39,54 @@ func newAPIClient(cfg *Config, httpClient *http.Client) *netbox.APIClient {
 // getJSON sends a GET the generated client cannot express (custom-field
 // filters, vrf_id=null) and decodes the answer into out.
 func (b *Backend) getJSON(ctx context.Context, path string, query url.Values, out any) error {
+	return b.sendJSON(ctx, http.MethodGet, path, query, nil, out)
+}
+
+// sendJSON sends a request with body (when not nil) encoded as JSON and
+// decodes the answer into out (when not nil). The audit's writes go this way:
+// they carry fields, such as an explicit address, that the pool's request
+// type has not.
+func (b *Backend) sendJSON(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	u := b.baseURL + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	var reader io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("encoding %s %s: %w", method, path, err)
+		}
+		reader = bytes.NewReader(data)
+	}
+	op := method + " " + path
+	req, err := http.NewRequestWithContext(ctx, method, u, reader)
 	if err != nil {
 		return fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Authorization", b.auth)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", b.cfg.UserAgent)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := b.http.Do(req)
 	if err != nil {
-		return classify("GET "+path, nil, err)
+		return classify(op, nil, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return fmt.Errorf("%w: reading GET %s: %v", backends.ErrUnavailable, path, err)
+		return fmt.Errorf("%w: reading %s: %v", backends.ErrUnavailable, op, err)
 	}
 	if resp.StatusCode >= 300 {
-		return classify("GET "+path, resp, &netboxError{status: resp.StatusCode, body: body})
+		return classify(op, resp, &netboxError{status: resp.StatusCode, body: answer})
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("decoding GET %s: %w", path, err)
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.Unmarshal(answer, out); err != nil {
+		return fmt.Errorf("decoding %s: %w", op, err)
 	}
 	return nil
 }

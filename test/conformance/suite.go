@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,6 +68,10 @@ func Run(t *testing.T, h Harness) {
 		{"UsageCountsReservations", "10.201.7.0/28", usageCountsReservations},
 		{"BadCredentials", "10.201.8.0/28", badCredentials},
 		{"IPv6", "2001:db8:201::/64", ipv6},
+		{"RecordsListsThePoolsMarkedRecords", "10.201.10.0/28", recordsListsThePoolsMarkedRecords},
+		{"RemarkAndDeleteOnlyWhatStillCarriesTheMarker", "10.201.12.0/28", remarkAndDeleteOnlyWhatStillCarriesTheMarker},
+		{"RestoreReservesTheSameAddress", "10.201.13.0/28", restoreReservesTheSameAddress},
+		{"RetireKeepsATombstone", "10.201.14.0/28", retireKeepsATombstone},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
@@ -315,4 +320,119 @@ func ipv6(t *testing.T, h Harness, cidr string) {
 	require.NoError(t, b.Release(ctx, claim("six"), alloc.Reservation()))
 	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/six"))
 	assert.Len(t, markedWith(h.Reservations(t, cidr), "conformance/six-b"), 1)
+}
+
+// recordsListsThePoolsMarkedRecords: an audit's listing holds the records of
+// the pool's sources whose marker has the prefix, and nothing else.
+func recordsListsThePoolsMarkedRecords(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	want := map[string]netip.Prefix{}
+	for _, name := range []string{"listed-a", "listed-b", "listed-c"} {
+		a, err := b.Allocate(ctx, claim(name))
+		require.NoError(t, err)
+		want["conformance/"+name] = a.Address
+	}
+	_, err := b.Allocate(ctx, backends.Claim{Marker: "elsewhere/ns/not-listed", Namespace: "ns", Name: "not-listed"})
+	require.NoError(t, err)
+	other := h.Pool(t, "10.201.11.0/28")
+	validated(t, other)
+	_, err = other.Allocate(ctx, claim("other-pool"))
+	require.NoError(t, err)
+
+	records, err := b.Records(ctx, "conformance/")
+	require.NoError(t, err)
+	got := map[string]netip.Prefix{}
+	for _, r := range records {
+		assert.NotEmpty(t, r.Reference)
+		got[r.Marker] = netip.PrefixFrom(r.Address.Addr(), want[r.Marker].Bits())
+	}
+	assert.Equal(t, want, got, "the pool's records with the prefix, no other pool's, no other prefix")
+}
+
+// remarkAndDeleteOnlyWhatStillCarriesTheMarker: Remark and Delete act on a
+// record only while it carries the marker it was listed with.
+func remarkAndDeleteOnlyWhatStillCarriesTheMarker(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("remarked"))
+	require.NoError(t, err)
+	listed := backends.Record{Address: a.Address, Marker: "conformance/remarked", Reference: a.Reference}
+
+	tombstone := backends.TombstoneMarker(listed.Marker, time.Now())
+	require.NoError(t, b.Remark(ctx, listed, tombstone))
+	assert.Len(t, markedWith(h.Reservations(t, cidr), tombstone), 1)
+	_, err = b.Lookup(ctx, claim("remarked"))
+	assert.ErrorIs(t, err, backends.ErrNotFound, "a tombstone is not the claim's record")
+
+	assert.ErrorIs(t, b.Remark(ctx, listed, "conformance/thief"), backends.ErrNotOwned)
+	assert.ErrorIs(t, b.Delete(ctx, listed), backends.ErrNotOwned, "the record no longer carries the listed marker")
+	assert.Len(t, markedWith(h.Reservations(t, cidr), tombstone), 1, "kept")
+
+	retired := listed
+	retired.Marker = tombstone
+	require.NoError(t, b.Delete(ctx, retired))
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), tombstone))
+	require.NoError(t, b.Delete(ctx, retired), "deleting what is gone is not an error")
+}
+
+// restoreReservesTheSameAddress: a record deleted outside the provider is
+// reserved again at the claim's address; an address someone else holds is
+// never taken.
+func restoreReservesTheSameAddress(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("restored"))
+	require.NoError(t, err)
+	require.NoError(t, b.Delete(ctx, backends.Record{Address: a.Address, Marker: "conformance/restored", Reference: a.Reference}))
+	require.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/restored"))
+
+	again, err := b.Restore(ctx, claim("restored"), a.Address)
+	require.NoError(t, err)
+	assert.Equal(t, a.Address, again.Address)
+	assert.Equal(t, a.Gateway, again.Gateway)
+	found, err := b.Lookup(ctx, claim("restored"))
+	require.NoError(t, err)
+	assert.Equal(t, a.Address.Addr(), found.Address.Addr(), "the marker finds it again")
+	twice, err := b.Restore(ctx, claim("restored"), a.Address)
+	require.NoError(t, err, "restoring twice is not an error")
+	assert.Equal(t, a.Address.Addr(), twice.Address.Addr())
+	assert.Len(t, markedWith(h.Reservations(t, cidr), "conformance/restored"), 1)
+
+	h.Disown(t, a.Address.Addr())
+	_, err = b.Restore(ctx, claim("restored"), a.Address)
+	require.ErrorIs(t, err, backends.ErrAddressTaken)
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/restored"), "nothing was taken over")
+
+	_, err = b.Restore(ctx, claim("restored"), netip.MustParsePrefix("10.251.9.9/28"))
+	require.ErrorIs(t, err, backends.ErrOutsidePool)
+}
+
+// retireKeepsATombstone: with a grace period, a release keeps the record
+// under a tombstone marker, so its address is neither the claim's nor free.
+func retireKeepsATombstone(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("retired"))
+	require.NoError(t, err)
+	at := time.Now()
+	require.NoError(t, b.Retire(ctx, claim("retired"), a.Reservation(), at))
+
+	tombstone := backends.TombstoneMarker("conformance/retired", at)
+	assert.Equal(t, []Reservation{{Address: a.Address.Addr(), Marker: tombstone}}, markedWith(h.Reservations(t, cidr), tombstone))
+	_, err = b.Lookup(ctx, claim("retired"))
+	assert.ErrorIs(t, err, backends.ErrNotFound)
+	require.NoError(t, b.Retire(ctx, claim("retired"), a.Reservation(), at.Add(time.Minute)), "retiring twice is not an error")
+	assert.Len(t, markedWith(h.Reservations(t, cidr), tombstone), 1, "and keeps the first release time")
+
+	next, err := b.Allocate(ctx, claim("after-retired"))
+	require.NoError(t, err)
+	assert.NotEqual(t, a.Address.Addr(), next.Address.Addr(), "a tombstone's address is not handed out")
+	u, err := b.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), u.Used, "the gateway, the tombstone and the new claim")
 }

@@ -37,6 +37,8 @@ type system interface {
 	records() []record
 	// disown removes the marker from a record, as a human taking it over.
 	disown(r record)
+	// deleteRecord deletes a record, as a human in the IPAM system would.
+	deleteRecord(r record)
 	// holds says whether any record holds addr, marked or not.
 	holds(addr netip.Addr) bool
 	// reserveForeign makes a marked reservation of addr as another
@@ -129,6 +131,8 @@ func (s *netboxSystem) records() []record {
 func (s *netboxSystem) disown(r record) {
 	s.target.EditIPAddress(r.id, func(ip *netboxsim.IPAddress) { ip.CustomFields[netbox.DefaultMarkerField] = nil })
 }
+
+func (s *netboxSystem) deleteRecord(r record) { s.target.DeleteIPAddress(r.id) }
 
 func (s *netboxSystem) holds(addr netip.Addr) bool {
 	for _, ip := range s.target.IPAddresses() {
@@ -265,6 +269,8 @@ func (s *infobloxSystem) records() []record {
 }
 
 func (s *infobloxSystem) disown(r record) { s.sim.RemoveEA(r.ref, infoblox.DefaultMarkerEA) }
+
+func (s *infobloxSystem) deleteRecord(r record) { s.sim.DeleteObject(r.ref) }
 
 func (s *infobloxSystem) holds(addr netip.Addr) bool {
 	for _, o := range s.objects() {

@@ -81,19 +81,48 @@ func listIPs(c *reqCtx) response {
 // customFieldFilters builds the cf_<name> filters NetBox generates for each
 // custom field: exact or case-insensitive contains (loose) for text; fields
 // with filter logic "disabled" get no filter, so the parameter is ignored.
+// An exact text field also gets the lookups NetBox adds to every exact
+// character filter (cf_<name>__isw and the others in textLookups); a loose
+// one gets none, so NetBox ignores them as unknown parameters.
 func customFieldFilters(st *store, f *filterSet) []func(*ipObj) bool {
 	var preds []func(*ipObj) bool
 	for _, cf := range st.customFieldsFor("ipam.ipaddress") {
-		vals := f.values("cf_" + cf.name)
-		if vals == nil || cf.filterLogic == "disabled" {
+		if cf.filterLogic == "disabled" {
 			continue
 		}
-		loose := cf.filterLogic == "loose" && (cf.typ == "text" || cf.typ == "longtext" || cf.typ == "url")
-		preds = append(preds, func(ip *ipObj) bool {
-			return slices.ContainsFunc(vals, func(want string) bool { return cfMatches(ip.cf[cf.name], want, loose) })
-		})
+		text := cf.typ == "text" || cf.typ == "longtext" || cf.typ == "url"
+		if vals := f.values("cf_" + cf.name); vals != nil {
+			loose := cf.filterLogic == "loose" && text
+			preds = append(preds, func(ip *ipObj) bool {
+				return slices.ContainsFunc(vals, func(want string) bool { return cfMatches(ip.cf[cf.name], want, loose) })
+			})
+		}
+		if !text || cf.filterLogic == "loose" {
+			continue
+		}
+		for lookup, match := range textLookups {
+			vals := f.values("cf_" + cf.name + "__" + lookup)
+			if vals == nil {
+				continue
+			}
+			negated := strings.HasPrefix(lookup, "n")
+			preds = append(preds, func(ip *ipObj) bool {
+				have, _ := ip.cf[cf.name].(string)
+				hit := slices.ContainsFunc(vals, func(want string) bool { return match(strings.ToLower(have), strings.ToLower(want)) })
+				return hit != negated
+			})
+		}
 	}
 	return preds
+}
+
+// textLookups are the case-insensitive lookups of NetBox's
+// FILTER_CHAR_BASED_LOOKUP_MAP; the "n" forms negate (exclude=True).
+var textLookups = map[string]func(have, want string) bool{
+	"ic": strings.Contains, "nic": strings.Contains,
+	"isw": strings.HasPrefix, "nisw": strings.HasPrefix,
+	"iew": strings.HasSuffix, "niew": strings.HasSuffix,
+	"ie": func(have, want string) bool { return have == want }, "nie": func(have, want string) bool { return have == want },
 }
 
 func cfMatches(have any, want string, loose bool) bool {

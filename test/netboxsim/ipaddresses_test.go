@@ -365,3 +365,36 @@ func TestHumanEdits(t *testing.T) {
 	assert.Empty(t, s.IPAddresses())
 	assert.Panics(t, func() { s.EditIPAddress(id, func(*IPAddress) {}) })
 }
+
+// An exact text custom field gets NetBox's character lookups
+// (cf_<name>__isw, __nisw, __ic, …); a loose one gets none, so NetBox
+// ignores them and lists everything.
+func TestCustomFieldLookups(t *testing.T) {
+	s := newSim(t)
+	s.AddCustomField("marker", "exact")
+	s.AddCustomField("note", "loose")
+	for addr, marker := range map[string]string{"10.0.0.1/24": "uid-a/ns/one", "10.0.0.2/24": "UID-A/ns/two", "10.0.0.3/24": "uid-b/ns/one"} {
+		s.AddIPAddress(addr, IPOptions{CustomFields: map[string]any{"marker": marker, "note": marker}})
+	}
+	c := client(t, s)
+	addresses := func(query string) []string {
+		var out []string
+		for _, ip := range list(t, obj(t, c.getJSON("/api/ipam/ip-addresses/?"+query, 200))["results"]) {
+			out = append(out, obj(t, ip)["address"].(string))
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"cf_marker__isw=uid-a/", []string{"10.0.0.1/24", "10.0.0.2/24"}},
+		{"cf_marker__nisw=uid-a/", []string{"10.0.0.3/24"}},
+		{"cf_marker__iew=/one", []string{"10.0.0.1/24", "10.0.0.3/24"}},
+		{"cf_marker__ic=NS/T", []string{"10.0.0.2/24"}},
+		{"cf_marker__ie=uid-a/ns/two", []string{"10.0.0.2/24"}},
+		{"cf_note__isw=uid-a/", []string{"10.0.0.1/24", "10.0.0.2/24", "10.0.0.3/24"}},
+	} {
+		assert.ElementsMatch(t, tt.want, addresses(tt.query), tt.query)
+	}
+}

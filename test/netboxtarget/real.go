@@ -387,6 +387,10 @@ func (r *realNetBox) IPAddresses() []netboxsim.IPAddress {
 	}
 }
 
+func (r *realNetBox) DeleteIPAddress(id int32) {
+	r.do(http.MethodDelete, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, nil, nil)
+}
+
 func (r *realNetBox) EditIPAddress(id int32, edit func(*netboxsim.IPAddress)) {
 	var current ipObject
 	r.do(http.MethodGet, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, nil, &current)

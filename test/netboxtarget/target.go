@@ -34,6 +34,8 @@ type Target interface {
 	IPAddresses() []netboxsim.IPAddress
 	// EditIPAddress changes an IP address as a human would in the UI.
 	EditIPAddress(id int32, edit func(*netboxsim.IPAddress))
+	// DeleteIPAddress deletes an IP address as a human would in the UI.
+	DeleteIPAddress(id int32)
 
 	InjectFault(f netboxsim.Fault)
 	ClearFaults()

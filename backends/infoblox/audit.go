@@ -1,0 +1,191 @@
+package infoblox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+
+	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// auditPage is how many objects one page of an audit's listing holds:
+// WAPI's default limit.
+const auditPage = 1000
+
+// Records lists the pool's objects whose marker begins with prefix: per
+// object type, one paged search with a regular expression on the marker
+// attribute in the pool's network view. Objects outside the pool's sources
+// are dropped here, as WAPI has no filter for "in any of these networks or
+// ranges".
+func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record, error) {
+	sources, err := b.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []backends.Record
+	for _, t := range b.objectTypes() {
+		search := map[string]string{
+			"*" + b.cfg.MarkerEA + "~": "^" + regexp.QuoteMeta(prefix),
+			"network_view":             b.cfg.NetworkView,
+			"_paging":                  "1",
+			"_return_as_object":        "1",
+			"_max_results":             strconv.Itoa(auditPage),
+		}
+		for {
+			var page struct {
+				Result     []object `json:"result"`
+				NextPageID string   `json:"next_page_id"`
+			}
+			if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
+				return nil, fmt.Errorf("listing %s marked %s=%q: %w", t, b.cfg.MarkerEA, prefix+"…", err)
+			}
+			for _, o := range page.Result {
+				if r, ok := b.record(o, prefix, sources); ok {
+					out = append(out, r)
+				}
+			}
+			if page.NextPageID == "" {
+				break
+			}
+			search = map[string]string{"_page_id": page.NextPageID}
+		}
+	}
+	return out, nil
+}
+
+// record turns a listed object into a Record if it is in the pool's sources
+// and its marker begins with prefix.
+func (b *Backend) record(o object, prefix string, sources []resolvedSource) (backends.Record, bool) {
+	marker := o.ExtAttrs.get(b.cfg.MarkerEA)
+	addr, err := o.address()
+	if err != nil || !strings.HasPrefix(marker, prefix) {
+		return backends.Record{}, false
+	}
+	for _, s := range sources {
+		if s.contains(addr) {
+			return backends.Record{Address: netip.PrefixFrom(addr, s.network.Bits()), Marker: marker, Reference: o.Ref}, true
+		}
+	}
+	return backends.Record{}, false
+}
+
+// Remark sets the object's marker attribute if it still carries rec.Marker.
+func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string) error {
+	if err := b.checkOwned(ctx, rec); err != nil {
+		return err
+	}
+	return b.setMarker(ctx, rec.Reference, marker)
+}
+
+// setMarker changes only the marker attribute ("extattrs+" adds or
+// replaces the attributes it names and keeps the others).
+func (b *Backend) setMarker(ctx context.Context, ref, marker string) error {
+	objectType, _, _ := strings.Cut(ref, "/")
+	change := &eaChange{objectType: objectType, Add: map[string]map[string]any{b.cfg.MarkerEA: {"value": marker}}}
+	req, err := b.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
+	if err != nil {
+		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
+	}
+	if _, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req); err != nil {
+		return fmt.Errorf("setting %s=%q on %s: %w", b.cfg.MarkerEA, marker, ref, err)
+	}
+	return nil
+}
+
+// eaChange is the body of a PUT that changes extensible attributes only.
+type eaChange struct {
+	ibclient.IBBase `json:"-"`
+	objectType      string
+	Add             map[string]map[string]any `json:"extattrs+"`
+}
+
+func (c *eaChange) ObjectType() string { return c.objectType }
+
+// Delete deletes the object if it still carries rec.Marker.
+func (b *Backend) Delete(ctx context.Context, rec backends.Record) error {
+	err := b.checkOwned(ctx, rec)
+	if errors.Is(err, backends.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return b.deleteObject(ctx, rec.Reference)
+}
+
+// checkOwned reads the object afresh: someone may have taken it over since
+// it was listed.
+func (b *Backend) checkOwned(ctx context.Context, rec backends.Record) error {
+	o, ok, err := b.getByRef(ctx, rec.Reference)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return fmt.Errorf("%w: %s", backends.ErrNotFound, rec.Reference)
+	case o.ExtAttrs.get(b.cfg.MarkerEA) != rec.Marker:
+		return fmt.Errorf("%w: %s now carries %s=%q, not %q; it was left in place",
+			backends.ErrNotOwned, rec.Reference, b.cfg.MarkerEA, o.ExtAttrs.get(b.cfg.MarkerEA), rec.Marker)
+	}
+	return nil
+}
+
+// Restore creates the claim's object again at address.
+func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address netip.Prefix) (backends.Allocation, error) {
+	sources, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	addr := address.Addr()
+	if !inAnySource(addr, sources) {
+		return backends.Allocation{}, fmt.Errorf("%w: %s lies in none of the pool's sources", backends.ErrOutsidePool, addr)
+	}
+	held, err := b.findByAddress(ctx, addr)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	if len(held) > 0 {
+		o := held[0]
+		marker := o.ExtAttrs.get(b.cfg.MarkerEA)
+		switch {
+		case marker == claim.Marker:
+		case backends.SameClaim(marker, claim):
+			// The claim's own object under an earlier marker.
+			if err := b.setMarker(ctx, o.Ref, claim.Marker); err != nil {
+				return backends.Allocation{}, err
+			}
+		default:
+			if marker == "" {
+				marker = "no marker"
+			}
+			return backends.Allocation{}, fmt.Errorf("%w: %s holds it, with %s", backends.ErrAddressTaken, o.Ref, marker)
+		}
+		return b.toAllocation(o, sources)
+	}
+	body, err := b.newObjectAt(claim, addr.Is6(), addr.String())
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	created, err := b.create(ctx, body, b.returnFieldsFor(b.objectTypeFor(addr)))
+	if errors.Is(err, backends.ErrConflict) {
+		return backends.Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", backends.ErrAddressTaken, addr, err)
+	}
+	if err != nil {
+		return backends.Allocation{}, fmt.Errorf("restoring %s: %w", addr, err)
+	}
+	return b.toAllocation(created, sources)
+}
+
+func inAnySource(a netip.Addr, sources []resolvedSource) bool {
+	for _, s := range sources {
+		if s.contains(a) {
+			return true
+		}
+	}
+	return false
+}

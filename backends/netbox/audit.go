@@ -1,0 +1,203 @@
+package netbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"go4.org/netipx"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Records lists the records of the pool's sources whose marker begins with
+// prefix: one paginated listing per VRF the sources are in (one for most
+// pools), filtered in NetBox by the marker field's "starts with" lookup and
+// the sources' parents. The values are compared again here: a field whose
+// filter logic an administrator set to "loose" has no lookups, and NetBox
+// ignores a filter it does not know.
+func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record, error) {
+	sources, _, err := b.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	parents := map[int32][]string{}
+	var vrfs []int32
+	for _, s := range sources {
+		if _, seen := parents[s.vrfID]; !seen {
+			vrfs = append(vrfs, s.vrfID)
+		}
+		if s.kind == SourcePrefix {
+			parents[s.vrfID] = append(parents[s.vrfID], s.network.String())
+			continue
+		}
+		for _, p := range netipx.IPRangeFrom(s.first, s.last).Prefixes() {
+			parents[s.vrfID] = append(parents[s.vrfID], p.String())
+		}
+	}
+	var out []backends.Record
+	for _, vrf := range vrfs {
+		q := url.Values{"parent": parents[vrf]}
+		q.Set("vrf_id", vrfFilter(vrf))
+		q.Set("cf_"+b.cfg.MarkerField+"__isw", prefix)
+		q.Set("ordering", "id")
+		q.Set("limit", strconv.Itoa(maxPage))
+		for offset := 0; ; offset += maxPage {
+			q.Set("offset", strconv.Itoa(offset))
+			var p page[ipRecord]
+			if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+				return nil, fmt.Errorf("listing the records marked %q: %w", prefix+"…", err)
+			}
+			for _, r := range p.Results {
+				r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+				addr, err := netip.ParsePrefix(r.Address)
+				if err != nil || !strings.HasPrefix(r.Marker, prefix) || !inSources(r, sources) {
+					continue
+				}
+				out = append(out, backends.Record{Address: addr, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID)})
+			}
+			if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Remark sets the record's marker; a tombstone also gets status deprecated,
+// which NetBox's users know as "no longer in use".
+func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string) error {
+	r, err := b.ownedRecord(ctx, rec)
+	if err != nil {
+		return err
+	}
+	return b.remarkRecord(ctx, r, marker)
+}
+
+func (b *Backend) remarkRecord(ctx context.Context, r ipRecord, marker string) error {
+	patch := map[string]any{"custom_fields": map[string]any{b.cfg.MarkerField: marker}}
+	if _, _, tombstone := backends.ParseTombstone(marker); tombstone {
+		patch["status"] = "deprecated"
+	}
+	if err := b.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil); err != nil {
+		return fmt.Errorf("marking IP address %d (%s) %q: %w", r.ID, r.Address, marker, err)
+	}
+	return nil
+}
+
+// Delete deletes the record if it still carries its marker.
+func (b *Backend) Delete(ctx context.Context, rec backends.Record) error {
+	r, err := b.ownedRecord(ctx, rec)
+	if errors.Is(err, backends.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return b.deleteRecord(ctx, r)
+}
+
+// ownedRecord reads the record afresh and checks that it still carries the
+// marker it was listed with: someone may have taken it over since.
+func (b *Backend) ownedRecord(ctx context.Context, rec backends.Record) (ipRecord, error) {
+	id, ok := recordID(rec.Reference)
+	if !ok {
+		return ipRecord{}, fmt.Errorf("%w: %q is not a NetBox IP address reference", backends.ErrInvalidConfig, rec.Reference)
+	}
+	r, found, err := b.getRecord(ctx, id)
+	switch {
+	case err != nil:
+		return ipRecord{}, fmt.Errorf("reading %s: %w", rec.Reference, err)
+	case !found:
+		return ipRecord{}, fmt.Errorf("%w: %s", backends.ErrNotFound, rec.Reference)
+	case r.Marker != rec.Marker:
+		return ipRecord{}, fmt.Errorf("%w: NetBox IP address %d (%s) now carries %q, not %q; it was left in place",
+			backends.ErrNotOwned, r.ID, r.Address, r.Marker, rec.Marker)
+	}
+	return r, nil
+}
+
+// Restore reserves address for the claim again, as the available-ips
+// request would have, but at this address.
+func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address netip.Prefix) (backends.Allocation, error) {
+	sources, refs, err := b.prepared(ctx)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	var src *resolvedSource
+	for i := range sources {
+		if sources[i].contains(address.Addr()) {
+			src = &sources[i]
+			break
+		}
+	}
+	if src == nil {
+		return backends.Allocation{}, fmt.Errorf("%w: %s lies in none of the pool's sources", backends.ErrOutsidePool, address.Addr())
+	}
+	held, err := b.findByAddress(ctx, address.Addr())
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	if len(held) > 0 {
+		return b.restoreHeld(ctx, claim, held[0])
+	}
+	request, err := b.ipRequest(claim, refs)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	body, err := requestBody(request)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	body["address"] = netip.PrefixFrom(address.Addr(), src.network.Bits()).String()
+	if src.vrfID != 0 {
+		body["vrf"] = src.vrfID
+	}
+	var created ipRecord
+	if err := b.sendJSON(ctx, http.MethodPost, "/api/ipam/ip-addresses/", nil, body, &created); err != nil {
+		if errors.Is(err, backends.ErrInvalidConfig) && strings.Contains(err.Error(), "Duplicate IP address") {
+			return backends.Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", backends.ErrAddressTaken, address.Addr(), err)
+		}
+		return backends.Allocation{}, fmt.Errorf("restoring %s: %w", address.Addr(), err)
+	}
+	return b.toAllocation(created)
+}
+
+// restoreHeld decides about a record that already holds the address.
+func (b *Backend) restoreHeld(ctx context.Context, claim backends.Claim, r ipRecord) (backends.Allocation, error) {
+	switch {
+	case r.Marker == claim.Marker:
+	case backends.SameClaim(r.Marker, claim):
+		// The claim's own record under an earlier marker (clusterctl move,
+		// or from before identities): it becomes the claim's.
+		if err := b.remarkRecord(ctx, r, claim.Marker); err != nil {
+			return backends.Allocation{}, err
+		}
+	default:
+		owner := r.Marker
+		if owner == "" {
+			owner = "no marker"
+		}
+		return backends.Allocation{}, fmt.Errorf("%w: NetBox IP address %d (%s) holds it, with %s", backends.ErrAddressTaken, r.ID, r.Address, owner)
+	}
+	return b.toAllocation(r)
+}
+
+// requestBody turns the pool's request into JSON fields.
+func requestBody(request any) (map[string]any, error) {
+	data, err := json.Marshal(request)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the IP address request: %w", err)
+	}
+	body := map[string]any{}
+	if err := json.Unmarshal(data, &body); err != nil {
+		return nil, fmt.Errorf("encoding the IP address request: %w", err)
+	}
+	return body, nil
+}

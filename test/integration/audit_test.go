@@ -1,0 +1,332 @@
+package integration
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+)
+
+// The audit compares what the IPAM system holds under this management
+// cluster's marker with the claims. Each test asks for an audit with the
+// annotation and waits for status.audit to answer it.
+
+// setAuditSpec changes a pool's orphan policy and release settings.
+func (f *fixture) setAuditSpec(pool controllers.Pool, orphans v1alpha1.Orphans, release v1alpha1.ReleaseSettings) {
+	f.t.Helper()
+	f.update(pool, func() {
+		switch p := pool.(type) {
+		case interface {
+			GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
+		}:
+			p.GetNetboxSpec().Orphans, p.GetNetboxSpec().Release = orphans, release
+		case interface {
+			GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
+		}:
+			p.GetInfobloxSpec().Orphans, p.GetInfobloxSpec().Release = orphans, release
+		}
+	})
+}
+
+// audit asks for an audit of the pool and returns its report.
+func (f *fixture) audit(pool controllers.Pool) *v1alpha1.AuditStatus {
+	f.t.Helper()
+	request := randomHex(4)
+	f.update(pool, func() {
+		a := pool.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[v1alpha1.AuditAnnotation] = request
+		pool.SetAnnotations(a)
+	})
+	var report *v1alpha1.AuditStatus
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := pool.DeepCopyObject().(controllers.Pool)
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+		report = got.GetPoolStatus().Audit
+		require.NotNil(c, report, "no audit yet")
+		assert.Equal(c, request, report.Request, "audit not done yet")
+	}, waitTimeout, pollInterval)
+	return report
+}
+
+func findings(report *v1alpha1.AuditStatus, t v1alpha1.FindingType) []v1alpha1.AuditFinding {
+	var out []v1alpha1.AuditFinding
+	for _, f := range report.Findings {
+		if f.Type == t {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+var noMinAge = v1alpha1.Orphans{MinAge: &metav1.Duration{}}
+
+// forceRemove deletes a claim and its IPAddress without a release, as
+// someone removing finalizers by hand does; the pool is paused meanwhile so
+// that the provider does not release it first.
+func (f *fixture) forceRemove(pool controllers.Pool, claim *ipamv1.IPAddressClaim) {
+	f.t.Helper()
+	f.setPaused(pool, true)
+	// A bound claim is not woken by its pool's pausing: touch it.
+	f.update(claim, func() { claim.SetAnnotations(map[string]string{"touched": randomHex(2)}) })
+	f.waitPaused(claim)
+	require.NoError(f.t, k8s.Delete(f.ctx, claim))
+	for _, o := range []client.Object{&ipamv1.IPAddress{}, &ipamv1.IPAddressClaim{}} {
+		o.SetNamespace(claim.Namespace)
+		o.SetName(claim.Name)
+		f.update(o, func() { o.SetFinalizers(nil) })
+		require.NoError(f.t, client.IgnoreNotFound(k8s.Delete(f.ctx, o)))
+		f.waitGone(o)
+	}
+	f.setPaused(pool, false)
+}
+
+func (f *fixture) setPaused(pool controllers.Pool, paused bool) {
+	f.update(pool, func() {
+		a := pool.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		if paused {
+			a[clusterv1.PausedAnnotation] = "true"
+		} else {
+			delete(a, clusterv1.PausedAnnotation)
+		}
+		pool.SetAnnotations(a)
+	})
+}
+
+func TestAuditReportsAnOrphanAndReleasesItUnderRelease(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.131.0.0/24")
+		pool := f.createPool("pool", "10.131.0.0/24")
+		f.setAuditSpec(pool, noMinAge, v1alpha1.ReleaseSettings{})
+		kept := f.createClaim("kept", "pool")
+		f.waitBound(kept)
+		claim := f.createClaim("orphaned", "pool")
+		address := f.waitBound(claim)
+		f.forceRemove(pool, claim)
+		require.Len(t, f.recordsWithMarker(f.marker("orphaned")), 1, "the record outlived its claim")
+
+		report := f.audit(pool)
+		assert.Equal(t, int32(2), report.Records)
+		assert.Equal(t, int32(1), report.Orphans)
+		orphans := findings(report, v1alpha1.FindingOrphan)
+		require.Len(t, orphans, 1)
+		assert.Equal(t, address.Spec.Address, orphans[0].Address)
+		assert.Equal(t, f.marker("orphaned"), orphans[0].Marker)
+		assert.False(t, orphans[0].Released, "Report only reports")
+		assert.Len(t, f.recordsWithMarker(f.marker("orphaned")), 1, "Report keeps the record")
+		f.waitPoolCondition(pool, v1alpha1.AuditedCondition, metav1.ConditionTrue, v1alpha1.FindingsReportedReason)
+		f.waitEvent(pool.GetNamespace(), pool.GetName(), v1alpha1.FindingsReportedReason)
+
+		// A changed policy is applied by an audit at once.
+		f.setAuditSpec(pool, v1alpha1.Orphans{Policy: v1alpha1.OrphansRelease, MinAge: &metav1.Duration{}}, v1alpha1.ReleaseSettings{})
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Empty(c, f.recordsWithMarker(f.marker("orphaned")), "released")
+		}, waitTimeout, pollInterval)
+		event := f.waitEvent(pool.GetNamespace(), pool.GetName(), controllers.AuditActionReason)
+		assert.Contains(t, event.Note, address.Spec.Address)
+		assert.Len(t, f.recordsWithMarker(f.marker("kept")), 1, "a bound claim's record is never an orphan")
+
+		report = f.audit(pool)
+		assert.Zero(t, report.Orphans)
+		f.waitPoolCondition(pool, v1alpha1.AuditedCondition, metav1.ConditionTrue, v1alpha1.AuditCleanReason)
+	})
+}
+
+func TestAuditWaitsMinAgeBeforeReleasingAnOrphan(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.132.0.0/24")
+		pool := f.createPool("pool", "10.132.0.0/24")
+		f.setAuditSpec(pool, v1alpha1.Orphans{Policy: v1alpha1.OrphansRelease, MinAge: &metav1.Duration{Duration: time.Hour}}, v1alpha1.ReleaseSettings{})
+		claim := f.createClaim("orphaned", "pool")
+		f.waitBound(claim)
+		f.forceRemove(pool, claim)
+
+		report := f.audit(pool)
+		assert.Equal(t, int32(1), report.Orphans)
+		assert.False(t, findings(report, v1alpha1.FindingOrphan)[0].Released, "an orphan seen for less than minAge is kept")
+		assert.Len(t, f.recordsWithMarker(f.marker("orphaned")), 1)
+	})
+}
+
+func TestAuditNeverCountsAClaimBeingAllocatedAsAnOrphan(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.133.0.0/24")
+		pool := f.createPool("pool", "10.133.0.0/24")
+		f.setAuditSpec(pool, v1alpha1.Orphans{Policy: v1alpha1.OrphansRelease, MinAge: &metav1.Duration{}}, v1alpha1.ReleaseSettings{})
+		// A reservation made, its IPAddress not yet written: the claim's
+		// Cluster is paused, so the provider does not get further.
+		f.createCluster("paused", paused)
+		claim := f.createClaim("allocating", "pool", inCluster("paused"))
+		f.waitPaused(claim)
+		f.sys.reserveForeign(netip.MustParsePrefix("10.133.0.77/24"), f.marker("allocating"))
+
+		report := f.audit(pool)
+		assert.Zero(t, report.Orphans, "the claim exists")
+		assert.Zero(t, report.Duplicates, "the claim has no IPAddress yet")
+		assert.Len(t, f.recordsWithMarker(f.marker("allocating")), 1, "kept")
+
+		unpause(t, f, "paused")
+		address := f.waitBound(claim)
+		assert.Equal(t, "10.133.0.77", address.Spec.Address, "the claim finds its reservation")
+	})
+}
+
+func TestAuditDeletesALateDuplicateOfABoundClaim(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.134.0.0/24")
+		pool := f.createPool("pool", "10.134.0.0/24")
+		f.setAuditSpec(pool, noMinAge, v1alpha1.ReleaseSettings{})
+		claim := f.createClaim("machine", "pool")
+		address := f.waitBound(claim)
+		// What a request of a killed manager leaves when it lands after the
+		// restarted manager reserved the claim's address.
+		f.sys.reserveForeign(netip.MustParsePrefix("10.134.0.200/24"), f.marker("machine"))
+		require.Len(t, f.recordsWithMarker(f.marker("machine")), 2)
+
+		report := f.audit(pool)
+		assert.Equal(t, int32(1), report.Duplicates)
+		dup := findings(report, v1alpha1.FindingDuplicate)
+		require.Len(t, dup, 1)
+		assert.Equal(t, "10.134.0.200", dup[0].Address)
+		assert.True(t, dup[0].Released, "deleted under the default Report policy too")
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String(), "the IPAddress's record is kept")
+	})
+}
+
+func TestAuditRestoresARecordDeletedInTheIPAMSystem(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.135.0.0/24")
+		pool := f.createPool("pool", "10.135.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		address := f.waitBound(claim)
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+		f.sys.deleteRecord(records[0])
+		require.False(t, f.sys.holds(netip.MustParseAddr(address.Spec.Address)))
+
+		report := f.audit(pool)
+		assert.Equal(t, int32(1), report.Drifted)
+		require.Len(t, findings(report, v1alpha1.FindingRestored), 1)
+		records = f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1, "reserved again, with the marker")
+		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String(), "at the same address")
+		f.waitEvent(f.ns, address.Name, controllers.ReservationRestoredReason)
+
+		after := &ipamv1.IPAddress{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), after))
+		assert.Equal(t, address.ResourceVersion, after.ResourceVersion, "the IPAddress is never changed")
+
+		report = f.audit(pool)
+		assert.Zero(t, report.Drifted, "nothing left to restore")
+	})
+}
+
+func TestAuditReportsAnAddressTakenOverAndDeletesNothing(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.136.0.0/24")
+		pool := f.createPool("pool", "10.136.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		address := f.waitBound(claim)
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+		f.sys.disown(records[0])
+
+		report := f.audit(pool)
+		assert.Equal(t, int32(1), report.Drifted)
+		require.Len(t, findings(report, v1alpha1.FindingTaken), 1)
+		got := f.getClaim(claim)
+		cond := conditions.Get(got, v1alpha1.AddressReservedCondition)
+		require.NotNil(t, cond)
+		assert.Equal(t, metav1.ConditionFalse, cond.Status)
+		assert.Equal(t, v1alpha1.AddressTakenOverReason, cond.Reason)
+		assert.Contains(t, cond.Message, address.Spec.Address)
+		assert.True(t, conditions.IsTrue(got, ipamv1.IPAddressClaimReadyCondition), "the claim keeps its IPAddress")
+		f.waitEvent(f.ns, address.Name, v1alpha1.AddressTakenOverReason)
+		assert.True(t, f.sys.holds(netip.MustParseAddr(address.Spec.Address)), "the other owner's record is kept")
+		assert.Empty(t, f.recordsWithMarker(f.marker("machine")), "and not taken back")
+
+		after := &ipamv1.IPAddress{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), after))
+		assert.Equal(t, address.ResourceVersion, after.ResourceVersion, "the IPAddress is never changed")
+	})
+}
+
+func TestAuditNeverTouchesAnotherManagementClustersRecords(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.137.0.0/24")
+		pool := f.createPool("pool", "10.137.0.0/24")
+		f.setAuditSpec(pool, v1alpha1.Orphans{Policy: v1alpha1.OrphansRelease, MinAge: &metav1.Duration{}}, v1alpha1.ReleaseSettings{})
+		foreign := "other-cluster/" + f.ns + "/machine"
+		f.sys.reserveForeign(netip.MustParsePrefix("10.137.0.50/24"), foreign)
+		f.sys.reserveForeign(netip.MustParsePrefix("10.137.0.51/24"), f.ns+"/machine")
+
+		report := f.audit(pool)
+		assert.Zero(t, report.Records, "neither another identity's records nor unprefixed ones are listed")
+		assert.Zero(t, report.Orphans)
+		assert.Len(t, f.recordsWithMarker(foreign), 1, "untouched")
+		assert.Len(t, f.recordsWithMarker(f.ns+"/machine"), 1, "untouched")
+	})
+}
+
+// A grace period keeps a released address's record as a tombstone: a new
+// claim gets another address, and the record is deleted when the period is
+// over, also when the manager restarted meanwhile.
+func TestGracePeriodHoldsTheAddressAcrossARestart(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.filter = "grace-" + f.ns
+		firstCtx, stopFirst := context.WithCancel(f.ctx)
+		firstDone, err := startManager(firstCtx, f.filter, "", nil)
+		require.NoError(t, err)
+		f.seedNetwork("10.138.0.0/24")
+		pool := f.createPool("pool", "10.138.0.0/24")
+		grace := 10 * time.Second
+		f.setAuditSpec(pool, v1alpha1.Orphans{}, v1alpha1.ReleaseSettings{GracePeriod: &metav1.Duration{Duration: grace}})
+		first := f.createClaim("first", "pool")
+		released := f.waitBound(first).Spec.Address
+		f.deleteClaim(first)
+
+		var tombstone record
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			for _, r := range f.markedRecords() {
+				if m, _, ok := backends.ParseTombstone(r.Marker); ok && m == f.marker("first") {
+					tombstone = r
+					return
+				}
+			}
+			assert.Fail(c, "no tombstone")
+		}, waitTimeout, pollInterval)
+		assert.Equal(t, released, tombstone.Address.Addr().String())
+		second := f.createClaim("second", "pool")
+		assert.NotEqual(t, released, f.waitBound(second).Spec.Address, "a tombstone's address is not handed out")
+
+		stopFirst()
+		<-firstDone
+		_, err = startManager(f.ctx, f.filter, "", nil)
+		require.NoError(t, err)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.False(c, f.sys.holds(netip.MustParseAddr(released)), "the tombstone is deleted when the grace period is over")
+		}, grace+waitTimeout, pollInterval)
+		third := f.createClaim("third", "pool")
+		assert.Equal(t, released, f.waitBound(third).Spec.Address, "and the address is free again")
+	})
+}
