@@ -488,10 +488,10 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		rec.Reference = alloc.Reference
 		a.addFinding(v1alpha1.FindingRestored, rec, false)
 		auditActions.WithLabelValues(a.Kind.Kind, "restored").Inc()
-		log.Info("Restored a record deleted outside the provider", "address", p.Addr().String(), "claim", key.String())
+		log.Info("Restored the claim's record", "address", p.Addr().String(), "claim", key.String())
 		a.actions = append(a.actions, fmt.Sprintf("restored %s for claim %s", p.Addr(), key))
 		a.Recorder.Eventf(address, a.pool, corev1.EventTypeNormal, ReservationRestoredReason, "Audit",
-			"The record of %s was gone from the IPAM system; %s was reserved again (%s)", p.Addr(), p.Addr(), alloc.Reference)
+			"No record in the IPAM system held %s under this cluster's marker; it is held for the claim again (%s)", p.Addr(), alloc.Reference)
 		return a.markReserved(ctx, address, true, "")
 	case errors.Is(err, backends.ErrAddressTaken):
 		a.status.Drifted++

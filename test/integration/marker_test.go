@@ -244,6 +244,13 @@ func TestMovedClaimIsReleasedInTheTargetCluster(t *testing.T) {
 		bound := f.waitBound(moved)
 		assert.Equal(t, address.Spec.Address, bound.Spec.Address)
 
+		// The target's audit marks the moved record as its own, so that the
+		// source cluster's audit no longer lists it as an orphan.
+		report := f.audit(got)
+		assert.Equal(t, int32(1), report.Drifted)
+		assert.Len(t, f.recordsWithMarker("mgmt-target/"+f.ns+"/machine"), 1)
+		assert.Empty(t, f.recordsWithMarker("mgmt-source/"+f.ns+"/machine"))
+
 		f.deleteClaim(moved)
 		assert.Empty(t, f.markedRecords(), "the target released the record made by the source")
 	})
