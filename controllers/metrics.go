@@ -12,6 +12,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // Metrics beyond controller-runtime's, on the manager's metrics endpoint.
@@ -60,6 +61,8 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests,
 			claimBindSeconds, poolAddresses, recordsLeft, waiting)
+		// The endpoint limiters' wait, throttled answers and requests in flight.
+		ctrlmetrics.Registry.MustRegister(backendhttp.Collectors()...)
 	})
 }
 

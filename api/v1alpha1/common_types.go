@@ -94,6 +94,35 @@ type SecretReference struct {
 	Name string `json:"name"`
 }
 
+// RateLimit bounds the requests the manager sends to one IPAM endpoint
+// (scheme, host and port). Every pool on the endpoint shares the limit;
+// when their pools set different limits, the strictest value of each field
+// applies to all of them.
+type RateLimit struct {
+	// requestsPerSecond is the sustained rate of requests. A new claim costs
+	// two requests, a release two.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	RequestsPerSecond int32 `json:"requestsPerSecond,omitempty"`
+
+	// burst is how many requests may be sent at once after a quiet spell.
+	// +optional
+	// +kubebuilder:default=40
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Burst int32 `json:"burst,omitempty"`
+
+	// maxConcurrentRequests is how many requests may await their answer at
+	// once.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxConcurrentRequests int32 `json:"maxConcurrentRequests,omitempty"`
+}
+
 // GatewayPolicy says how a pool derives the gateway when none is given.
 // +kubebuilder:validation:Enum=FirstUsable;None
 type GatewayPolicy string
