@@ -130,6 +130,7 @@ func outcome(err error) string {
 		{backends.ErrConflict, "conflict"},
 		{backends.ErrInvalidConfig, "invalid_config"},
 		{backends.ErrSetupRequired, "setup_required"},
+		{backends.ErrThrottled, "throttled"},
 		{backends.ErrUnavailable, "unavailable"},
 		{backends.ErrNotOwned, "not_owned"},
 		{backends.ErrUnreachable, "unreachable"},

@@ -30,6 +30,9 @@ const (
 	InvalidConfigurationReason = "InvalidConfiguration"
 	// BackendUnavailableReason: the backend could not be reached or answered with a server error.
 	BackendUnavailableReason = "BackendUnavailable"
+	// BackendThrottledReason: the backend refused requests as too many (HTTP 429) after every retry, or asked
+	// (429, or 503 with Retry-After) for a pause longer than a request may wait.
+	BackendThrottledReason = "BackendThrottled"
 	// SetupRequiredReason: the backend lacks an object the provider needs (a tag, custom field or extensible attribute) and the credentials may not create it.
 	SetupRequiredReason = "SetupRequired"
 	// DeletingReason: the pool is being deleted and waits for the IPAddresses allocated from it to be released.
