@@ -111,13 +111,16 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 }
 
 // cappedBackoff is go-retryablehttp's default backoff, which waits as long
-// as a 429's or 503's Retry-After says, capped at one attempt's timeout: the
-// endpoint's pause holds every request back meanwhile, and a request that
-// cannot outwait it fails at once (ErrThrottled) instead of holding a
-// worker for as long as the server likes.
+// as a 429's or 503's Retry-After says, unless that is longer than one
+// attempt's timeout: then the next attempt, held back by the endpoint's
+// pause, fails at once (ErrThrottled) rather than after holding a worker
+// for as long as the server likes.
 func cappedBackoff(limit time.Duration) retryablehttp.Backoff {
 	return func(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
-		return min(retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp), limit)
+		if wait := retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp); wait <= limit {
+			return wait
+		}
+		return 0
 	}
 }
 
