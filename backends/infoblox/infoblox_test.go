@@ -2,7 +2,6 @@ package infoblox_test
 
 import (
 	"context"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
@@ -244,37 +242,6 @@ func TestDuplicateWhoseDeletionFailedIsNeverHandedOut(t *testing.T) {
 
 // Quirk: ReleaseIP reports success when its lookup fails. Release must fail
 // instead, so the claim keeps its finalizer and the address is not leaked.
-// Throttling is told apart from an outage: a 429 on every attempt, or a
-// pause asked for that outlasts the request, is ErrThrottled (an
-// ErrUnavailable).
-func TestThrottlingIsThrottled(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		throttle func(*wapisim.Server)
-		inError  string
-	}{
-		{"429 on every attempt", func(sim *wapisim.Server) {
-			sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: http.StatusTooManyRequests, Times: 100})
-		}, "HTTP 429"},
-		{"a pause longer than the request may wait", func(sim *wapisim.Server) {
-			sim.SetThrottle(httpfault.ThrottleLimit{RequestsPerSecond: 1, RetryAfter: time.Hour})
-		}, "asked for quiet until"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sim := newSim(t, "10.0.0.0/24")
-			cfg := config(sim, "10.0.0.0/24")
-			cfg.HTTP.Timeout = time.Second
-			b := newBackend(t, cfg)
-			tc.throttle(sim)
-
-			_, err := b.Validate(context.Background())
-			require.ErrorIs(t, err, backends.ErrThrottled)
-			require.ErrorIs(t, err, backends.ErrUnavailable)
-			assert.Contains(t, err.Error(), tc.inError)
-		})
-	}
-}
-
 func TestReleaseFailsWhenTheGridCannotBeSearched(t *testing.T) {
 	sim := newSim(t, "10.0.0.0/24")
 	b := newBackend(t, config(sim, "10.0.0.0/24"))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -257,36 +255,6 @@ func TestPersistentServerErrorIsUnavailable(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrUnavailable)
 	assert.Contains(t, err.Error(), "HTTP 503")
 	assert.NotContains(t, err.Error(), "<html>", "a proxy's HTML page is not quoted")
-}
-
-// Throttling is told apart from an outage: a 429 on every attempt, or a
-// pause asked for that outlasts the request, is ErrThrottled (an
-// ErrUnavailable).
-func TestThrottlingIsThrottled(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		throttle func(*netboxsim.Server)
-		inError  string
-	}{
-		{"429 on every attempt", func(sim *netboxsim.Server) {
-			sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: http.StatusTooManyRequests, Times: 100})
-		}, "HTTP 429"},
-		{"a pause longer than the request may wait", func(sim *netboxsim.Server) {
-			sim.SetThrottle(httpfault.ThrottleLimit{RequestsPerSecond: 1, RetryAfter: time.Hour})
-		}, "asked for quiet until"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sim := newSim(t, "10.0.0.0/24")
-			b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...),
-				func(c *netbox.Config) { c.HTTP.Timeout = time.Second })
-			tc.throttle(sim)
-
-			_, err := b.Validate(context.Background())
-			require.ErrorIs(t, err, backends.ErrThrottled)
-			require.ErrorIs(t, err, backends.ErrUnavailable)
-			assert.Contains(t, err.Error(), tc.inError)
-		})
-	}
 }
 
 func TestSourcesInOrderThenExhausted(t *testing.T) {

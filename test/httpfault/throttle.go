@@ -10,6 +10,14 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// Disturbable is a server whose faults and throttle a test controls: the
+// simulators and the proxy before a real NetBox.
+type Disturbable interface {
+	InjectFault(Fault)
+	ClearFaults()
+	SetThrottle(ThrottleLimit)
+}
+
 // ThrottleLimit is what a throttled server accepts; a zero field is no
 // bound.
 type ThrottleLimit struct {
