@@ -1,15 +1,11 @@
 package integration
 
 import (
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
@@ -39,13 +35,7 @@ func TestBurstAgainstAThrottlingSystemBindsWithoutHammering(t *testing.T) {
 		limit := httpfault.ThrottleLimit{RequestsPerSecond: 5, RetryAfter: time.Second}
 		f.sys.throttle(limit)
 		const n = 30
-		claims := make([]*ipamv1.IPAddressClaim, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), "pool")
-			wg.Go(func() { assert.NoError(t, k8s.Create(f.ctx, claims[i])) })
-		}
-		wg.Wait()
+		claims := f.createClaimsAtOnce(n, "pool")
 		seen := map[string]bool{}
 		for _, claim := range claims {
 			seen[f.waitBound(claim).Spec.Address] = true
