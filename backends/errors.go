@@ -1,6 +1,9 @@
 package backends
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Kinds of failure a Backend reports, wrapped with context. The reconcilers
 // map them to condition reasons, so a backend must wrap the right one.
@@ -21,6 +24,10 @@ var (
 	ErrSetupRequired = errors.New("setup required")
 	// ErrUnavailable: the system could not be reached or failed.
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrThrottled: the system refused requests as too many (HTTP 429), or
+	// asked for a pause longer than a request may wait. It is an
+	// ErrUnavailable: retrying later is the cure.
+	ErrThrottled = fmt.Errorf("%w: throttled by the IPAM system", ErrUnavailable)
 	// ErrNotOwned: a record holds the address but not the claim's marker,
 	// so the provider must leave it alone.
 	ErrNotOwned = errors.New("record does not carry the claim's marker")

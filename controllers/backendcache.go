@@ -19,7 +19,8 @@ import (
 // when the pool's spec (generation) or its Secret (resourceVersion) changes,
 // so allocations reuse its connections and resolved sources. Secrets are read
 // through the API reader, never cached in full: the manager caches only their
-// metadata, which is enough to notice a change.
+// metadata, which is enough to notice a change. Each pool's backend sets the
+// pool's limit on the requests to its endpoint in Options.Limits.
 type Backends struct {
 	// Client reads Secret metadata from the cache.
 	Client client.Client
@@ -92,6 +93,9 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 		return nil, err
 	}
 	backend = instrument(backend, kind.Backend)
+	if b.Options.Limits != nil {
+		b.Options.Limits.Set(string(pool.GetUID()), backend.Endpoint(), endpointLimit(kind.RateLimit(pool)))
+	}
 	b.mu.Lock()
 	if b.entries == nil {
 		b.entries = map[types.UID]backendEntry{}
@@ -101,11 +105,14 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 	return backend, nil
 }
 
-// Forget drops a deleted pool's backend.
+// Forget drops a deleted pool's backend and its limit.
 func (b *Backends) Forget(pool Pool) {
 	b.mu.Lock()
 	delete(b.entries, pool.GetUID())
 	b.mu.Unlock()
+	if b.Options.Limits != nil {
+		b.Options.Limits.Remove(string(pool.GetUID()))
+	}
 }
 
 func secretPlace(kind PoolKind) string {

@@ -26,12 +26,14 @@ func InfobloxPoolKinds() PoolKinds {
 	secretName := func(p Pool) string {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.CredentialsSecretRef.Name
 	}
+	rateLimit := func(p Pool) *v1alpha1.RateLimit { return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit }
 	return PoolKinds{
 		{
 			Kind: "InfobloxIPPool", Namespaced: true, Backend: "infoblox",
 			New:                func() Pool { return &v1alpha1.InfobloxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} },
 			SecretName:         secretName,
+			RateLimit:          rateLimit,
 			InsecureConnection: infobloxInsecure,
 			NewBackend:         newInfobloxBackend,
 		},
@@ -40,6 +42,7 @@ func InfobloxPoolKinds() PoolKinds {
 			New:                func() Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} },
 			SecretName:         secretName,
+			RateLimit:          rateLimit,
 			InsecureConnection: infobloxInsecure,
 			NewBackend:         newInfobloxBackend,
 		},
@@ -76,7 +79,7 @@ func newInfobloxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (
 			CommentPattern:       spec.Reservation.CommentPattern,
 			ExtensibleAttributes: spec.Reservation.ExtensibleAttributes,
 		},
-		HTTP: infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("infoblox")},
+		HTTP: infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("infoblox"), Limits: opts.Limits},
 	}
 	if dns := spec.Reservation.DNS; dns != nil {
 		cfg.Reservation.DNS = &infoblox.DNS{Zone: dns.Zone, View: dns.View}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // Metrics beyond controller-runtime's, on the manager's metrics endpoint.
@@ -77,6 +78,8 @@ func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests,
 			claimBindSeconds, poolAddresses, recordsLeft, waiting, auditRuns, auditActions, auditFindings)
+		// The endpoint limiters' wait, throttled answers and requests in flight.
+		ctrlmetrics.Registry.MustRegister(backendhttp.Collectors()...)
 	})
 }
 
@@ -179,6 +182,7 @@ func outcome(err error) string {
 		{backends.ErrConflict, "conflict"},
 		{backends.ErrInvalidConfig, "invalid_config"},
 		{backends.ErrSetupRequired, "setup_required"},
+		{backends.ErrThrottled, "throttled"},
 		{backends.ErrUnavailable, "unavailable"},
 		{backends.ErrNotOwned, "not_owned"},
 		{backends.ErrUnreachable, "unreachable"},

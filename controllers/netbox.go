@@ -22,12 +22,14 @@ type netboxPool interface {
 // NetboxPoolKinds are the NetBox pool kinds.
 func NetboxPoolKinds() PoolKinds {
 	secretName := func(p Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.CredentialsSecretRef.Name }
+	rateLimit := func(p Pool) *v1alpha1.RateLimit { return p.(netboxPool).GetNetboxSpec().Connection.RateLimit }
 	return PoolKinds{
 		{
 			Kind: "NetboxIPPool", Namespaced: true, Backend: "netbox",
 			New:                func() Pool { return &v1alpha1.NetboxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} },
 			SecretName:         secretName,
+			RateLimit:          rateLimit,
 			InsecureConnection: netboxInsecure,
 			NewBackend:         newNetboxBackend,
 		},
@@ -36,6 +38,7 @@ func NetboxPoolKinds() PoolKinds {
 			New:                func() Pool { return &v1alpha1.GlobalNetboxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} },
 			SecretName:         secretName,
+			RateLimit:          rateLimit,
 			InsecureConnection: netboxInsecure,
 			NewBackend:         newNetboxBackend,
 		},
@@ -82,7 +85,7 @@ func newNetboxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (ba
 			Tags:               spec.Reservation.Tags,
 			CustomFields:       spec.Reservation.CustomFields,
 		},
-		HTTP: netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("netbox")},
+		HTTP: netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("netbox"), Limits: opts.Limits},
 	}
 	gateway, err := gatewayConfig(spec.Gateway)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // Pool is implemented by every pool kind.
@@ -32,6 +33,9 @@ type Pool interface {
 type BackendOptions struct {
 	// RequestTimeout bounds one request to the backend.
 	RequestTimeout time.Duration
+	// Limits bound the requests to each IPAM endpoint, shared by every pool
+	// on it.
+	Limits *backendhttp.Limits
 }
 
 // PoolKind describes one pool kind: how to make its objects, where its
@@ -45,6 +49,9 @@ type PoolKind struct {
 	NewList func() client.ObjectList
 	// SecretName names the pool's credentials Secret.
 	SecretName func(Pool) string
+	// RateLimit is the pool's limit on the requests to its endpoint; nil
+	// when unset.
+	RateLimit func(Pool) *v1alpha1.RateLimit
 	// InsecureConnection says how the pool's connection exposes its
 	// credentials or answers, or "" when it is https with verification.
 	InsecureConnection func(Pool) string
@@ -85,4 +92,22 @@ func getPool(ctx context.Context, c client.Reader, kind PoolKind, namespace, nam
 		return nil, client.IgnoreNotFound(err)
 	}
 	return pool, nil
+}
+
+// endpointLimit is a pool's limit on the requests to its endpoint; unset
+// fields (a pool the API server has not defaulted) take the defaults.
+func endpointLimit(r *v1alpha1.RateLimit) backendhttp.Limit {
+	l := backendhttp.DefaultLimit
+	if r == nil {
+		return l
+	}
+	for _, f := range []struct {
+		from int32
+		to   *int
+	}{{r.RequestsPerSecond, &l.RequestsPerSecond}, {r.Burst, &l.Burst}, {r.MaxConcurrentRequests, &l.MaxConcurrent}} {
+		if f.from > 0 {
+			*f.to = int(f.from)
+		}
+	}
+	return l
 }

@@ -61,6 +61,8 @@ func poolReason(err error) string {
 		return v1alpha1.SourceNotFoundReason
 	case errors.Is(err, backends.ErrInvalidConfig):
 		return v1alpha1.InvalidConfigurationReason
+	case errors.Is(err, backends.ErrThrottled):
+		return v1alpha1.BackendThrottledReason
 	default:
 		return v1alpha1.BackendUnavailableReason
 	}

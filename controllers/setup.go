@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // Options configure the provider's reconcilers.
@@ -54,6 +55,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	registerMetrics()
+	if opts.Backend.Limits == nil {
+		opts.Backend.Limits = backendhttp.NewLimits()
+	}
 	kinds := append(NetboxPoolKinds(), InfobloxPoolKinds()...)
 	if err := SetupIndexes(ctx, mgr, kinds); err != nil {
 		return err

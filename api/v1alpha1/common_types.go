@@ -30,6 +30,9 @@ const (
 	InvalidConfigurationReason = "InvalidConfiguration"
 	// BackendUnavailableReason: the backend could not be reached or answered with a server error.
 	BackendUnavailableReason = "BackendUnavailable"
+	// BackendThrottledReason: the backend refused requests as too many (HTTP 429) after every retry, or asked
+	// (429, or 503 with Retry-After) for a pause longer than a request may wait.
+	BackendThrottledReason = "BackendThrottled"
 	// SetupRequiredReason: the backend lacks an object the provider needs (a tag, custom field or extensible attribute) and the credentials may not create it.
 	SetupRequiredReason = "SetupRequired"
 	// DeletingReason: the pool is being deleted and waits for the IPAddresses allocated from it to be released.
@@ -92,6 +95,35 @@ type SecretReference struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
+}
+
+// RateLimit bounds the requests the manager sends to one IPAM endpoint
+// (scheme, host and port). Every pool on the endpoint shares the limit;
+// when their pools set different limits, the strictest value of each field
+// applies to all of them.
+type RateLimit struct {
+	// requestsPerSecond is the sustained rate of requests. A new claim costs
+	// two requests, a release two.
+	// +optional
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	RequestsPerSecond int32 `json:"requestsPerSecond,omitempty"`
+
+	// burst is how many requests may be sent at once after a quiet spell.
+	// +optional
+	// +kubebuilder:default=40
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	Burst int32 `json:"burst,omitempty"`
+
+	// maxConcurrentRequests is how many requests may await their answer at
+	// once.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxConcurrentRequests int32 `json:"maxConcurrentRequests,omitempty"`
 }
 
 // GatewayPolicy says how a pool derives the gateway when none is given.

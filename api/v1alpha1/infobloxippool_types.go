@@ -99,6 +99,14 @@ type InfobloxConnection struct {
 	// Only for test installations.
 	// +optional
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// rateLimit bounds the requests to the grid, shared with every pool on the
+	// same endpoint (the strictest limit wins). A 429, or a 503 with
+	// Retry-After, holds every request to the endpoint back for as long as
+	// it asks, whatever the limit.
+	// +optional
+	// +kubebuilder:default={}
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 }
 
 // InfobloxAddressSource is one network or DHCP range of the network view.

@@ -74,6 +74,14 @@ type NetboxConnection struct {
 	// Only for test installations.
 	// +optional
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// rateLimit bounds the requests to NetBox, shared with every pool on the
+	// same endpoint (the strictest limit wins). A 429, or a 503 with
+	// Retry-After, holds every request to the endpoint back for as long as
+	// it asks, whatever the limit.
+	// +optional
+	// +kubebuilder:default={}
+	RateLimit *RateLimit `json:"rateLimit,omitempty"`
 }
 
 // NetboxAddressSource is one NetBox prefix or IP range.

@@ -17,6 +17,7 @@ import (
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // requestor is infoblox-go-client's HttpRequestor over our HTTP client, bound
@@ -72,6 +73,9 @@ func transportError(op string, err error) error {
 	if errors.As(err, &verifyErr) {
 		return fmt.Errorf("%w: %s: the grid's certificate is not trusted (add its CA to the Secret as %q): %v",
 			backends.ErrInvalidConfig, op, "ca.crt", verifyErr.Err)
+	}
+	if errors.Is(err, backendhttp.ErrThrottled) {
+		return fmt.Errorf("%w: %s: %v", backends.ErrThrottled, op, err)
 	}
 	return fmt.Errorf("%w: %s: %v", backends.ErrUnavailable, op, err)
 }
@@ -136,7 +140,9 @@ func classify(e *wapiError) error {
 		return backends.ErrForbidden
 	case e.status == http.StatusNotFound:
 		return backends.ErrNotFound
-	case e.status == http.StatusTooManyRequests || e.status >= 500:
+	case e.status == http.StatusTooManyRequests:
+		return backends.ErrThrottled
+	case e.status >= 500:
 		return backends.ErrUnavailable
 	case exhaustedText.MatchString(text):
 		return backends.ErrExhausted

@@ -15,6 +15,7 @@ import (
 	netbox "github.com/netbox-community/go-netbox/v4"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // authorization returns the Authorization header for a token: v2 tokens
@@ -112,6 +113,8 @@ func classify(op string, resp *http.Response, err error) error {
 		case errors.As(err, &verifyErr):
 			return fmt.Errorf("%w: %s: NetBox's certificate is not trusted (add its CA to the Secret as %q): %v",
 				backends.ErrInvalidConfig, op, "ca.crt", verifyErr.Err)
+		case errors.Is(err, backendhttp.ErrThrottled):
+			return fmt.Errorf("%w: %s: %v", backends.ErrThrottled, op, err)
 		}
 		return fmt.Errorf("%w: %s: %v", backends.ErrUnavailable, op, err)
 	}
@@ -133,7 +136,9 @@ func classify(op string, resp *http.Response, err error) error {
 		kind = backends.ErrConflict
 	case status == http.StatusBadRequest:
 		kind = backends.ErrInvalidConfig
-	case status == http.StatusTooManyRequests || status >= 500:
+	case status == http.StatusTooManyRequests:
+		kind = backends.ErrThrottled
+	case status >= 500:
 		kind = backends.ErrUnavailable
 	case status >= 200 && status < 300:
 		// A 2xx whose body did not decode.

@@ -1,6 +1,8 @@
 // Package backendhttp builds the HTTP client every backend uses: bounded
-// attempts, retries with backoff on connection errors, 429 and 5xx, a count
-// of the attempts behind each logical request, and TLS that fails closed.
+// attempts, retries with backoff on connection errors, 429 and 5xx, a limit
+// on the requests to each endpoint shared by every client of the manager, a
+// count of the attempts behind each logical request, and TLS that fails
+// closed.
 package backendhttp
 
 import (
@@ -18,7 +20,7 @@ import (
 
 // Options bound every request.
 type Options struct {
-	// Timeout of one attempt.
+	// Timeout of one attempt, its wait for the endpoint's limiter included.
 	Timeout time.Duration
 	// RetryMax is how many times a failed request is retried.
 	RetryMax int
@@ -28,6 +30,11 @@ type Options struct {
 	// Observe, if set, is told of every attempt: its method and the status
 	// code, or 0 when no answer came.
 	Observe func(method string, code int)
+	// Limits, shared by the clients of a manager, bound the requests to
+	// each endpoint. Without it the client sends as fast as it is asked,
+	// but still holds back when the endpoint answers 429 or 503 with
+	// Retry-After.
+	Limits *Limits
 }
 
 // WithDefaults fills the unset options.
@@ -69,9 +76,10 @@ func TLSConfig(caBundle []byte, insecure bool) (*tls.Config, error) {
 }
 
 // NewClient returns a client that retries connection errors, 429 and 5xx
-// with backoff and bounds each attempt. After the last attempt it hands back
-// the last response rather than a bare "giving up" error, so the caller sees
-// the server's status and body.
+// with backoff and bounds each attempt. Every attempt waits for its
+// endpoint's limiter. After the last attempt it hands back the last response
+// rather than a bare "giving up" error, so the caller sees the server's
+// status and body.
 func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 	opts = opts.WithDefaults()
 	transport := cleanhttp.DefaultPooledTransport()
@@ -80,6 +88,11 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 	if opts.Observe != nil {
 		rt = observingTransport{next: transport, observe: opts.Observe}
 	}
+	limits := opts.Limits
+	if limits == nil {
+		limits = &Limits{}
+	}
+	rt = limitingTransport{next: rt, limits: limits, minWait: opts.RetryWaitMin}
 
 	rc := retryablehttp.NewClient()
 	rc.HTTPClient = &http.Client{Transport: rt, Timeout: opts.Timeout}
@@ -87,6 +100,7 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 	rc.RetryMax = opts.RetryMax
 	rc.RetryWaitMin = opts.RetryWaitMin
 	rc.RetryWaitMax = opts.RetryWaitMax
+	rc.Backoff = cappedBackoff(opts.Timeout)
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	rc.RequestLogHook = func(_ retryablehttp.Logger, req *http.Request, _ int) {
 		if n, ok := req.Context().Value(attemptsKey{}).(*atomic.Int32); ok {
@@ -94,6 +108,20 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 		}
 	}
 	return rc.StandardClient()
+}
+
+// cappedBackoff is go-retryablehttp's default backoff, which waits as long
+// as a 429's or 503's Retry-After says, unless that is longer than one
+// attempt's timeout: then the next attempt, held back by the endpoint's
+// pause, fails at once (ErrThrottled) rather than after holding a worker
+// for as long as the server likes.
+func cappedBackoff(limit time.Duration) retryablehttp.Backoff {
+	return func(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+		if wait := retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp); wait <= limit {
+			return wait
+		}
+		return 0
+	}
 }
 
 // attemptsKey carries a counter of the attempts made for one logical request.

@@ -12,6 +12,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/conformance"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
@@ -120,3 +121,5 @@ func (h *infobloxHarness) AllocationRequests() int {
 	}
 	return n
 }
+
+func (h *infobloxHarness) Server() httpfault.Disturbable { return h.sim }

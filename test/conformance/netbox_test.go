@@ -11,6 +11,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/conformance"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
@@ -89,3 +90,5 @@ func (h *netboxHarness) AllocationRequests() int {
 	}
 	return n
 }
+
+func (h *netboxHarness) Server() httpfault.Disturbable { return h.target }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
 // Reservation is a record in the IPAM system that carries a marker.
@@ -48,6 +50,8 @@ type Harness interface {
 	LoseNextAllocationAnswer(t *testing.T)
 	// AllocationRequests counts the allocation requests the system received.
 	AllocationRequests() int
+	// Server is the system's HTTP server, to disturb.
+	Server() httpfault.Disturbable
 }
 
 // Run runs the suite against h.
@@ -67,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"ExhaustionAndReuse", "10.201.6.0/29", exhaustionAndReuse},
 		{"UsageCountsReservations", "10.201.7.0/28", usageCountsReservations},
 		{"BadCredentials", "10.201.8.0/28", badCredentials},
+		{"ThrottlingIsNotAnOutage", "10.201.10.0/28", throttlingIsNotAnOutage},
 		{"IPv6", "2001:db8:201::/64", ipv6},
 		{"RecordsListsThePoolsMarkedRecords", "10.201.10.0/28", recordsListsThePoolsMarkedRecords},
 		{"RemarkAndDeleteOnlyWhatStillCarriesTheMarker", "10.201.12.0/28", remarkAndDeleteOnlyWhatStillCarriesTheMarker},
@@ -295,6 +300,35 @@ func badCredentials(t *testing.T, h Harness, cidr string) {
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, backends.ErrExhausted), "refused credentials are not exhaustion: %v", err)
 	assert.Empty(t, h.Reservations(t, cidr))
+}
+
+// throttlingIsNotAnOutage: a system that refuses requests as too many on
+// every attempt, or asks for a pause longer than a request may wait, is
+// throttling: ErrThrottled, which is an ErrUnavailable, retried alike.
+func throttlingIsNotAnOutage(t *testing.T, h Harness, cidr string) {
+	b := h.Pool(t, cidr)
+	for _, tc := range []struct {
+		name     string
+		throttle func(*testing.T)
+		inError  string
+	}{
+		{"429 on every attempt", func(t *testing.T) {
+			h.Server().InjectFault(httpfault.Fault{Kind: httpfault.Status, Status: http.StatusTooManyRequests, Times: 1 << 30})
+			t.Cleanup(h.Server().ClearFaults)
+		}, "HTTP 429"},
+		{"a pause longer than the request may wait", func(t *testing.T) {
+			h.Server().SetThrottle(httpfault.ThrottleLimit{RequestsPerSecond: 1, RetryAfter: time.Hour})
+			t.Cleanup(func() { h.Server().SetThrottle(httpfault.ThrottleLimit{}) })
+		}, "asked for quiet until"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.throttle(t)
+			_, err := b.Validate(context.Background())
+			require.ErrorIs(t, err, backends.ErrThrottled)
+			require.ErrorIs(t, err, backends.ErrUnavailable)
+			assert.Contains(t, err.Error(), tc.inError)
+		})
+	}
 }
 
 func ipv6(t *testing.T, h Harness, cidr string) {

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,13 +24,7 @@ func TestHundredClaimsAtOnceGetDistinctAddresses(t *testing.T) {
 		f.waitPoolReady(pool)
 
 		const n = 100
-		claims := make([]*ipamv1.IPAddressClaim, n)
-		var wg sync.WaitGroup
-		for i := range n {
-			claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), "pool")
-			wg.Go(func() { assert.NoError(t, k8s.Create(f.ctx, claims[i])) })
-		}
-		wg.Wait()
+		claims := f.createClaimsAtOnce(n, "pool")
 
 		seen := map[string]string{}
 		for _, claim := range claims {
@@ -122,14 +115,8 @@ func TestBurstOfClaimsCostsFewCountRefreshes(t *testing.T) {
 		before := f.sys.countRequests()
 
 		const n = 60
-		claims := make([]*ipamv1.IPAddressClaim, n)
-		var wg sync.WaitGroup
 		start := time.Now()
-		for i := range n {
-			claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), "pool")
-			wg.Go(func() { assert.NoError(t, k8s.Create(f.ctx, claims[i])) })
-		}
-		wg.Wait()
+		claims := f.createClaimsAtOnce(n, "pool")
 		for _, claim := range claims {
 			f.waitBound(claim)
 		}

@@ -330,6 +330,20 @@ func (f *fixture) createClaim(name, pool string, opts ...claimOption) *ipamv1.IP
 	return claim
 }
 
+// createClaimsAtOnce creates n claims on pool, machine-00 onwards, all at
+// once, as a scale-out does.
+func (f *fixture) createClaimsAtOnce(n int, pool string) []*ipamv1.IPAddressClaim {
+	f.t.Helper()
+	claims := make([]*ipamv1.IPAddressClaim, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), pool)
+		wg.Go(func() { assert.NoError(f.t, k8s.Create(f.ctx, claims[i])) })
+	}
+	wg.Wait()
+	return claims
+}
+
 func (f *fixture) createCluster(name string, mutate ...func(*clusterv1.Cluster)) *clusterv1.Cluster {
 	f.t.Helper()
 	cluster := &clusterv1.Cluster{

@@ -13,6 +13,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
@@ -59,6 +60,12 @@ type system interface {
 	resetCalls()
 	// exhaustedText is what the system says when a source is full.
 	exhaustedText() string
+	// url is where pools reach the system.
+	url() string
+	// throttle makes the system answer 429 with Retry-After to the
+	// requests beyond l; throttleArrivals lists the requests since.
+	throttle(l httpfault.ThrottleLimit)
+	throttleArrivals() []httpfault.Arrival
 }
 
 // record is a reservation in the IPAM system.
@@ -186,9 +193,12 @@ func (s *netboxSystem) countRequests() int {
 func (s *netboxSystem) failAllRequests() {
 	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Times: 1 << 30})
 }
-func (s *netboxSystem) clearFaults()   { s.target.ClearFaults() }
-func (s *netboxSystem) callCount() int { return len(s.target.Calls()) }
-func (s *netboxSystem) resetCalls()    { s.target.ResetCalls() }
+func (s *netboxSystem) clearFaults()                          { s.target.ClearFaults() }
+func (s *netboxSystem) callCount() int                        { return len(s.target.Calls()) }
+func (s *netboxSystem) resetCalls()                           { s.target.ResetCalls() }
+func (s *netboxSystem) url() string                           { return s.target.URL() }
+func (s *netboxSystem) throttle(l httpfault.ThrottleLimit)    { s.target.SetThrottle(l) }
+func (s *netboxSystem) throttleArrivals() []httpfault.Arrival { return s.target.ThrottleArrivals() }
 func (s *netboxSystem) exhaustedText() string {
 	return "Insufficient resources are available to satisfy the request"
 }
@@ -317,3 +327,8 @@ func (s *infobloxSystem) clearFaults()          { s.sim.ClearFaults() }
 func (s *infobloxSystem) callCount() int        { return len(s.sim.Calls()) }
 func (s *infobloxSystem) resetCalls()           { s.sim.ResetCalls() }
 func (s *infobloxSystem) exhaustedText() string { return "Cannot find 1 available IP address(es)" }
+func (s *infobloxSystem) url() string           { return s.sim.URL() }
+func (s *infobloxSystem) throttle(l httpfault.ThrottleLimit) {
+	s.sim.SetThrottle(l)
+}
+func (s *infobloxSystem) throttleArrivals() []httpfault.Arrival { return s.sim.ThrottleArrivals() }

@@ -239,6 +239,12 @@ func TestInvalidSpecsAreRejectedByTheAPIServer(t *testing.T) {
 		}, "exclude each other"},
 		{"unknown status", func(s *v1alpha1.NetboxIPPoolSpec) { s.Reservation.Status = "taken" }, "Unsupported value"},
 		{"prefix length out of range", func(s *v1alpha1.NetboxIPPoolSpec) { s.PrefixLength = ptr.To[int32](129) }, "prefixLength"},
+		{"negative request rate", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Connection.RateLimit = &v1alpha1.RateLimit{RequestsPerSecond: -1}
+		}, "spec.connection.rateLimit.requestsPerSecond"},
+		{"too many concurrent requests", func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.Connection.RateLimit = &v1alpha1.RateLimit{MaxConcurrentRequests: 1001}
+		}, "spec.connection.rateLimit.maxConcurrentRequests"},
 		{"custom field naming the marker", func(s *v1alpha1.NetboxIPPoolSpec) {
 			s.Reservation.CustomFields = map[string]string{"capi_ipam_claim": "default/someone-else"}
 		}, "customFields cannot set capi_ipam_claim"},

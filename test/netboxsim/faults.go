@@ -24,6 +24,15 @@ const (
 	FaultLatency      = httpfault.Latency
 )
 
+// SetThrottle answers 429 with Retry-After to the requests beyond l, as
+// NetBox behind a rate-limiting proxy (or with REST framework throttling)
+// does; the zero limit accepts everything.
+func (s *Server) SetThrottle(l httpfault.ThrottleLimit) { s.throttle.Set(l) }
+
+// ThrottleArrivals lists the requests that reached the server since the
+// last SetThrottle.
+func (s *Server) ThrottleArrivals() []httpfault.Arrival { return s.throttle.Arrivals() }
+
 // InjectFault queues a fault.
 func (s *Server) InjectFault(f Fault) { s.faults.Add(f) }
 
@@ -62,6 +71,12 @@ func WriteFaultStatus(w http.ResponseWriter, status int) int {
 		return status
 	case http.StatusInternalServerError:
 		return writeResponse(w, pythonCrash("OperationalError", "server closed the connection unexpectedly"))
+	case http.StatusTooManyRequests:
+		if wait := w.Header().Get("Retry-After"); wait != "" {
+			// REST framework's throttling, which says how long to wait.
+			return writeResponse(w, errDetail(status, fmt.Sprintf("Request was throttled. Expected available in %s seconds.", wait)))
+		}
+		return writeResponse(w, errDetail(status, text))
 	default:
 		return writeResponse(w, errDetail(status, text))
 	}

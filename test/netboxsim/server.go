@@ -40,6 +40,8 @@ type Server struct {
 	faults  FaultQueue
 	latency time.Duration
 	onAlloc func([]IPAddress)
+
+	throttle httpfault.Throttle // has its own lock
 }
 
 // Call is one request to a known endpoint that passed authentication
@@ -107,6 +109,12 @@ func (s *Server) ResetCalls() { s.calls.Reset() }
 func (s *Server) CountCalls(method, pathPrefix string) int { return s.calls.Count(method, pathPrefix) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// The rate limiter sits in front of everything, as a proxy's would.
+	done, admitted := s.throttle.Admit(w, r, &s.calls, WriteFaultStatus)
+	if !admitted {
+		return
+	}
+	defer done()
 	s.mu.Lock()
 	latency := s.latency
 	s.mu.Unlock()

@@ -42,7 +42,8 @@ type realNetBox struct {
 	proxy    *httptest.Server
 	client   *http.Client
 
-	faults netboxsim.FaultQueue
+	faults   netboxsim.FaultQueue
+	throttle httpfault.Throttle
 
 	mu      sync.Mutex
 	aliases map[string]string
@@ -101,6 +102,11 @@ func (r *realNetBox) AddToken(token string, writeEnabled bool) {
 
 // serve forwards one request to NetBox, with faults as the simulator has them.
 func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
+	done, admitted := r.throttle.Admit(w, req, &r.calls, netboxsim.WriteFaultStatus)
+	if !admitted {
+		return
+	}
+	defer done()
 	r.mu.Lock()
 	latency := r.latency
 	if _, token, ok := strings.Cut(req.Header.Get("Authorization"), " "); ok {
@@ -405,3 +411,6 @@ func (r *realNetBox) EditIPAddress(id int32, edit func(*netboxsim.IPAddress)) {
 		"custom_fields": ip.CustomFields, "tags": tags,
 	}, nil)
 }
+
+func (r *realNetBox) SetThrottle(l httpfault.ThrottleLimit) { r.throttle.Set(l) }
+func (r *realNetBox) ThrottleArrivals() []httpfault.Arrival { return r.throttle.Arrivals() }

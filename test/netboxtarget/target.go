@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -40,6 +41,10 @@ type Target interface {
 	InjectFault(f netboxsim.Fault)
 	ClearFaults()
 	SetLatency(d time.Duration)
+	// SetThrottle answers 429 with Retry-After to the requests beyond l;
+	// ThrottleArrivals lists the requests since.
+	SetThrottle(l httpfault.ThrottleLimit)
+	ThrottleArrivals() []httpfault.Arrival
 	Calls() []netboxsim.Call
 	ResetCalls()
 	CountCalls(method, pathPrefix string) int

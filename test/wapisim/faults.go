@@ -24,6 +24,15 @@ const (
 	FaultLatency      = httpfault.Latency
 )
 
+// SetThrottle answers 429 with Retry-After to the requests beyond l, as a
+// rate-limiting proxy in front of the grid does; the zero limit accepts
+// everything.
+func (s *Server) SetThrottle(l httpfault.ThrottleLimit) { s.throttle.Set(l) }
+
+// ThrottleArrivals lists the requests that reached the server since the
+// last SetThrottle.
+func (s *Server) ThrottleArrivals() []httpfault.Arrival { return s.throttle.Arrivals() }
+
 // InjectFault queues a fault. Faults apply to authenticated /wapi/ calls.
 func (s *Server) InjectFault(f Fault) { s.faults.Add(f) }
 

@@ -41,6 +41,8 @@ type Server struct {
 	onAlloc  func(Object)
 	pageTTL  time.Duration    // how long a next_page_id stays valid
 	clock    func() time.Time // time.Now unless SetClock
+
+	throttle httpfault.Throttle // has its own lock
 }
 
 // Call is one request to /wapi/ that passed authentication (or was dropped
@@ -215,6 +217,12 @@ func supportedVersion(v string) bool {
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	// The rate limiter sits in front of everything, as a proxy's would.
+	done, admitted := s.throttle.Admit(w, r, &s.calls, WriteFaultStatus)
+	if !admitted {
+		return
+	}
+	defer done()
 	s.mu.Lock()
 	latency := s.latency
 	s.mu.Unlock()
