@@ -95,11 +95,16 @@ func (s *netboxSystem) secretData([]byte) map[string][]byte {
 	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
 }
 
+// chaosRateLimit lets the faults, not the client-side limit, set the pace:
+// the run is about what faults and kills do to claims.
+var chaosRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 1000, Burst: 1000, MaxConcurrentRequests: 100}
+
 func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool {
 	return &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.NetboxIPPoolSpec{
-			Connection: v1alpha1.NetboxConnection{URL: proxyURL, CredentialsSecretRef: v1alpha1.SecretReference{Name: secret}},
+			Connection: v1alpha1.NetboxConnection{URL: proxyURL, CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
+				RateLimit: chaosRateLimit},
 			Sources:    []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: cidr.String()}}},
 		},
 	}
@@ -171,6 +176,7 @@ func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, 
 		Spec: v1alpha1.InfobloxIPPoolSpec{
 			Connection: v1alpha1.InfobloxConnection{
 				Host: u.Hostname(), Port: int32(port), CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
+				RateLimit: chaosRateLimit,
 			},
 			Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr.String()}}},
 		},
