@@ -124,7 +124,7 @@ func burst(cfg *rest.Config, workers, run int) (result, error) {
 				// The bench measures the provider, not the client-side limit.
 				Connection: v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"},
 					RateLimit: &v1alpha1.RateLimit{RequestsPerSecond: 10000, Burst: 10000, MaxConcurrentRequests: 1000}},
-				Sources:    []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: "10.0.0.0/16"}}},
+				Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: "10.0.0.0/16"}}},
 			},
 		},
 	} {
