@@ -1,5 +1,5 @@
 // Package envtestenv starts a real kube-apiserver and etcd with the CRDs the
-// provider works with: ours, and CAPI's Cluster, IPAddressClaim and
+// provider works with: ours, and CAPI's Cluster, Machine, IPAddressClaim and
 // IPAddress taken from the cluster-api module.
 package envtestenv
 
@@ -26,6 +26,7 @@ import (
 // capiCRDs are the CAPI CRDs, relative to the cluster-api module.
 var capiCRDs = []string{
 	"core/config/crd/bases/cluster.x-k8s.io_clusters.yaml",
+	"core/config/crd/bases/cluster.x-k8s.io_machines.yaml",
 	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddressclaims.yaml",
 	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddresses.yaml",
 }
@@ -38,8 +39,9 @@ func RepoRoot() string {
 
 // Start starts the API server. KUBEBUILDER_ASSETS must name the directory
 // holding kube-apiserver and etcd (make test and make demo set it, from
-// hack/envtest-binaries.sh).
-func Start() (*envtest.Environment, *rest.Config, error) {
+// hack/envtest-binaries.sh). extraCRDPaths name further CRD files or
+// directories, for example a consumer's.
+func Start(extraCRDPaths ...string) (*envtest.Environment, *rest.Config, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through make test, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
 	}
@@ -51,6 +53,7 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	for _, crd := range capiCRDs {
 		paths = append(paths, filepath.Join(capiDir, crd))
 	}
+	paths = append(paths, extraCRDPaths...)
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     paths,
 		ErrorIfCRDPathMissing: true,
