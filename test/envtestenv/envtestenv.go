@@ -45,7 +45,7 @@ func Start(extraCRDPaths ...string) (*envtest.Environment, *rest.Config, error) 
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through make test, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
 	}
-	capiDir, err := moduleDir("sigs.k8s.io/cluster-api")
+	capiDir, err := ModuleDir(RepoRoot(), "sigs.k8s.io/cluster-api")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -68,19 +68,20 @@ func Start(extraCRDPaths ...string) (*envtest.Environment, *rest.Config, error) 
 	return env, cfg, nil
 }
 
-// moduleDir finds a dependency's directory in the module cache.
-func moduleDir(module string) (string, error) {
+// ModuleDir finds the directory, in the module cache, of a dependency of
+// the module in dir.
+func ModuleDir(dir, module string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = RepoRoot()
+	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("locating module %s: %w", module, err)
 	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
+	found := strings.TrimSpace(string(out))
+	if found == "" {
 		return "", fmt.Errorf("module %s is not downloaded; run go mod download", module)
 	}
-	return dir, nil
+	return found, nil
 }
 
 // StartManager runs a manager with the provider's reconcilers until ctx
@@ -88,6 +89,14 @@ func moduleDir(module string) (string, error) {
 // are off, and controller names may repeat, so that one process can run
 // several managers. mutate adjusts the manager's options.
 func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts controllers.Options, mutate ...func(*manager.Options)) (<-chan struct{}, error) {
+	return StartManagerWith(ctx, cfg, scheme, opts, nil, mutate...)
+}
+
+// StartManagerWith is StartManager with setup, when set, registering more
+// controllers on the manager beside the provider's: a consumer's, for
+// example.
+func StartManagerWith(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts controllers.Options,
+	setup func(manager.Manager) error, mutate ...func(*manager.Options)) (<-chan struct{}, error) {
 	mgrOpts := manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -103,6 +112,11 @@ func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	}
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		return nil, err
+	}
+	if setup != nil {
+		if err := setup(mgr); err != nil {
+			return nil, err
+		}
 	}
 	done := make(chan struct{})
 	go func() {
