@@ -4,6 +4,7 @@
 package envtestenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -126,4 +128,25 @@ func StartManagerWith(ctx context.Context, cfg *rest.Config, scheme *runtime.Sch
 		}
 	}()
 	return done, nil
+}
+
+// LogBuffer collects what managers log, from any goroutine, to print when
+// a test fails.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// WriteString appends s.
+func (b *LogBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+// String returns everything written.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -7,12 +7,10 @@
 package metal3e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -62,7 +60,7 @@ var capm3CRDs = []string{
 
 var (
 	k8s  client.Client
-	logs = &lockedBuffer{}
+	logs = &envtestenv.LogBuffer{}
 )
 
 func TestMain(m *testing.M) {
@@ -157,21 +155,4 @@ func setupCAPM3(ctx context.Context, mgr manager.Manager) error {
 		return fmt.Errorf("setting up CAPM3's Metal3Data controller: %w", err)
 	}
 	return nil
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
