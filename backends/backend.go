@@ -103,6 +103,9 @@ type Claim struct {
 	Namespace   string
 	Name        string
 	ClusterName string
+	// MachineName is the Machine the address is for, as the caller
+	// resolved it (it may fall back to the claim's name).
+	MachineName string
 }
 
 // Allocation is an address reserved in the external system.

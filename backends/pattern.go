@@ -7,7 +7,7 @@ import (
 )
 
 // Pattern is a Go template a pool uses to name or describe its records, over
-// .ClaimName, .Namespace and .ClusterName.
+// .ClaimName, .Namespace, .ClusterName and .MachineName.
 type Pattern struct {
 	t *template.Template
 }
@@ -16,6 +16,7 @@ type patternData struct {
 	ClaimName   string
 	Namespace   string
 	ClusterName string
+	MachineName string
 }
 
 // ParsePattern parses text; the empty text gives a Pattern that renders "".
@@ -30,7 +31,7 @@ func ParsePattern(name, text string) (Pattern, error) {
 		return Pattern{}, fmt.Errorf("%w: %s pattern: %v", ErrInvalidConfig, name, err)
 	}
 	p := Pattern{t: t}
-	if _, err := p.Render(Claim{Name: "claim", Namespace: "ns", ClusterName: "cluster"}); err != nil {
+	if _, err := p.Render(Claim{Name: "claim", Namespace: "ns", ClusterName: "cluster", MachineName: "machine"}); err != nil {
 		return Pattern{}, fmt.Errorf("%w: %s pattern: %v", ErrInvalidConfig, name, err)
 	}
 	return p, nil
@@ -42,7 +43,9 @@ func (p Pattern) Render(c Claim) (string, error) {
 		return "", nil
 	}
 	var b strings.Builder
-	if err := p.t.Execute(&b, patternData{ClaimName: c.Name, Namespace: c.Namespace, ClusterName: c.ClusterName}); err != nil {
+	if err := p.t.Execute(&b, patternData{
+		ClaimName: c.Name, Namespace: c.Namespace, ClusterName: c.ClusterName, MachineName: c.MachineName,
+	}); err != nil {
 		return "", err
 	}
 	return b.String(), nil

@@ -67,6 +67,9 @@ type ClaimReconciler struct {
 	Recorder   events.EventRecorder
 	Kinds      PoolKinds
 	Backends   *Backends
+	// MachineNames names the Machine of each new claim, for the pools'
+	// patterns.
+	MachineNames *MachineNames
 
 	// Identity distinguishes this management cluster's reservations when
 	// several share one IPAM system.
@@ -310,6 +313,9 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		}
 		return r.poolBeingDeleted(claim, kind, pool), nil
 	}
+	if err := r.MachineNames.Ensure(ctx, claim); err != nil {
+		return ctrl.Result{}, err
+	}
 	backend, err := r.Backends.For(ctx, kind, pool)
 	if err != nil {
 		return r.allocationFailed(claim, err)
@@ -515,6 +521,7 @@ func backendClaim(identity string, claim *ipamv1.IPAddressClaim) backends.Claim 
 		Namespace:   claim.Namespace,
 		Name:        claim.Name,
 		ClusterName: claimClusterName(claim),
+		MachineName: machineName(claim),
 	}
 }
 

@@ -78,6 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:                mgr.GetEventRecorder("ipam-bridge-claim-controller"),
 		Kinds:                   kinds,
 		Backends:                cache,
+		MachineNames:            &MachineNames{Reader: mgr.GetAPIReader(), Follow: consumerOwnerKinds},
 		Identity:                opts.Identity,
 		WatchFilterValue:        opts.WatchFilterValue,
 		MaxConcurrentReconciles: opts.ClaimConcurrency,

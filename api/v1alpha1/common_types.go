@@ -77,6 +77,13 @@ const (
 	ReservationRecordAnnotation = "ipam.cluster.x-k8s.io/bridge-record"
 )
 
+// MachineNameAnnotation on an IPAddressClaim holds the name of the Machine
+// the claim's address is for (.MachineName in the pools' patterns). The
+// provider writes it once, from the claim's owner chain, before it first
+// reserves; a value set beforehand is kept, so it also names a Machine for
+// claims that no Machine owns.
+const MachineNameAnnotation = "ipam.cluster.x-k8s.io/bridge-machine-name"
+
 // Finalizers.
 const (
 	// PoolFinalizer keeps a pool while IPAddresses allocated from it exist.

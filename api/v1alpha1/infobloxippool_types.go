@@ -160,7 +160,8 @@ const (
 )
 
 // InfobloxReservation says what the pool creates in the grid for each claim.
-// Patterns are Go templates over .ClaimName, .Namespace and .ClusterName.
+// Patterns are Go templates over .ClaimName, .Namespace, .ClusterName and
+// .MachineName (see MachineNameAnnotation).
 // +kubebuilder:validation:XValidation:rule="!has(self.dns) || self.objectType == 'HostRecord'",message="dns applies to host records only"
 type InfobloxReservation struct {
 	// objectType is FixedAddress (the default) or HostRecord.

@@ -152,7 +152,8 @@ type NetboxIPRangeSource struct {
 }
 
 // NetboxReservation says what to record on each IP address the pool creates.
-// Patterns are Go templates over .ClaimName, .Namespace and .ClusterName.
+// Patterns are Go templates over .ClaimName, .Namespace, .ClusterName and
+// .MachineName (see MachineNameAnnotation).
 type NetboxReservation struct {
 	// status of the IP address in NetBox.
 	// +optional
@@ -172,7 +173,7 @@ type NetboxReservation struct {
 	Tenant string `json:"tenant,omitempty"`
 
 	// dnsNamePattern renders the IP address's DNS name, for example
-	// "{{ .ClaimName }}.{{ .ClusterName }}.example.com".
+	// "{{ .MachineName }}.{{ .ClusterName }}.example.com".
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
 	DNSNamePattern string `json:"dnsNamePattern,omitempty"`

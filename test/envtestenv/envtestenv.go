@@ -1,9 +1,10 @@
 // Package envtestenv starts a real kube-apiserver and etcd with the CRDs the
-// provider works with: ours, and CAPI's Cluster, IPAddressClaim and
+// provider works with: ours, and CAPI's Cluster, Machine, IPAddressClaim and
 // IPAddress taken from the cluster-api module.
 package envtestenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -26,6 +28,7 @@ import (
 // capiCRDs are the CAPI CRDs, relative to the cluster-api module.
 var capiCRDs = []string{
 	"core/config/crd/bases/cluster.x-k8s.io_clusters.yaml",
+	"core/config/crd/bases/cluster.x-k8s.io_machines.yaml",
 	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddressclaims.yaml",
 	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddresses.yaml",
 }
@@ -38,12 +41,13 @@ func RepoRoot() string {
 
 // Start starts the API server. KUBEBUILDER_ASSETS must name the directory
 // holding kube-apiserver and etcd (make test and make demo set it, from
-// hack/envtest-binaries.sh).
-func Start() (*envtest.Environment, *rest.Config, error) {
+// hack/envtest-binaries.sh). extraCRDPaths name further CRD files or
+// directories, for example a consumer's.
+func Start(extraCRDPaths ...string) (*envtest.Environment, *rest.Config, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through make test, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
 	}
-	capiDir, err := moduleDir("sigs.k8s.io/cluster-api")
+	capiDir, err := ModuleDir(RepoRoot(), "sigs.k8s.io/cluster-api")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -51,6 +55,7 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	for _, crd := range capiCRDs {
 		paths = append(paths, filepath.Join(capiDir, crd))
 	}
+	paths = append(paths, extraCRDPaths...)
 	env := &envtest.Environment{
 		CRDDirectoryPaths:     paths,
 		ErrorIfCRDPathMissing: true,
@@ -65,19 +70,20 @@ func Start() (*envtest.Environment, *rest.Config, error) {
 	return env, cfg, nil
 }
 
-// moduleDir finds a dependency's directory in the module cache.
-func moduleDir(module string) (string, error) {
+// ModuleDir finds the directory, in the module cache, of a dependency of
+// the module in dir.
+func ModuleDir(dir, module string) (string, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = RepoRoot()
+	cmd.Dir = dir
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("locating module %s: %w", module, err)
 	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
+	found := strings.TrimSpace(string(out))
+	if found == "" {
 		return "", fmt.Errorf("module %s is not downloaded; run go mod download", module)
 	}
-	return dir, nil
+	return found, nil
 }
 
 // StartManager runs a manager with the provider's reconcilers until ctx
@@ -85,6 +91,14 @@ func moduleDir(module string) (string, error) {
 // are off, and controller names may repeat, so that one process can run
 // several managers. mutate adjusts the manager's options.
 func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts controllers.Options, mutate ...func(*manager.Options)) (<-chan struct{}, error) {
+	return StartManagerWith(ctx, cfg, scheme, opts, nil, mutate...)
+}
+
+// StartManagerWith is StartManager with setup, when set, registering more
+// controllers on the manager beside the provider's: a consumer's, for
+// example.
+func StartManagerWith(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts controllers.Options,
+	setup func(manager.Manager) error, mutate ...func(*manager.Options)) (<-chan struct{}, error) {
 	mgrOpts := manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -101,6 +115,11 @@ func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 	if err := controllers.Setup(ctx, mgr, opts); err != nil {
 		return nil, err
 	}
+	if setup != nil {
+		if err := setup(mgr); err != nil {
+			return nil, err
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -109,4 +128,25 @@ func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 		}
 	}()
 	return done, nil
+}
+
+// LogBuffer collects what managers log, from any goroutine, to print when
+// a test fails.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// WriteString appends s.
+func (b *LogBuffer) WriteString(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.WriteString(s)
+}
+
+// String returns everything written.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -3,14 +3,12 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,7 +57,7 @@ var (
 	// in the markers of every manager started without one.
 	clusterIdentity string
 	// managerLogs holds everything the shared manager logged.
-	managerLogs = &lockedBuffer{}
+	managerLogs = &envtestenv.LogBuffer{}
 )
 
 func TestMain(m *testing.M) {
@@ -134,23 +132,6 @@ func startManager(ctx context.Context, filter, identity string, wrap func(client
 			}
 		}
 	})
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) WriteString(s string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.WriteString(s)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // fixture is one test's namespace, IPAM system and credentials. sim and
