@@ -155,17 +155,17 @@ func chaos() int {
 func printTable(w io.Writer, results []*result, faultRate float64) bool {
 	fmt.Fprintf(w, "\nChaos runs (fault rate %.2f, outage requests included in 5xx and reset-before; times from the start of each burst)\n\n", faultRate)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tseed\tclaims\trequests\t5xx\treset-before\treset-after\tslow\toutages (reqs)\tkills\tdeleted\tall bound\tall released\tduplicates\tleaks\tmismatches\tstuck\tresult\t")
+	fmt.Fprintln(tw, "backend\tseed\tclaims\trequests\t5xx\treset-before\treset-after\tslow\toutages (reqs)\tkills\tdeleted\tall bound\taudit: dup/orph/drift\tall released\tduplicates\tleaks\tmismatches\tstuck\tresult\t")
 	failed := false
 	for _, r := range results {
 		verdict := "ok"
 		if r.failed() {
 			verdict, failed = "FAIL", true
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%d/%d/%d\t%s\t%d\t%d\t%d\t%d\t%s\t\n",
 			r.backend, r.seed, r.claims, r.counts.requests, r.counts.faults[fault5xx], r.counts.faults[faultResetBefore],
 			r.counts.faults[faultResetAfter], r.counts.faults[faultSlow], r.counts.outages, r.counts.outageRequests, r.kills, r.deleted,
-			duration(r.bound), duration(r.released), r.duplicates, r.leaks, r.mismatches, r.stuck, verdict)
+			duration(r.bound), r.audit.Duplicates, r.audit.Orphans, r.audit.Drifted, duration(r.released), r.duplicates, r.leaks, r.mismatches, r.stuck, verdict)
 	}
 	_ = tw.Flush()
 	for _, r := range results {

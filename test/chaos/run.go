@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +26,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // credentialsLabel is the opt-in label the provider is about to require on
@@ -64,6 +66,9 @@ type result struct {
 	leaks      int
 	mismatches int
 	stuck      int
+	// audit sums what the audits after the burst found: duplicates
+	// deleted, orphans, records restored or taken.
+	audit      v1alpha1.AuditStatus
 	violations []string
 	err        error
 	logPath    string
@@ -105,6 +110,7 @@ type run struct {
 	prefixes   []netip.Prefix
 	gateways   map[netip.Addr]bool
 	claimKeys  []types.NamespacedName
+	pools      []controllers.Pool
 	// deleted are the IPAddresses the run deleted, as they were.
 	deleted map[types.NamespacedName]*ipamv1.IPAddress
 }
@@ -144,6 +150,12 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	if err := r.allocate(ctx); err != nil {
+		return err
+	}
+	// A request a killed manager sent may land after the restarted one
+	// reserved the claim's address: the audit finds and deletes such
+	// duplicates, and the check after it holds the provider to that.
+	if err := r.auditPools(ctx); err != nil {
 		return err
 	}
 	if err := r.checkBound(ctx); err != nil {
@@ -238,7 +250,7 @@ func containsAny(block netip.Prefix, records []record) bool {
 // the manager and waits for the pools to be ready (before any fault).
 func (r *run) setupCluster(ctx context.Context) error {
 	labels := map[string]string{clusterv1.WatchLabel: r.filter}
-	var pools []client.Object
+	var pools []controllers.Pool
 	for i, p := range r.prefixes {
 		ns := fmt.Sprintf("chaos-%s-%d", r.id, i)
 		r.namespaces = append(r.namespaces, ns)
@@ -291,7 +303,56 @@ func (r *run) setupCluster(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pools not ready within 2m before any fault: %w", err)
 	}
+	r.pools = pools
 	r.logf("%d pools ready; manager log %s", len(pools), r.res.logPath)
+	return nil
+}
+
+// auditPools asks every pool for an audit and waits for the reports.
+func (r *run) auditPools(ctx context.Context) error {
+	request := r.id + "-bound"
+	for _, p := range r.pools {
+		got := p.DeepCopyObject().(controllers.Pool)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := r.h.k8s.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+				return err
+			}
+			a := got.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[v1alpha1.AuditAnnotation] = request
+			got.SetAnnotations(a)
+			return r.h.k8s.Update(ctx, got)
+		})
+		if err != nil {
+			return fmt.Errorf("asking %s for an audit: %w", p.GetNamespace(), err)
+		}
+	}
+	var sum v1alpha1.AuditStatus
+	err := waitUntil(ctx, 2*time.Minute, time.Second, func() (bool, error) {
+		sum = v1alpha1.AuditStatus{}
+		for _, p := range r.pools {
+			got := p.DeepCopyObject().(controllers.Pool)
+			if err := r.h.k8s.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+				return false, err
+			}
+			report := got.GetPoolStatus().Audit
+			if report == nil || report.Request != request {
+				return false, nil
+			}
+			sum.Records += report.Records
+			sum.Orphans += report.Orphans
+			sum.Duplicates += report.Duplicates
+			sum.Drifted += report.Drifted
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("pools not audited within 2m: %w", err)
+	}
+	r.res.audit = sum
+	r.logf("audit: %d records, %d orphans, %d duplicates, %d drifted", sum.Records, sum.Orphans, sum.Duplicates, sum.Drifted)
 	return nil
 }
 

@@ -99,6 +99,9 @@ func (s *netboxSystem) secretData([]byte) map[string][]byte {
 // the run is about what faults and kills do to claims.
 var chaosRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 1000, Burst: 1000, MaxConcurrentRequests: 100}
 
+// chaosOrphans lets the audit after the burst delete a duplicate at once.
+var chaosOrphans = v1alpha1.Orphans{MinAge: &metav1.Duration{}}
+
 func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool {
 	return &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
@@ -106,6 +109,7 @@ func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret
 			Connection: v1alpha1.NetboxConnection{URL: proxyURL, CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
 				RateLimit: chaosRateLimit},
 			Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: cidr.String()}}},
+			Orphans: chaosOrphans,
 		},
 	}
 }
@@ -179,6 +183,7 @@ func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, 
 				RateLimit: chaosRateLimit,
 			},
 			Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr.String()}}},
+			Orphans: chaosOrphans,
 		},
 	}
 }
