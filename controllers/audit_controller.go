@@ -451,6 +451,11 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 		if err != nil || !address.DeletionTimestamp.IsZero() {
 			continue
 		}
+		if ep := address.Annotations[v1alpha1.ReservationEndpointAnnotation]; ep != "" && ep != a.backend.Endpoint() {
+			// Reserved in a system the pool no longer points at: restoring
+			// it here would put a second record in another system.
+			continue
+		}
 		if _, ok := held[marker+"|"+p.Addr().String()]; ok {
 			if err := a.markReserved(ctx, address, true, ""); err != nil {
 				return err
