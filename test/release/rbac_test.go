@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -212,6 +213,22 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 	}))
 	forbidden("creating Leases outside its namespace", asManager.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}}))
 	forbidden("creating Namespaces", asManager.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}}))
+
+	// The Machine-name chain reads the consumers' objects: get, nothing more.
+	reviewer, err := client.New(cfg, client.Options{})
+	require.NoError(t, err)
+	for _, resource := range []string{"metal3datas", "metal3dataclaims", "metal3machines", "vspherevms", "vspheremachines"} {
+		for verb, want := range map[string]bool{"get": true, "list": false, "watch": false, "update": false, "delete": false} {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: "system:serviceaccount:" + targetNS + ":" + serviceAccount, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Namespace: ns, Verb: verb, Group: "infrastructure.cluster.x-k8s.io", Resource: resource,
+				},
+			}}
+			require.NoError(t, reviewer.Create(ctx, review))
+			assert.Equal(t, want, review.Status.Allowed, "%s %s", verb, resource)
+		}
+	}
 
 	for _, line := range logs.lines() {
 		assert.NotContains(t, strings.ToLower(line), "forbidden", "the manager hit an RBAC denial")
