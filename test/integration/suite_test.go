@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -171,7 +172,41 @@ func startFixture(t *testing.T, sys system, secret string) *fixture {
 	f := &fixture{t: t, ctx: ctx, ns: "t-" + randomHex(4), filter: suiteFilter, sys: sys, secret: secret}
 	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}))
 	f.createSystemSecret(f.ns, secret)
+	// Runs before the context is cancelled and the IPAM system closed.
+	t.Cleanup(f.pausePools)
 	return f
+}
+
+// pausePools pauses the pools a finished test leaves behind: their IPAM
+// system is closed, and the suite's manager would otherwise keep validating
+// them and retrying their claims until the suite ends, taking worker time
+// from the tests that still run.
+func (f *fixture) pausePools() {
+	ctx := context.Background()
+	for _, list := range []client.ObjectList{&v1alpha1.NetboxIPPoolList{}, &v1alpha1.InfobloxIPPoolList{},
+		&v1alpha1.GlobalNetboxIPPoolList{}, &v1alpha1.GlobalInfobloxIPPoolList{}} {
+		if err := k8s.List(ctx, list); err != nil {
+			f.t.Logf("listing pools to pause: %v", err)
+			continue
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			pool := o.(client.Object)
+			if pool.GetNamespace() != f.ns && !strings.Contains(pool.GetName(), f.ns) {
+				return nil
+			}
+			base := pool.DeepCopyObject().(client.Object)
+			a := pool.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[clusterv1.PausedAnnotation] = "true"
+			pool.SetAnnotations(a)
+			if err := k8s.Patch(ctx, pool, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+				f.t.Logf("pausing pool %s: %v", pool.GetName(), err)
+			}
+			return nil
+		})
+	}
 }
 
 func randomHex(n int) string {
