@@ -85,7 +85,8 @@ chaos-real-netbox: ## Run the full chaos run against a real NetBox 4.7.3 (300 cl
 
 # The end-to-end bench (test/bench): 1,000 claims at 10 ms per IPAM request
 # with 1, 10 and 50 workers on each simulator, then 10,000 on the NetBox
-# simulator (about 12 minutes on 2 cores). BENCH_FLAGS="-scale-claims 0"
+# simulator (about 19 minutes on 2 shared cores, 7.5 of them the 10,000;
+# over the 15-minute aim). BENCH_FLAGS="-scale-claims 0"
 # leaves the 10,000 out; go run ./test/bench -h lists the rest.
 BENCH_FLAGS ?=
 
