@@ -1,10 +1,18 @@
 // Command bench measures the provider end to end: a real kube-apiserver
-// and etcd, the NetBox simulator answering with a fixed latency, and the
-// manager. It binds a burst of claims with one worker and with many, and
-// prints wall time, claims per second, bind latency percentiles and NetBox
-// requests per new claim, per resync and per release. Each configuration
-// runs several times and the median is reported, since build machines are
-// shared and noisy.
+// and etcd (envtest), an IPAM simulator (NetBox or WAPI) answering with a
+// fixed latency and counting every request it receives, and the manager
+// binary, built from ./cmd, as a process of its own (so that its resident
+// memory and its client metrics are its own).
+//
+// For each backend and each claim-worker count it binds a burst of claims,
+// resyncs them, and releases them; it prints the time until all are bound,
+// bind latency percentiles, IPAM requests per new claim, per resync and per
+// release (everything included: pool validations and count refreshes), the
+// manager's API-server requests per claim by verb, and the configuration's
+// physical limit. A larger burst on one backend measures peak memory and the
+// requests after a restart. Last, it prints the targets of issue 15 next to
+// the measurements. One run per configuration: machines are noisy, so read
+// the figures as such.
 package main
 
 import (
@@ -12,232 +20,143 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"slices"
-	"sort"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
-
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )
 
-var (
-	claims  = flag.Int("claims", 100, "claims per burst")
-	runs    = flag.Int("runs", 3, "runs per configuration; the median is reported")
-	latency = flag.Duration("netbox-latency", 20*time.Millisecond, "latency the simulator adds to every request")
-)
+func main() { os.Exit(benchMain()) }
 
-type result struct {
-	wall            time.Duration
-	p50, p95        time.Duration
-	perClaim        float64
-	perResync       float64
-	perRelease      float64
-	distinctAddress int
-}
-
-func main() {
+func benchMain() int {
+	var (
+		backendsFlag  = flag.String("backends", "netbox-sim,wapi-sim", "IPAM simulators, comma-separated: netbox-sim, wapi-sim")
+		claims        = flag.Int("claims", 1000, "claims per burst")
+		workersFlag   = flag.String("workers", "1,10,50", "claim-worker counts (--ipaddressclaim-concurrency), comma-separated")
+		latency       = flag.Duration("latency", 10*time.Millisecond, "latency the simulator adds to every request")
+		restartWindow = flag.Duration("restart-window", 15*time.Second, "after the last worker count's burst, restart the manager and count the IPAM requests in this window; 0 for none")
+		scaleClaims   = flag.Int("scale-claims", 10000, "claims of the large burst (peak memory, requests after a restart); 0 for none")
+		scaleBackends = flag.String("scale-backends", "netbox-sim", "IPAM simulators of the large burst, comma-separated")
+		scaleWorkers  = flag.Int("scale-workers", 10, "claim workers of the large burst")
+		scaleWindow   = flag.Duration("scale-restart-window", time.Minute, "window after the large burst's restart")
+		creators      = flag.Int("creators", 50, "clients creating the burst's claims at once")
+		writeSamples  = flag.Int("write-samples", 300, "claims created and patched to measure the API server's cost per write")
+		managerBin    = flag.String("manager", "", "manager binary; built from ./cmd when empty")
+		workDir       = flag.String("workdir", "", "directory for the manager's logs; a new temporary one when empty")
+	)
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
+	workers, err := parseInts(*workersFlag)
+	if err != nil {
+		return failure(err)
+	}
+	if *workDir == "" {
+		if *workDir, err = os.MkdirTemp("", "bench-"); err != nil {
+			return failure(err)
+		}
+	}
+	b := &bench{managerBin: *managerBin, workDir: *workDir, latency: *latency, creators: *creators}
+	if b.managerBin == "" {
+		fmt.Fprintln(os.Stderr, "building the manager from ./cmd")
+		if b.managerBin, err = managerproc.Build(*workDir); err != nil {
+			return failure(err)
+		}
+	}
 	env, cfg, err := envtestenv.Start()
 	if err != nil {
-		fail(err)
+		return failure(err)
 	}
 	defer func() { _ = env.Stop() }()
-
-	fmt.Printf("%d claims per burst, NetBox latency %s per request, median of %d runs\n\n", *claims, *latency, *runs)
-	fmt.Printf("%-8s %10s %10s %10s %10s %14s %14s %14s\n", "workers", "wall", "claims/s", "bind p50", "bind p95", "req/new claim", "req/resync", "req/release")
-	medians := map[int]result{}
-	for _, workers := range []int{1, 10} {
-		var rs []result
-		for run := range *runs {
-			r, err := burst(cfg, workers, run)
-			if err != nil {
-				fail(err)
-			}
-			if r.distinctAddress != *claims {
-				fail(fmt.Errorf("%d workers: %d distinct addresses for %d claims", workers, r.distinctAddress, *claims))
-			}
-			rs = append(rs, r)
-		}
-		slices.SortFunc(rs, func(a, b result) int { return int(a.wall - b.wall) })
-		m := rs[len(rs)/2]
-		medians[workers] = m
-		fmt.Printf("%-8d %10s %10.1f %10s %10s %14.2f %14.2f %14.2f\n", workers, m.wall.Round(time.Millisecond),
-			float64(*claims)/m.wall.Seconds(), m.p50.Round(time.Millisecond), m.p95.Round(time.Millisecond), m.perClaim, m.perResync, m.perRelease)
+	b.kubeconfig = filepath.Join(*workDir, "kubeconfig")
+	if err := managerproc.WriteKubeconfig(cfg, b.kubeconfig); err != nil {
+		return failure(err)
 	}
-	fmt.Printf("\nspeed-up of 10 workers over 1: %.1fx (median wall time)\n", medians[1].wall.Seconds()/medians[10].wall.Seconds())
-}
-
-// burst runs one manager with the given number of workers, creates the
-// claims at once and waits for all to bind, then resyncs and releases them.
-func burst(cfg *rest.Config, workers, run int) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	// The bench's own client must not be the bottleneck it measures.
+	cfg.QPS, cfg.Burst = -1, -1
+	if b.c, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()}); err != nil {
+		return failure(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	s := scheme.New()
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return result{}, err
-	}
-	ns := fmt.Sprintf("bench-%d-%d", workers, run)
-	filter := ns
 
-	sim := netboxsim.New()
-	defer sim.Close()
-	token := "0123456789abcdef0123456789abcdef01234567"
-	sim.AddToken(token, true)
-	sim.AddPrefixWithGateway("10.0.0.0/16", netboxsim.PrefixOptions{})
-	sim.SetLatency(*latency)
-
-	mgrCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	if _, err := envtestenv.StartManager(mgrCtx, cfg, s, controllers.Options{
-		ManagerNamespace: ns, WatchFilterValue: filter, ClaimConcurrency: workers, SyncPeriod: time.Hour,
-	}); err != nil {
-		return result{}, err
-	}
-
-	labels := map[string]string{clusterv1.WatchLabel: filter}
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "netbox",
-			Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}}, Data: map[string][]byte{"token": []byte(token)}},
-		&v1alpha1.NetboxIPPool{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pool", Labels: labels},
-			Spec: v1alpha1.NetboxIPPoolSpec{
-				// The bench measures the provider, not the client-side limit.
-				Connection: v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"},
-					RateLimit: &v1alpha1.RateLimit{RequestsPerSecond: 10000, Burst: 10000, MaxConcurrentRequests: 1000}},
-				Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: "10.0.0.0/16"}}},
-			},
-		},
-	} {
-		if err := c.Create(ctx, o); err != nil {
-			return result{}, err
+	fmt.Fprintln(os.Stderr, "measuring the API server's cost per write")
+	cost := map[int]time.Duration{}
+	for _, w := range workers {
+		if cost[w], err = writeCost(ctx, b.c, fmt.Sprintf("bench-writes-%d", w), w, *writeSamples); err != nil {
+			return failure(err)
 		}
 	}
-	if err := poll(ctx, func() (bool, error) {
-		pool := &v1alpha1.NetboxIPPool{}
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pool"}, pool)
-		return err == nil && conditions.IsTrue(pool, v1alpha1.ReadyCondition), nil
-	}); err != nil {
-		return result{}, fmt.Errorf("pool not ready: %w", err)
-	}
 
-	// The burst.
-	sim.ResetCalls()
-	created := make(map[string]time.Time, *claims)
-	start := time.Now()
-	for i := range *claims {
-		claim := &ipamv1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%03d", i), Labels: labels},
-			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: "pool"}},
-		}
-		if err := c.Create(ctx, claim); err != nil {
-			return result{}, err
-		}
-		created[claim.Name] = time.Now()
-	}
-	bound := map[string]time.Duration{}
-	addresses := map[string]bool{}
-	if err := pollFast(ctx, func() (bool, error) {
-		list := &ipamv1.IPAddressList{}
-		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err
-		}
-		for _, a := range list.Items {
-			if _, seen := bound[a.Name]; !seen {
-				bound[a.Name] = time.Since(created[a.Name])
-				addresses[a.Spec.Address] = true
+	var all, scale []*result
+	for _, backend := range splitList(*backendsFlag) {
+		var rows []*result
+		for i, w := range workers {
+			c := config{backend: backend, claims: *claims, workers: w, release: true}
+			if i == len(workers)-1 {
+				c.restartWindow = *restartWindow
 			}
+			fmt.Fprintf(os.Stderr, "%s: %d claims, %d workers\n", backend, c.claims, w)
+			r, err := b.run(ctx, c)
+			if err != nil {
+				return failure(fmt.Errorf("%s, %d workers: %w", backend, w, err))
+			}
+			rows = append(rows, r)
 		}
-		return len(bound) == *claims, nil
-	}); err != nil {
-		return result{}, fmt.Errorf("binding: %w", err)
+		printBackend(os.Stdout, rows, *latency, cost)
+		all = append(all, rows...)
 	}
-	r := result{wall: time.Since(start), distinctAddress: len(addresses)}
-	var latencies []time.Duration
-	for _, d := range bound {
-		latencies = append(latencies, d)
-	}
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	r.p50, r.p95 = latencies[len(latencies)/2], latencies[len(latencies)*95/100]
-	r.perClaim = claimRequests(sim) / float64(*claims)
-
-	// A resync: every claim reconciles once more (pause and unpause would
-	// need a Cluster; an annotation on each claim does it directly).
-	sim.ResetCalls()
-	list := &ipamv1.IPAddressClaimList{}
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return result{}, err
-	}
-	for i := range list.Items {
-		claim := &list.Items[i]
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"bench/resync":"1"}}}`))
-		if err := c.Patch(ctx, claim, patch); err != nil {
-			return result{}, err
+	if *scaleClaims > 0 {
+		for _, backend := range splitList(*scaleBackends) {
+			c := config{backend: backend, claims: *scaleClaims, workers: *scaleWorkers, restartWindow: *scaleWindow}
+			fmt.Fprintf(os.Stderr, "%s: %d claims, %d workers\n", backend, c.claims, c.workers)
+			r, err := b.run(ctx, c)
+			if err != nil {
+				return failure(fmt.Errorf("%s, %d claims: %w", backend, c.claims, err))
+			}
+			scale = append(scale, r)
 		}
+		printScale(os.Stdout, scale)
 	}
-	time.Sleep(2 * time.Second)
-	r.perResync = claimRequests(sim) / float64(*claims)
-
-	// Release them all.
-	sim.ResetCalls()
-	if err := c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
-		return result{}, err
-	}
-	if err := pollFast(ctx, func() (bool, error) {
-		l := &ipamv1.IPAddressClaimList{}
-		err := c.List(ctx, l, client.InNamespace(ns))
-		return err == nil && len(l.Items) == 0, err
-	}); err != nil {
-		return result{}, fmt.Errorf("releasing: %w", err)
-	}
-	r.perRelease = claimRequests(sim) / float64(*claims)
-	return r, nil
+	printWriteCost(os.Stdout, cost, *writeSamples)
+	printTargets(os.Stdout, all, scale, *latency, cost)
+	fmt.Printf("\nmanager logs: %s\n", *workDir)
+	return 0
 }
 
-// claimRequests counts the requests made for claims, leaving out the pool
-// reconciler's count refreshes.
-func claimRequests(sim *netboxsim.Server) float64 {
-	n := 0
-	for _, call := range sim.Calls() {
-		if call.Method != "GET" || containsMarkerFilter(call.Query) {
-			n++
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
 		}
 	}
-	return float64(n)
+	return out
 }
 
-func containsMarkerFilter(q string) bool {
-	return strings.Contains(q, "cf_capi_ipam_claim=") || strings.Contains(q, "address=")
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad count %q", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no worker counts")
+	}
+	return out, nil
 }
 
-func poll(ctx context.Context, done func() (bool, error)) error {
-	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) { return done() })
-}
-
-func pollFast(ctx context.Context, done func() (bool, error)) error {
-	return wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) { return done() })
-}
-
-func fail(err error) {
+func failure(err error) int {
 	fmt.Fprintln(os.Stderr, "bench:", err)
-	os.Exit(1)
+	return 1
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )
 
 const managerNamespace = "chaos-system"
@@ -89,7 +90,7 @@ func chaos() int {
 	h := &harness{workDir: *workDir, managerBin: *managerBin, usedBases: map[int]bool{}}
 	if h.managerBin == "" {
 		fmt.Fprintln(os.Stderr, "building the manager from ./cmd")
-		if h.managerBin, err = buildManager(*workDir); err != nil {
+		if h.managerBin, err = managerproc.Build(*workDir); err != nil {
 			return failure(err)
 		}
 	}
@@ -100,7 +101,7 @@ func chaos() int {
 	}
 	defer func() { _ = env.Stop() }()
 	h.kubeconfig = filepath.Join(*workDir, "kubeconfig")
-	if err := writeKubeconfig(cfg, h.kubeconfig); err != nil {
+	if err := managerproc.WriteKubeconfig(cfg, h.kubeconfig); err != nil {
 		return failure(err)
 	}
 	if h.k8s, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {

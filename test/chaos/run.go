@@ -27,6 +27,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )
 
 // credentialsLabel is the opt-in label the provider is about to require on
@@ -100,7 +101,7 @@ type run struct {
 	id  string
 	sys system
 	px  *faultProxy
-	mgr *managerProcess
+	mgr *managerproc.Process
 	// proxyLog holds one line per request the proxy disturbed or forwarded.
 	proxyLog *os.File
 	res      *result
@@ -125,7 +126,7 @@ func (h *harness) runOne(ctx context.Context, s settings) *result {
 		r.res.err = err
 	}
 	if r.mgr != nil {
-		r.res.kills = r.mgr.kills
+		r.res.kills = r.mgr.Kills()
 	}
 	if r.px != nil {
 		r.res.counts = r.px.counts()
@@ -133,7 +134,7 @@ func (h *harness) runOne(ctx context.Context, s settings) *result {
 	r.teardown()
 	if r.res.failed() && r.mgr != nil {
 		fmt.Fprintf(os.Stderr, "\n----- %s: last lines of the manager's log (%s) -----\n%s\n----- end of log -----\n\n",
-			id, r.res.logPath, r.mgr.tail(60))
+			id, r.res.logPath, r.mgr.Tail(60))
 	}
 	return r.res
 }
@@ -283,9 +284,9 @@ func (r *run) setupCluster(ctx context.Context) error {
 		"--exhausted-retry-interval=5s",
 		"--graceful-shutdown-timeout=5s",
 	}
-	r.mgr = &managerProcess{bin: r.h.managerBin, args: append(args, r.s.extraArgs...), kubeconfig: r.h.kubeconfig, logPath: r.res.logPath}
+	r.mgr = &managerproc.Process{Bin: r.h.managerBin, Args: append(args, r.s.extraArgs...), Kubeconfig: r.h.kubeconfig, LogPath: r.res.logPath}
 	_ = os.Remove(r.res.logPath)
-	if err := r.mgr.start(); err != nil {
+	if err := r.mgr.Start(); err != nil {
 		return err
 	}
 	err := waitUntil(ctx, 2*time.Minute, time.Second, func() (bool, error) {
@@ -419,10 +420,10 @@ func (r *run) countReady(st *state) int {
 
 // killAndRestart SIGKILLs the manager mid-burst and starts it again.
 func (r *run) killAndRestart(phase string, progress, total int) error {
-	r.mgr.kill()
+	r.mgr.Kill()
 	r.logf("%s: SIGKILLed the manager at %d/%d; restarting it", phase, progress, total)
 	time.Sleep(200 * time.Millisecond)
-	return r.mgr.start()
+	return r.mgr.Start()
 }
 
 // phase drives a burst under faults: progress reports how many of the
@@ -465,7 +466,7 @@ func (r *run) phase(ctx context.Context, name string, started <-chan struct{}, p
 		if !outage && (done >= total*2/5 || stalled) {
 			outage = true
 			r.px.outage(r.s.outage)
-			r.mgr.note("%s: IPAM outage of %s", name, r.s.outage)
+			r.mgr.Note("%s: IPAM outage of %s", name, r.s.outage)
 			r.logf("%s: IPAM outage of %s at %d/%d", name, r.s.outage, done, total)
 			lastProgress = time.Now().Add(r.s.outage)
 		}
@@ -490,7 +491,7 @@ func (r *run) phase(ctx context.Context, name string, started <-chan struct{}, p
 			continue
 		}
 		r.px.setEnabled(false)
-		r.mgr.note("%s: faults stopped", name)
+		r.mgr.Note("%s: faults stopped", name)
 		return time.Now(), nil
 	}
 }
@@ -502,7 +503,7 @@ func (r *run) allocate(ctx context.Context) error {
 	labels := map[string]string{clusterv1.WatchLabel: r.filter}
 	kind := r.sys.poolKind()
 	r.px.setEnabled(true)
-	r.mgr.note("allocation burst of %d claims, faults on", len(r.claimKeys))
+	r.mgr.Note("allocation burst of %d claims, faults on", len(r.claimKeys))
 	start := time.Now()
 	created := make(chan struct{})
 	var createErr error
@@ -726,7 +727,7 @@ func (r *run) checkBound(ctx context.Context) error {
 // be gone.
 func (r *run) release(ctx context.Context) error {
 	r.px.setEnabled(true)
-	r.mgr.note("release burst of %d claims, faults on", len(r.claimKeys))
+	r.mgr.Note("release burst of %d claims, faults on", len(r.claimKeys))
 	start := time.Now()
 	deleted := make(chan struct{})
 	var deleteErr error
@@ -816,7 +817,7 @@ func (r *run) teardown() {
 	if r.px != nil {
 		r.px.setEnabled(false)
 	}
-	if r.mgr != nil && r.mgr.running() {
+	if r.mgr != nil && r.mgr.Running() {
 		for _, ns := range r.namespaces {
 			_ = r.h.k8s.DeleteAllOf(ctx, r.sys.newPool(ns, "pool", netip.Prefix{}, "", "https://x").(client.Object), client.InNamespace(ns))
 		}
@@ -829,7 +830,7 @@ func (r *run) teardown() {
 			}
 			return true, nil
 		})
-		r.mgr.stop()
+		r.mgr.Stop()
 	}
 	if r.px != nil {
 		r.px.Close()

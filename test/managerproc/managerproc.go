@@ -1,4 +1,7 @@
-package main
+// Package managerproc runs the manager binary, built from ./cmd, as a
+// process of its own against envtest's API server, so that harnesses can
+// kill and restart it and read its own memory and metrics.
+package managerproc
 
 import (
 	"bytes"
@@ -17,8 +20,8 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 )
 
-// buildManager builds the manager binary from ./cmd into dir.
-func buildManager(dir string) (string, error) {
+// Build builds the manager binary from ./cmd into dir.
+func Build(dir string) (string, error) {
 	bin := filepath.Join(dir, "manager")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd")
 	cmd.Dir = envtestenv.RepoRoot()
@@ -29,9 +32,9 @@ func buildManager(dir string) (string, error) {
 	return bin, nil
 }
 
-// writeKubeconfig writes a kubeconfig for envtest's API server, which the
+// WriteKubeconfig writes a kubeconfig for envtest's API server, which the
 // manager reads through $KUBECONFIG.
-func writeKubeconfig(cfg *rest.Config, path string) error {
+func WriteKubeconfig(cfg *rest.Config, path string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{
@@ -43,13 +46,13 @@ func writeKubeconfig(cfg *rest.Config, path string) error {
 	return clientcmd.WriteToFile(*kc, path)
 }
 
-// managerProcess is the manager binary running as a process of its own,
-// killed and restarted by the run. Every start appends to one log file.
-type managerProcess struct {
-	bin        string
-	args       []string
-	kubeconfig string
-	logPath    string
+// Process is the manager binary running as a process of its own, killed
+// and restarted by the harness. Every start appends to one log file.
+type Process struct {
+	Bin        string
+	Args       []string
+	Kubeconfig string
+	LogPath    string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -57,16 +60,17 @@ type managerProcess struct {
 	kills  int
 }
 
-func (m *managerProcess) start() error {
-	logFile, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+// Start starts the manager.
+func (m *Process) Start() error {
+	logFile, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
 	m.starts++
-	fmt.Fprintf(logFile, "===== chaos: manager start #%d at %s: %s %s\n", m.starts,
-		time.Now().Format(time.RFC3339Nano), m.bin, strings.Join(m.args, " "))
-	cmd := exec.Command(m.bin, m.args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+m.kubeconfig)
+	fmt.Fprintf(logFile, "===== manager start #%d at %s: %s %s\n", m.starts,
+		time.Now().Format(time.RFC3339Nano), m.Bin, strings.Join(m.Args, " "))
+	cmd := exec.Command(m.Bin, m.Args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+m.Kubeconfig)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// The manager dies with the harness, whatever happens to the harness.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -84,8 +88,8 @@ func (m *managerProcess) start() error {
 	return nil
 }
 
-// running says whether the manager process is alive.
-func (m *managerProcess) running() bool {
+// Running says whether the manager process is alive.
+func (m *Process) Running() bool {
 	if m.cmd == nil {
 		return false
 	}
@@ -97,20 +101,20 @@ func (m *managerProcess) running() bool {
 	}
 }
 
-// kill SIGKILLs the manager and waits for it to be gone.
-func (m *managerProcess) kill() {
-	if !m.running() {
+// Kill SIGKILLs the manager and waits for it to be gone.
+func (m *Process) Kill() {
+	if !m.Running() {
 		return
 	}
 	_ = m.cmd.Process.Signal(syscall.SIGKILL)
 	<-m.exited
 	m.kills++
-	m.note("manager SIGKILLed")
+	m.Note("manager SIGKILLed")
 }
 
-// stop asks the manager to shut down, and kills it if it takes too long.
-func (m *managerProcess) stop() {
-	if !m.running() {
+// Stop asks the manager to shut down, and kills it if it takes too long.
+func (m *Process) Stop() {
+	if !m.Running() {
 		return
 	}
 	_ = m.cmd.Process.Signal(syscall.SIGTERM)
@@ -122,20 +126,20 @@ func (m *managerProcess) stop() {
 	}
 }
 
-// note appends a line of the harness's own to the manager's log, so that
+// Note appends a line of the harness's own to the manager's log, so that
 // kills and phases show where they happened.
-func (m *managerProcess) note(format string, args ...any) {
-	f, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+func (m *Process) Note(format string, args ...any) {
+	f, err := os.OpenFile(m.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return
 	}
 	defer f.Close()
-	fmt.Fprintf(f, "===== chaos: %s: %s\n", time.Now().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	fmt.Fprintf(f, "===== harness: %s: %s\n", time.Now().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
 }
 
-// tail returns the last n lines of the manager's log.
-func (m *managerProcess) tail(n int) string {
-	data, err := os.ReadFile(m.logPath)
+// Tail returns the last n lines of the manager's log.
+func (m *Process) Tail(n int) string {
+	data, err := os.ReadFile(m.LogPath)
 	if err != nil {
 		return err.Error()
 	}
@@ -144,4 +148,15 @@ func (m *managerProcess) tail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// Kills counts the SIGKILLs so far.
+func (m *Process) Kills() int { return m.kills }
+
+// Pid is the process id of the running manager, 0 when none runs.
+func (m *Process) Pid() int {
+	if !m.Running() {
+		return 0
+	}
+	return m.cmd.Process.Pid
 }

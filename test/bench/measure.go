@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+)
+
+// metrics is one scrape of the manager's metrics endpoint: what the bench
+// reads of it.
+type metrics struct {
+	// apiRequests counts the manager's requests to the API server by HTTP
+	// verb (controller-runtime's rest_client_requests_total).
+	apiRequests map[string]float64
+	// claimReconciles counts the claim controller's reconciles.
+	claimReconciles float64
+}
+
+var (
+	metricLine  = regexp.MustCompile(`^([a-z_]+)\{([^}]*)\} ([0-9.e+-]+)$`)
+	methodLabel = regexp.MustCompile(`method="([A-Z]+)"`)
+)
+
+func scrape(ctx context.Context, addr string) (metrics, error) {
+	m := metrics{apiRequests: map[string]float64{}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return m, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return m, fmt.Errorf("scraping the manager's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := metricLine.FindStringSubmatch(sc.Text())
+		if f == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[3], 64)
+		if err != nil {
+			continue
+		}
+		switch f[1] {
+		case "rest_client_requests_total":
+			if verb := methodLabel.FindStringSubmatch(f[2]); verb != nil {
+				m.apiRequests[verb[1]] += v
+			}
+		case "controller_runtime_reconcile_total":
+			if strings.Contains(f[2], `controller="ipaddressclaim"`) {
+				m.claimReconciles += v
+			}
+		}
+	}
+	return m, sc.Err()
+}
+
+// perClaim is the API-server requests by verb between two scrapes, per claim.
+func perClaim(before, after metrics, claims int) map[string]float64 {
+	out := map[string]float64{}
+	for verb, n := range after.apiRequests {
+		if d := n - before.apiRequests[verb]; d > 0 {
+			out[verb] = d / float64(claims)
+		}
+	}
+	return out
+}
+
+// writes sums the verbs that write.
+func writes(byVerb map[string]float64) float64 {
+	return byVerb["POST"] + byVerb["PUT"] + byVerb["PATCH"] + byVerb["DELETE"]
+}
+
+func formatVerbs(byVerb map[string]float64) string {
+	var verbs []string
+	for v := range byVerb {
+		verbs = append(verbs, v)
+	}
+	sort.Strings(verbs)
+	var parts []string
+	for _, v := range verbs {
+		parts = append(parts, fmt.Sprintf("%s %.2f", v, byVerb[v]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// freeAddr returns a local address nothing listens on, for the manager's
+// metrics endpoint.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// peakRSS reads a process's peak resident memory (VmHWM) in bytes.
+func peakRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// writeCost measures the API server's cost of one write at a given number
+// of concurrent writers: each of n claims is created, then patched, by
+// writers goroutines, and the wall time is divided by the 2n writes. The
+// claims carry no watch-filter label, so no manager reconciles them.
+func writeCost(ctx context.Context, c client.Client, namespace string, writers, n int) (time.Duration, error) {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err := parallel(n, writers, func(i int) error {
+		claim := &ipamv1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("w-%05d", i)},
+			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: "none"}},
+		}
+		if err := c.Create(ctx, claim); err != nil {
+			return err
+		}
+		return c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"bench/write":"1"}}}`)))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("measuring the API server's write cost: %w", err)
+	}
+	return time.Since(start) / time.Duration(2*n), nil
+}
+
+// parallel runs do(0…n-1) on workers goroutines and returns the first error.
+func parallel(n, workers int, do func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		next  = make(chan int)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := do(i); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Targets of issue 15.
+const (
+	maxPerClaim       = 2.05
+	maxPerRelease     = 2.05
+	maxPerResync      = 0
+	maxPeakMiB        = 150
+	maxLimitRatio     = 1.5
+	inClusterRequests = 4 // the in-cluster provider: 3 PATCH, 1 POST per claim
+)
+
+// limits is a configuration's physical limit: the least time the IPAM
+// system and the API server need for the burst's requests.
+type limits struct {
+	ipam, api time.Duration
+}
+
+func (l limits) bound() time.Duration { return max(l.ipam, l.api) }
+
+// limitOf works the limit out: the IPAM side is the measured requests per
+// new claim at the simulator's latency, spread over the workers (or over the
+// pool's rate limit, if that is slower); the API side is the writes a claim
+// needs (the manager's, from its client metrics, plus the bench's create)
+// at the API server's best measured cost per write. One writer's cost is
+// mostly etcd's commit latency, which concurrent writes share, so the best
+// cost, not the one at the worker count, is the server's capacity.
+func limitOf(r *result, latency time.Duration, cost map[int]time.Duration) limits {
+	n := float64(r.claims)
+	ipam := time.Duration(n * r.perClaim * float64(latency) / float64(r.workers))
+	rate := time.Duration(n * r.perClaim / float64(benchRateLimit.RequestsPerSecond) * float64(time.Second))
+	api := time.Duration(n * (writes(r.apiPerClaim) + 1) * float64(bestCost(cost)))
+	return limits{ipam: max(ipam, rate), api: api}
+}
+
+func bestCost(cost map[int]time.Duration) time.Duration {
+	best := time.Duration(0)
+	for _, c := range cost {
+		if best == 0 || c < best {
+			best = c
+		}
+	}
+	return best
+}
+
+// requests sums every verb.
+func requests(byVerb map[string]float64) float64 {
+	n := 0.0
+	for _, v := range byVerb {
+		n += v
+	}
+	return n
+}
+
+func printBackend(w io.Writer, rows []*result, latency time.Duration, cost map[int]time.Duration) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s: %d claims, %s per IPAM request, one run per configuration; IPAM requests are every request the simulator received\n\n",
+		rows[0].title, rows[0].claims, latency)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workers\tall bound\tclaims/s\tbind p50\tbind p95\treq/new claim\treq/release\treq/resync\tIPAM limit\tAPI limit\tratio to limit\t")
+	for _, r := range rows {
+		l := limitOf(r, latency, cost)
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%.2f\t\n", r.workers, round(r.wall),
+			float64(r.claims)/r.wall.Seconds(), round(r.p50), round(r.p95), r.perClaim, r.perRelease, r.perResync,
+			round(l.ipam), round(l.api), r.wall.Seconds()/l.bound().Seconds())
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(w, "\nThe manager's API-server requests per claim by verb (its rest_client_requests_total); the in-cluster provider makes %d (3 PATCH, 1 POST)\n\n", inClusterRequests)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "workers\trequests/new claim\twrites/new claim\tnew claim by verb\trequests/release\trelease by verb")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%d\t%.2f\t%.2f\t%s\t%.2f\t%s\n", r.workers, requests(r.apiPerClaim), writes(r.apiPerClaim), formatVerbs(r.apiPerClaim),
+			requests(r.apiPerRelease), formatVerbs(r.apiPerRelease))
+	}
+	_ = tw.Flush()
+	for _, r := range rows {
+		if r.restartWindow > 0 {
+			fmt.Fprintf(w, "\n%d workers, all %d claims bound, manager restarted: %d IPAM requests in the %s after the restart (%d claims reconciled); the pool's first validation took %d\n",
+				r.workers, r.claims, r.restartRequests, r.restartWindow, r.restartReconciled, r.validation)
+		}
+	}
+}
+
+func printScale(w io.Writer, rows []*result) {
+	for _, r := range rows {
+		fmt.Fprintf(w, "\n%s: %d claims, %d workers, one run\n\n", r.title, r.claims, r.workers)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "all bound\tclaims/s\tbind p50\tbind p95\treq/new claim\treq/resync\tpeak RSS\tIPAM req in the window after a restart\tpool validation\tpeak RSS after restart\t")
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.2f\t%.2f\t%s\t%d in %s (%d claims reconciled)\t%d\t%s\t\n", round(r.wall), float64(r.claims)/r.wall.Seconds(),
+			round(r.p50), round(r.p95), r.perClaim, r.perResync, mib(r.peakRSS), r.restartRequests, r.restartWindow, r.restartReconciled,
+			r.validation, mib(r.restartPeakRSS))
+		_ = tw.Flush()
+	}
+}
+
+func printWriteCost(w io.Writer, cost map[int]time.Duration, samples int) {
+	fmt.Fprintf(w, "\nAPI-server cost per write on this envtest (%d IPAddressClaims created, then patched, by W writers; wall time ÷ writes):", samples)
+	for _, n := range sortedKeys(cost) {
+		fmt.Fprintf(w, "  W=%d: %s (%.0f writes/s)", n, cost[n].Round(time.Microsecond), float64(time.Second)/float64(cost[n]))
+	}
+	fmt.Fprintln(w, "\nIPAM limit = claims × req/new claim × latency ÷ workers (or ÷ the pool's rate limit, if slower);"+
+		" API limit = claims × (the manager's writes per claim + the bench's create) × the best cost per write above"+
+		" (the API server's capacity: one writer's cost is mostly etcd's commit latency, shared by concurrent writes);"+
+		" the physical limit is the larger; ratio = all bound ÷ limit.")
+}
+
+func printTargets(w io.Writer, rows, scale []*result, latency time.Duration, cost map[int]time.Duration) {
+	fmt.Fprintln(w, "\nTargets (issue 15)")
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "target\tsystem\tmeasured\tresult")
+	row := func(target, system, measured string, met bool) {
+		verdict := "met"
+		if !met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", target, system, measured, verdict)
+	}
+	for _, group := range byTitle(rows) {
+		title := group[0].title
+		var worstClaim, worstRelease, worstResync float64
+		best := group[0]
+		for _, r := range group {
+			worstClaim, worstRelease, worstResync = max(worstClaim, r.perClaim), max(worstRelease, r.perRelease), max(worstResync, r.perResync)
+			if r.wall < best.wall {
+				best = r
+			}
+		}
+		row(fmt.Sprintf("≤ %.2f IPAM requests per new claim", maxPerClaim), title, fmt.Sprintf("%.2f (worst worker count)", worstClaim), worstClaim <= maxPerClaim)
+		row(fmt.Sprintf("≤ %.2f IPAM requests per release", maxPerRelease), title, fmt.Sprintf("%.2f (worst worker count)", worstRelease), worstRelease <= maxPerRelease)
+		row("0 IPAM requests per resync", title, fmt.Sprintf("%.2f (worst worker count)", worstResync), worstResync <= maxPerResync)
+		for _, r := range group {
+			if r.restartWindow > 0 {
+				row("after a restart ≤ a validation of each pool", title,
+					fmt.Sprintf("%d requests in %s vs %d (%d claims)", r.restartRequests, r.restartWindow, r.validation, r.claims), r.restartRequests <= r.validation)
+			}
+		}
+		l := limitOf(best, latency, cost)
+		ratio := best.wall.Seconds() / l.bound().Seconds()
+		row(fmt.Sprintf("all bound ≤ %.1f× the physical limit at the best worker count", maxLimitRatio), title,
+			fmt.Sprintf("%s vs %s: %.2f× (%d workers)", round(best.wall), round(l.bound()), ratio, best.workers), ratio <= maxLimitRatio)
+		row(fmt.Sprintf("API-server requests per claim ≤ the in-cluster provider's %d", inClusterRequests), title,
+			fmt.Sprintf("%.2f (%s; %d workers)", requests(best.apiPerClaim), formatVerbs(best.apiPerClaim), best.workers), requests(best.apiPerClaim) <= inClusterRequests)
+	}
+	for _, r := range scale {
+		row(fmt.Sprintf("≤ %d MiB peak memory at %d claims", maxPeakMiB, r.claims), r.title, mib(r.peakRSS)+" (VmHWM)", r.peakRSS <= maxPeakMiB<<20)
+		row("after a restart ≤ a validation of each pool", r.title,
+			fmt.Sprintf("%d requests in %s vs %d (%d claims)", r.restartRequests, r.restartWindow, r.validation, r.claims), r.restartRequests <= r.validation)
+	}
+	_ = tw.Flush()
+}
+
+// byTitle groups results by system, in order of appearance.
+func byTitle(rows []*result) [][]*result {
+	var out [][]*result
+	index := map[string]int{}
+	for _, r := range rows {
+		i, ok := index[r.title]
+		if !ok {
+			i = len(out)
+			index[r.title] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+func sortedKeys(m map[int]time.Duration) []int { return slices.Sorted(maps.Keys(m)) }
+
+func round(d time.Duration) string {
+	if d >= 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
