@@ -203,8 +203,12 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		log.V(4).Info("Paused, skipping", "why", why)
 		return ctrl.Result{}, nil
 	}
-	conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse,
-		Reason: clusterv1.NotPausedReason})
+	// A new claim's first reconcile persists only its finalizer, in one
+	// write; NotPaused goes with the allocation's status that follows.
+	if controllerutil.ContainsFinalizer(claim, ClaimFinalizer) || pool == nil {
+		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse,
+			Reason: clusterv1.NotPausedReason})
+	}
 
 	if deleting {
 		return r.reconcileDelete(ctx, claim, kind, pool)

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
@@ -143,4 +146,70 @@ func TestBurstOfClaimsCostsFewCountRefreshes(t *testing.T) {
 		// Generous for a slow machine, and still far below one per claim.
 		assert.LessOrEqual(t, refreshes, 3+int(burst/(2*time.Second))*2, "count refreshes grow with the burst's length only")
 	})
+}
+
+// A new claim costs the API server five writes from the manager: the
+// finalizer alone (so nothing is reserved for a claim that could go without
+// a release), then the IPAddress, the claim's reservation annotations, its
+// status and its conditions. Events go through the event recorder and are
+// not counted here; a status patch may be sent again after a conflict.
+func TestNewClaimCostsFiveAPIServerWrites(t *testing.T) {
+	f := newFixture(t)
+	f.filter = "writes-" + f.ns
+	var mu sync.Mutex
+	writes := map[string]int{}
+	count := func(obj client.Object, what string) {
+		switch obj.(type) {
+		case *ipamv1.IPAddressClaim, *ipamv1.IPAddress:
+		default:
+			return
+		}
+		if obj.GetNamespace() != f.ns {
+			return
+		}
+		mu.Lock()
+		writes[what]++
+		mu.Unlock()
+	}
+	_, err := startManager(f.ctx, f.filter, "", func(c client.WithWatch) client.Client {
+		return interceptor.NewClient(c, interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				count(obj, fmt.Sprintf("%T create", obj))
+				return c.Create(ctx, obj, opts...)
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				count(obj, fmt.Sprintf("%T update", obj))
+				return c.Update(ctx, obj, opts...)
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				count(obj, fmt.Sprintf("%T patch", obj))
+				return c.Patch(ctx, obj, patch, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				count(obj, fmt.Sprintf("%T %s patch", obj, sub))
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			},
+		})
+	})
+	require.NoError(t, err)
+	f.seedNetwork("10.140.0.0/24")
+	pool := f.createPool("pool", "10.140.0.0/24")
+	f.waitPoolReady(pool)
+
+	const n = 10
+	for _, claim := range f.createClaimsAtOnce(n, "pool") {
+		f.waitBound(claim)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// A reconcile that worked from a stale cache may send a patch again.
+	for what, want := range map[string]int{
+		"*v1beta2.IPAddressClaim patch":        2 * n, // the finalizer, then the annotations
+		"*v1beta2.IPAddressClaim status patch": 2 * n, // status, conditions
+	} {
+		assert.GreaterOrEqual(t, writes[what], want, what)
+		assert.LessOrEqual(t, writes[what], want+n/2, what)
+	}
+	assert.Equal(t, n, writes["*v1beta2.IPAddress create"])
+	assert.Len(t, writes, 3, "nothing else is written: %v", writes)
 }
