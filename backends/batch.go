@@ -150,3 +150,24 @@ func (b *Batcher[In, Out]) run(batch []*batchCall[In, Out]) {
 		c.done <- results[i]
 	}
 }
+
+// BatchOptions bound the batches a backend sends.
+type BatchOptions struct {
+	// MaxSize is how many calls one batch carries at most: 0 is
+	// DefaultMaxBatchSize, 1 turns batching off.
+	MaxSize int
+	// Window is how long a batch waits for more calls after its first;
+	// 0 is DefaultBatchWindow.
+	Window time.Duration
+}
+
+// NewBatcher returns a Batcher bounded by o that answers batches with run.
+func NewBatcher[In, Out any](o BatchOptions, run func(context.Context, []In) []Result[Out]) *Batcher[In, Out] {
+	if o.MaxSize <= 0 {
+		o.MaxSize = DefaultMaxBatchSize
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultBatchWindow
+	}
+	return &Batcher[In, Out]{Max: o.MaxSize, Window: o.Window, Run: run}
+}
