@@ -1,7 +1,9 @@
 // Command bench measures the provider end to end: a real kube-apiserver
-// and etcd, the NetBox simulator answering with a fixed latency, and the
-// manager. It binds a burst of claims with one worker and with many, and
-// prints wall time, claims per second, bind latency percentiles and NetBox
+// and etcd, the NetBox simulator answering with a fixed latency and holding
+// each prefix's lock for every allocation as NetBox does, and the manager.
+// It binds a burst of claims with batching off (--max-batch-size=1) and on,
+// then releases them, and prints the time until all are bound and until all
+// are released, claims per second, bind latency percentiles and NetBox
 // requests per new claim, per resync and per release. Each configuration
 // runs several times and the median is reported, since build machines are
 // shared and noisy.
@@ -31,6 +33,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
@@ -38,13 +41,17 @@ import (
 )
 
 var (
-	claims  = flag.Int("claims", 100, "claims per burst")
-	runs    = flag.Int("runs", 3, "runs per configuration; the median is reported")
-	latency = flag.Duration("netbox-latency", 20*time.Millisecond, "latency the simulator adds to every request")
+	claims     = flag.Int("claims", 1000, "claims per burst")
+	runs       = flag.Int("runs", 1, "runs per configuration; the median is reported")
+	workers    = flag.Int("workers", 10, "claim workers (--ipaddressclaim-concurrency)")
+	latency    = flag.Duration("netbox-latency", 5*time.Millisecond, "latency the simulator adds to every request")
+	allocFixed = flag.Duration("netbox-alloc-request", 20*time.Millisecond, "time an allocation request holds its prefix's lock in the simulator")
+	allocEach  = flag.Duration("netbox-alloc-object", 2*time.Millisecond, "time each allocated address adds while the prefix's lock is held")
 )
 
 type result struct {
 	wall            time.Duration
+	released        time.Duration
 	p50, p95        time.Duration
 	perClaim        float64
 	perResync       float64
@@ -61,33 +68,38 @@ func main() {
 	}
 	defer func() { _ = env.Stop() }()
 
-	fmt.Printf("%d claims per burst, NetBox latency %s per request, median of %d runs\n\n", *claims, *latency, *runs)
-	fmt.Printf("%-8s %10s %10s %10s %10s %14s %14s %14s\n", "workers", "wall", "claims/s", "bind p50", "bind p95", "req/new claim", "req/resync", "req/release")
+	fmt.Printf("%d claims per burst, %d workers, NetBox latency %s per request, allocations holding the prefix's lock %s + %s per address, median of %d runs\n\n",
+		*claims, *workers, *latency, *allocFixed, *allocEach, *runs)
+	fmt.Printf("%-16s %10s %10s %10s %10s %10s %14s %14s %14s\n", "max-batch-size", "bound", "claims/s", "bind p50", "bind p95", "released",
+		"req/new claim", "req/resync", "req/release")
 	medians := map[int]result{}
-	for _, workers := range []int{1, 10} {
+	for _, batch := range []int{1, backends.DefaultMaxBatchSize} {
 		var rs []result
 		for run := range *runs {
-			r, err := burst(cfg, workers, run)
+			r, err := burst(cfg, batch, run)
 			if err != nil {
 				fail(err)
 			}
 			if r.distinctAddress != *claims {
-				fail(fmt.Errorf("%d workers: %d distinct addresses for %d claims", workers, r.distinctAddress, *claims))
+				fail(fmt.Errorf("max batch size %d: %d distinct addresses for %d claims", batch, r.distinctAddress, *claims))
 			}
 			rs = append(rs, r)
 		}
 		slices.SortFunc(rs, func(a, b result) int { return int(a.wall - b.wall) })
 		m := rs[len(rs)/2]
-		medians[workers] = m
-		fmt.Printf("%-8d %10s %10.1f %10s %10s %14.2f %14.2f %14.2f\n", workers, m.wall.Round(time.Millisecond),
-			float64(*claims)/m.wall.Seconds(), m.p50.Round(time.Millisecond), m.p95.Round(time.Millisecond), m.perClaim, m.perResync, m.perRelease)
+		medians[batch] = m
+		fmt.Printf("%-16d %10s %10.1f %10s %10s %10s %14.2f %14.2f %14.2f\n", batch, m.wall.Round(time.Millisecond),
+			float64(*claims)/m.wall.Seconds(), m.p50.Round(time.Millisecond), m.p95.Round(time.Millisecond), m.released.Round(time.Millisecond),
+			m.perClaim, m.perResync, m.perRelease)
 	}
-	fmt.Printf("\nspeed-up of 10 workers over 1: %.1fx (median wall time)\n", medians[1].wall.Seconds()/medians[10].wall.Seconds())
+	off, on := medians[1], medians[backends.DefaultMaxBatchSize]
+	fmt.Printf("\nbatching: bound %.1fx faster, released %.1fx faster (median times)\n",
+		off.wall.Seconds()/on.wall.Seconds(), off.released.Seconds()/on.released.Seconds())
 }
 
-// burst runs one manager with the given number of workers, creates the
-// claims at once and waits for all to bind, then resyncs and releases them.
-func burst(cfg *rest.Config, workers, run int) (result, error) {
+// burst runs one manager with the given batch size, creates the claims at
+// once and waits for all to bind, then resyncs and releases them.
+func burst(cfg *rest.Config, batch, run int) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	s := scheme.New()
@@ -95,7 +107,7 @@ func burst(cfg *rest.Config, workers, run int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	ns := fmt.Sprintf("bench-%d-%d", workers, run)
+	ns := fmt.Sprintf("bench-%d-%d", batch, run)
 	filter := ns
 
 	sim := netboxsim.New()
@@ -104,11 +116,13 @@ func burst(cfg *rest.Config, workers, run int) (result, error) {
 	sim.AddToken(token, true)
 	sim.AddPrefixWithGateway("10.0.0.0/16", netboxsim.PrefixOptions{})
 	sim.SetLatency(*latency)
+	sim.SetAllocationCost(*allocFixed, *allocEach)
 
 	mgrCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	if _, err := envtestenv.StartManager(mgrCtx, cfg, s, controllers.Options{
-		ManagerNamespace: ns, WatchFilterValue: filter, ClaimConcurrency: workers, SyncPeriod: time.Hour,
+		ManagerNamespace: ns, WatchFilterValue: filter, ClaimConcurrency: *workers, SyncPeriod: time.Hour,
+		Backend: controllers.BackendOptions{MaxBatchSize: batch},
 	}); err != nil {
 		return result{}, err
 	}
@@ -199,6 +213,7 @@ func burst(cfg *rest.Config, workers, run int) (result, error) {
 
 	// Release them all.
 	sim.ResetCalls()
+	start = time.Now()
 	if err := c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
 		return result{}, err
 	}
@@ -209,6 +224,7 @@ func burst(cfg *rest.Config, workers, run int) (result, error) {
 	}); err != nil {
 		return result{}, fmt.Errorf("releasing: %w", err)
 	}
+	r.released = time.Since(start)
 	r.perRelease = claimRequests(sim) / float64(*claims)
 	return r, nil
 }
