@@ -203,12 +203,20 @@ func TestBatchLargerThanItsSourceFillsItAndMovesOn(t *testing.T) {
 	}
 }
 
-func TestBatchedReleaseDeletesExactlyTheClaimsRecords(t *testing.T) {
+// allocatedOneByOne gives n claims an address each in 10.0.0.0/24, without
+// batching, for release tests to start from.
+func allocatedOneByOne(t *testing.T, n int) (*netboxsim.Server, []backends.Claim, []backends.Allocation) {
+	t.Helper()
 	sim := newSim(t, "10.0.0.0/24")
 	setup := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...), batchOf(1))
-	cs := numbered(6)
+	cs := numbered(n)
 	allocs, errs := allocateAll(setup, cs)
 	requireOwnAddresses(t, sim, cs, allocs, errs)
+	return sim, cs, allocs
+}
+
+func TestBatchedReleaseDeletesExactlyTheClaimsRecords(t *testing.T) {
+	sim, cs, allocs := allocatedOneByOne(t, 6)
 	sim.AddIPAddress("10.0.0.200/24", netboxsim.IPOptions{Description: "someone else's"})
 
 	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...), batchOf(5))
@@ -236,11 +244,7 @@ func TestBatchedReleaseDeletesExactlyTheClaimsRecords(t *testing.T) {
 // A bulk delete that fails falls back to one delete per record, so each
 // claim gets its own answer.
 func TestFailedBulkDeleteFallsBackToOneDeletePerRecord(t *testing.T) {
-	sim := newSim(t, "10.0.0.0/24")
-	setup := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...), batchOf(1))
-	cs := numbered(3)
-	allocs, errs := allocateAll(setup, cs)
-	requireOwnAddresses(t, sim, cs, allocs, errs)
+	sim, cs, allocs := allocatedOneByOne(t, 3)
 
 	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...), batchOf(3), func(c *netbox.Config) { c.HTTP.RetryMax = 1 })
 	sim.ResetCalls()
