@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 )
@@ -52,6 +53,7 @@ func main() {
 	fs.IntVar(&opts.ClaimConcurrency, "ipaddressclaim-concurrency", 10, "Number of IPAddressClaims reconciled at once.")
 	fs.IntVar(&opts.PoolConcurrency, "pool-concurrency", 2, "Number of pools of each kind reconciled at once.")
 	fs.DurationVar(&opts.Backend.RequestTimeout, "backend-request-timeout", 15*time.Second, "Timeout of one request to NetBox or Infoblox.")
+	fs.IntVar(&opts.Backend.MaxBatchSize, "max-batch-size", backends.DefaultMaxBatchSize, "Most claims of one pool that, allocated or released at once, share one marker search and one request to the IPAM system; 1 turns batching off.")
 	fs.DurationVar(&opts.SyncPeriod, "pool-sync-period", 5*time.Minute, "How often pools are validated again and their counts refreshed.")
 	fs.DurationVar(&opts.ExhaustedRetryInterval, "exhausted-retry-interval", time.Minute, "How often a claim on a full pool retries.")
 	fs.DurationVar(&opts.AuditInterval, "audit-interval", controllers.DefaultAuditInterval, "How often each pool's records in the IPAM system are audited against the claims (docs/audit.md), jittered by up to a tenth.")

@@ -85,7 +85,8 @@ func newNetboxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (ba
 			Tags:               spec.Reservation.Tags,
 			CustomFields:       spec.Reservation.CustomFields,
 		},
-		HTTP: netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("netbox"), Limits: opts.Limits},
+		HTTP:  netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("netbox"), Limits: opts.Limits},
+		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize},
 	}
 	gateway, err := gatewayConfig(spec.Gateway)
 	if err != nil {

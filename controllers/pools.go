@@ -36,6 +36,9 @@ type BackendOptions struct {
 	// Limits bound the requests to each IPAM endpoint, shared by every pool
 	// on it.
 	Limits *backendhttp.Limits
+	// MaxBatchSize caps how many claims allocated or released at once
+	// share one request (0: backends.DefaultMaxBatchSize; 1: no batching).
+	MaxBatchSize int
 }
 
 // PoolKind describes one pool kind: how to make its objects, where its

@@ -31,6 +31,10 @@ type Backend struct {
 	// Filled by each successful validation and reused: NetBox IDs do not
 	// change, so allocation needs no lookups beyond the marker search.
 	preparation backends.Prepared[preparation]
+
+	// Coalesce the claims allocated or released at once.
+	allocations *backends.Batcher[backends.Claim, backends.Allocation]
+	releases    *backends.Batcher[releaseCall, struct{}]
 }
 
 // preparation is what validation resolves.
@@ -66,6 +70,8 @@ func New(cfg Config) (*Backend, error) {
 		baseURL: strings.TrimRight(cfg.URL, "/"),
 		auth:    authorization(cfg.Token),
 	}
+	b.allocations = backends.NewBatcher(cfg.Batch, b.allocateBatch)
+	b.releases = backends.NewBatcher(cfg.Batch, b.releaseBatch)
 	if b.dnsName, err = backends.ParsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
 		return nil, err
 	}
@@ -140,9 +146,20 @@ func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Al
 }
 
 // Allocate returns the claim's address, reserving the next free one of the
-// first source with space when NetBox holds none for the claim.
+// first source with space when NetBox holds none for the claim. Claims
+// allocated at once share one marker search and one request per source (see
+// allocateBatch).
 func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
-	// Prepared first: NetBox refuses a tag filter naming a tag it lacks.
+	// Prepared first: NetBox refuses a tag filter naming a tag it lacks,
+	// and a pool that does not validate fails its own claims only.
+	if _, _, err := b.prepared(ctx); err != nil {
+		return backends.Allocation{}, err
+	}
+	return b.allocations.Do(ctx, claim)
+}
+
+// allocateOne is Allocate for a claim that arrived alone.
+func (b *Backend) allocateOne(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
 	sources, refs, err := b.prepared(ctx)
 	if err != nil {
 		return backends.Allocation{}, err
@@ -156,7 +173,13 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 	if err != nil {
 		return backends.Allocation{}, err
 	}
-	var exhausted []string
+	return b.allocateFromSources(ctx, claim, request, sources, nil)
+}
+
+// allocateFromSources reserves an address for the claim from the first of
+// sources with space; exhausted describes the full sources tried before.
+func (b *Backend) allocateFromSources(ctx context.Context, claim backends.Claim, request netbox.IPAddressRequest,
+	sources []resolvedSource, exhausted []string) (backends.Allocation, error) {
 	for _, src := range sources {
 		created, err := b.allocateFrom(ctx, src, request)
 		var full *sourceFullError
@@ -164,7 +187,7 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 		case err == nil && created != nil:
 			return b.toAllocation(*created)
 		case errors.As(err, &full):
-			exhausted = append(exhausted, fmt.Sprintf("%s (NetBox: %q)", src.display, full.detail))
+			exhausted = append(exhausted, fullSource(src, full))
 			continue
 		case errors.Is(err, backends.ErrUnavailable):
 			// The reservation may have been made though its answer was lost.
@@ -176,7 +199,15 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 			return backends.Allocation{}, err
 		}
 	}
-	return backends.Allocation{}, fmt.Errorf("%w: every source is full: %s", backends.ErrExhausted, strings.Join(exhausted, ", "))
+	return backends.Allocation{}, exhaustedError(exhausted)
+}
+
+func fullSource(src resolvedSource, full *sourceFullError) string {
+	return fmt.Sprintf("%s (NetBox: %q)", src.display, full.detail)
+}
+
+func exhaustedError(exhausted []string) error {
+	return fmt.Errorf("%w: every source is full: %s", backends.ErrExhausted, strings.Join(exhausted, ", "))
 }
 
 // allocateFrom asks NetBox for the next free address of one source. It
@@ -184,16 +215,8 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 // attempt it may have been applied twice, and the marker search decides.
 func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request netbox.IPAddressRequest) (*ipRecord, error) {
 	ctx, attempts := backendhttp.WithAttemptCounter(ctx)
-	var created []netbox.IPAddress
-	var resp *http.Response
-	var err error
 	op := fmt.Sprintf("allocating from %s", src.display)
-	switch src.kind {
-	case SourcePrefix:
-		created, resp, err = b.api.IpamAPI.IpamPrefixesAvailableIpsCreate(ctx, src.id).IPAddressRequest([]netbox.IPAddressRequest{request}).Execute()
-	default:
-		created, resp, err = b.api.IpamAPI.IpamIpRangesAvailableIpsCreate(ctx, src.id).IPAddressRequest([]netbox.IPAddressRequest{request}).Execute()
-	}
+	created, resp, err := b.postAvailable(ctx, src, []netbox.IPAddressRequest{request})
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusConflict {
 			// A resent request that finds the source full may follow a first
@@ -220,6 +243,15 @@ func (b *Backend) allocateFrom(ctx context.Context, src resolvedSource, request 
 	}
 	rec := recordFromAPI(created[0])
 	return &rec, nil
+}
+
+// postAvailable asks NetBox for the next free addresses of one source, one
+// per request, in one transaction.
+func (b *Backend) postAvailable(ctx context.Context, src resolvedSource, requests []netbox.IPAddressRequest) ([]netbox.IPAddress, *http.Response, error) {
+	if src.kind == SourcePrefix {
+		return b.api.IpamAPI.IpamPrefixesAvailableIpsCreate(ctx, src.id).IPAddressRequest(requests).Execute()
+	}
+	return b.api.IpamAPI.IpamIpRangesAvailableIpsCreate(ctx, src.id).IPAddressRequest(requests).Execute()
 }
 
 // adoptAfterRetry keeps the claim's record when a request took more than one
@@ -270,8 +302,16 @@ func (b *Backend) findOwn(ctx context.Context, marker string) ([]ipRecord, error
 		return nil, err
 	}
 	records, err := b.findByMarker(ctx, marker, true)
-	if err != nil || len(records) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	return ownRecords(marker, records, sources)
+}
+
+// ownRecords keeps the records carrying the marker that lie in sources.
+func ownRecords(marker string, records []ipRecord, sources []resolvedSource) ([]ipRecord, error) {
+	if len(records) == 0 {
+		return nil, nil
 	}
 	own := slices.DeleteFunc(slices.Clone(records), func(r ipRecord) bool { return !inSources(r, sources) })
 	if len(own) == 0 {
@@ -312,8 +352,11 @@ func (b *Backend) Endpoint() string { return b.baseURL }
 // search that needs neither the pool's sources nor its tag: a pool whose
 // NetBox objects were renamed or retired can still release. When none
 // carries the marker, it says why the recorded record was left.
+// Claims released at once share one search and one bulk delete (see
+// releaseBatch).
 func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
-	return b.release(ctx, claim, last, b.deleteRecord)
+	_, err := b.releases.Do(ctx, releaseCall{claim: claim, last: last})
+	return err
 }
 
 // Retire keeps the claim's records as deprecated tombstones instead of
@@ -329,12 +372,14 @@ func (b *Backend) Retire(ctx context.Context, claim backends.Claim, last backend
 func (b *Backend) release(ctx context.Context, claim backends.Claim, last backends.Reservation, drop func(context.Context, ipRecord) error) error {
 	records, err := b.findByMarker(ctx, claim.Marker, false)
 	if err != nil {
-		if errors.Is(err, backends.ErrUnavailable) || errors.Is(err, backends.ErrUnauthorized) || errors.Is(err, backends.ErrForbidden) {
-			return err
-		}
-		return fmt.Errorf("%w: NetBox %s refused the marker search, so %s (%s) was left in place: %v",
-			backends.ErrUnreachable, b.baseURL, last.Address, last.Reference, err)
+		return b.releaseSearchFailed(err, last)
 	}
+	return b.dropAll(ctx, claim, last, records, drop)
+}
+
+// dropAll deletes or retires a claim's records, or explains why there are
+// none.
+func (b *Backend) dropAll(ctx context.Context, claim backends.Claim, last backends.Reservation, records []ipRecord, drop func(context.Context, ipRecord) error) error {
 	for _, r := range records {
 		if err := drop(ctx, r); err != nil {
 			return err
@@ -344,6 +389,16 @@ func (b *Backend) release(ctx context.Context, claim backends.Claim, last backen
 		return nil
 	}
 	return b.explainNothingReleased(ctx, claim, last, drop)
+}
+
+// releaseSearchFailed says why a release whose marker search failed left
+// the claim's record alone.
+func (b *Backend) releaseSearchFailed(err error, last backends.Reservation) error {
+	if errors.Is(err, backends.ErrUnavailable) || errors.Is(err, backends.ErrUnauthorized) || errors.Is(err, backends.ErrForbidden) {
+		return err
+	}
+	return fmt.Errorf("%w: NetBox %s refused the marker search, so %s (%s) was left in place: %v",
+		backends.ErrUnreachable, b.baseURL, last.Address, last.Reference, err)
 }
 
 // explainNothingReleased reports a record the claim was given that no

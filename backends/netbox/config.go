@@ -108,6 +108,9 @@ type Config struct {
 
 	HTTP      HTTPOptions
 	UserAgent string
+	// Batch bounds how many claims allocated or released at once share
+	// one search and one request.
+	Batch backends.BatchOptions
 }
 
 func (c *Config) setDefaults() {

@@ -48,31 +48,80 @@ const maxPage = 1000
 
 // findByMarker returns the records carrying the marker, oldest first. The
 // tag (when tagged) and custom-field filters run in NetBox: one request
-// whatever the pool size. The values are compared again here because a field
-// whose filter logic an administrator set to "loose" matches substrings.
-// NetBox refuses a filter naming a tag it lacks, so a release searches
-// without it.
+// whatever the pool size. NetBox refuses a filter naming a tag it lacks, so
+// a release searches without it.
 func (b *Backend) findByMarker(ctx context.Context, marker string, tagged bool) ([]ipRecord, error) {
-	q := url.Values{}
-	if tagged {
-		q.Set("tag", b.cfg.Tag)
-	}
-	q.Set("cf_"+b.cfg.MarkerField, marker)
-	q.Set("limit", strconv.Itoa(maxPage))
-	q.Set("ordering", "id")
-	var p page[ipRecord]
-	if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+	found, err := b.findByMarkers(ctx, []string{marker}, tagged)
+	if err != nil {
 		return nil, fmt.Errorf("looking up marker %q: %w", marker, err)
 	}
-	matching := make([]ipRecord, 0, len(p.Results))
-	for _, r := range p.Results {
-		r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
-		if r.Marker == marker {
-			matching = append(matching, r)
+	return found[marker], nil
+}
+
+// maxMarkerQuery bounds the query of one marker search: gunicorn, which
+// serves NetBox, refuses request lines over 4094 bytes.
+const maxMarkerQuery = 3000
+
+// findByMarkers returns the records carrying each marker, oldest first: one
+// request for as many markers as fit in its query (NetBox ORs repeated
+// values of a filter). The values are compared again here because a field
+// whose filter logic an administrator set to "loose" matches substrings.
+func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bool) (map[string][]ipRecord, error) {
+	found := make(map[string][]ipRecord, len(markers))
+	for _, chunk := range markerChunks(b.cfg.MarkerField, markers) {
+		q := url.Values{}
+		if tagged {
+			q.Set("tag", b.cfg.Tag)
+		}
+		q["cf_"+b.cfg.MarkerField] = chunk
+		q.Set("limit", strconv.Itoa(maxPage))
+		q.Set("ordering", "id")
+		var p page[ipRecord]
+		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+			return nil, err
+		}
+		if p.Count > int64(len(p.Results)) && len(chunk) > 1 {
+			// More records than a page: search the markers one by one.
+			for _, marker := range chunk {
+				records, err := b.findByMarker(ctx, marker, tagged)
+				if err != nil {
+					return nil, err
+				}
+				found[marker] = records
+			}
+			continue
+		}
+		for _, r := range p.Results {
+			r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+			if slices.Contains(chunk, r.Marker) {
+				found[r.Marker] = append(found[r.Marker], r)
+			}
 		}
 	}
-	slices.SortFunc(matching, func(a, b ipRecord) int { return int(a.ID) - int(b.ID) })
-	return matching, nil
+	for _, records := range found {
+		slices.SortFunc(records, func(a, b ipRecord) int { return int(a.ID) - int(b.ID) })
+	}
+	return found, nil
+}
+
+// markerChunks splits markers into groups whose filter fits one query.
+func markerChunks(field string, markers []string) [][]string {
+	var chunks [][]string
+	var chunk []string
+	size := 0
+	for _, m := range markers {
+		n := len("&cf_"+field+"=") + len(url.QueryEscape(m))
+		if len(chunk) > 0 && size+n > maxMarkerQuery {
+			chunks = append(chunks, chunk)
+			chunk, size = nil, 0
+		}
+		chunk = append(chunk, m)
+		size += n
+	}
+	if len(chunk) > 0 {
+		chunks = append(chunks, chunk)
+	}
+	return chunks
 }
 
 // findByAddress returns the records holding addr in any VRF of the pool's

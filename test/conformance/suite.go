@@ -73,10 +73,11 @@ func Run(t *testing.T, h Harness) {
 		{"BadCredentials", "10.201.8.0/28", badCredentials},
 		{"ThrottlingIsNotAnOutage", "10.201.10.0/28", throttlingIsNotAnOutage},
 		{"IPv6", "2001:db8:201::/64", ipv6},
-		{"RecordsListsThePoolsMarkedRecords", "10.201.10.0/28", recordsListsThePoolsMarkedRecords},
+		{"RecordsListsThePoolsMarkedRecords", "10.201.16.0/28", recordsListsThePoolsMarkedRecords},
 		{"RemarkAndDeleteOnlyWhatStillCarriesTheMarker", "10.201.12.0/28", remarkAndDeleteOnlyWhatStillCarriesTheMarker},
 		{"RestoreReservesTheSameAddress", "10.201.13.0/28", restoreReservesTheSameAddress},
 		{"RetireKeepsATombstone", "10.201.14.0/28", retireKeepsATombstone},
+		{"BurstWithALostAnswerLeavesOneRecordEach", "10.201.15.0/27", burstWithALostAnswerLeavesOneRecordEach},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
@@ -150,6 +151,55 @@ func claimsGetDistinctAddresses(t *testing.T, h Harness, cidr string) {
 		seen[addrs[i]] = i
 	}
 	assert.Len(t, h.Reservations(t, cidr), n, "one record per claim")
+}
+
+// burstWithALostAnswerLeavesOneRecordEach allocates for claims at once, as
+// the claim workers do (a backend may batch them), while an allocation's
+// answer is lost; then releases most of them at once. Each claim keeps one
+// record of its own, and a release deletes exactly the released claims'.
+func burstWithALostAnswerLeavesOneRecordEach(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	h.LoseNextAllocationAnswer(t)
+	const n, released = 12, 9
+	claims := make([]backends.Claim, n)
+	allocs := make([]backends.Allocation, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		claims[i] = claim(fmt.Sprintf("burst-%d", i))
+		wg.Go(func() { allocs[i], errs[i] = b.Allocate(ctx, claims[i]) })
+	}
+	wg.Wait()
+	rs := h.Reservations(t, cidr)
+	seen := map[netip.Prefix]int{}
+	for i, c := range claims {
+		require.NoError(t, errs[i], c.Marker)
+		if j, dup := seen[allocs[i].Address]; dup {
+			t.Errorf("claims %d and %d both got %s", j, i, allocs[i].Address)
+		}
+		seen[allocs[i].Address] = i
+		mine := markedWith(rs, c.Marker)
+		require.Len(t, mine, 1, "%s keeps one record", c.Marker)
+		assert.Equal(t, allocs[i].Address.Addr(), mine[0].Address, c.Marker)
+	}
+	assert.Len(t, rs, n, "duplicates of the lost answer are released")
+
+	for i := range released {
+		wg.Go(func() { errs[i] = b.Release(ctx, claims[i], allocs[i].Reservation()) })
+	}
+	wg.Wait()
+	rs = h.Reservations(t, cidr)
+	for i, c := range claims {
+		if i < released {
+			require.NoError(t, errs[i], c.Marker)
+			assert.Empty(t, markedWith(rs, c.Marker), "%s was released", c.Marker)
+			continue
+		}
+		assert.Len(t, markedWith(rs, c.Marker), 1, "%s was not released", c.Marker)
+	}
+	assert.Len(t, rs, n-released)
 }
 
 func lookupFindsTheMarker(t *testing.T, h Harness, cidr string) {

@@ -39,7 +39,10 @@ func TestHundredClaimsAtOnceGetDistinctAddresses(t *testing.T) {
 		}
 		assert.Len(t, seen, n)
 		assert.Len(t, f.markedRecords(), n, "one reservation per claim in NetBox")
-		assert.Equal(t, n, f.sys.allocationRequests(), "one reservation request per claim")
+		// NetBox shares one request among the claims that arrive together
+		// (--max-batch-size); Infoblox sends one per claim. A resent or
+		// duplicated reservation would show as more.
+		assert.LessOrEqual(t, f.sys.allocationRequests(), n, "at most one reservation request per claim")
 	})
 }
 

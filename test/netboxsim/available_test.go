@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -249,3 +250,35 @@ func TestAllocationRequestFields(t *testing.T) {
 
 // insufficient is NetBox 4.7.3's 409 detail for available-ips.
 const insufficient = "Insufficient resources are available to satisfy the request"
+
+func TestAllocationsOfOneParentHoldItsLock(t *testing.T) {
+	s := newSim(t)
+	pid := s.AddPrefix("10.21.0.0/24", PrefixOptions{})
+	path := fmt.Sprintf("/api/ipam/prefixes/%d/available-ips/", pid)
+	s.SetAllocationCost(time.Millisecond, time.Millisecond)
+	// The hook runs while the allocation still holds the parent's lock; it
+	// lingers so that overlapping allocations would be seen.
+	var mu sync.Mutex
+	inside, most := 0, 0
+	s.OnAllocate(func([]IPAddress) {
+		mu.Lock()
+		inside++
+		most = max(most, inside)
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		inside--
+		mu.Unlock()
+	})
+
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			status, body, _ := client(t, s).do(http.MethodPost, path, []any{map[string]any{"description": fmt.Sprint(i)}, map[string]any{}})
+			assert.Equal(t, http.StatusCreated, status, string(body))
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 1, most, "allocations of one prefix run one after another")
+	assert.Len(t, s.IPAddresses(), 16)
+}

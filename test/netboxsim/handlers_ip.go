@@ -1,6 +1,7 @@
 package netboxsim
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -198,6 +199,47 @@ func deleteIP(c *reqCtx) response {
 		return notFound("IPAddress")
 	}
 	delete(c.st().ips, id)
+	return response{status: http.StatusNoContent}
+}
+
+// bulkDeleteIPs is DELETE on the list endpoint (BulkDestroyModelMixin): a
+// list of {"id": N}, deleted in one transaction. IDs that do not exist are
+// left out of the queryset, so they are no error.
+func bulkDeleteIPs(c *reqCtx) response {
+	data, bad := c.body()
+	if bad != nil {
+		return *bad
+	}
+	items, many := data.([]any)
+	if !many {
+		return badRequest(map[string][]string{"non_field_errors": {fmt.Sprintf("Expected a list of items but got type \"%s\".", pyTypeName(data))}})
+	}
+	ids := make([]int32, len(items))
+	errs := make([]fieldErrors, len(items))
+	failed := false
+	for i, it := range items {
+		errs[i] = fieldErrors{}
+		m, _ := it.(map[string]any)
+		n, ok := m["id"].(float64)
+		switch {
+		case m == nil:
+			errs[i].add("non_field_errors", fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", pyTypeName(it)))
+		case m["id"] == nil:
+			errs[i].add("id", "This field is required.")
+		case !ok || n != float64(int32(n)):
+			errs[i].add("id", "A valid integer is required.")
+		default:
+			ids[i] = int32(n)
+			continue
+		}
+		failed = true
+	}
+	if failed {
+		return badRequest(errs)
+	}
+	for _, id := range ids {
+		delete(c.st().ips, id)
+	}
 	return response{status: http.StatusNoContent}
 }
 

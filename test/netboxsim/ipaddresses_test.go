@@ -236,6 +236,43 @@ func TestIPAddressCRUD(t *testing.T) {
 	assert.JSONEq(t, `{"detail":"No IPAddress matches the given query."}`, string(body))
 }
 
+func TestBulkDeleteIPAddresses(t *testing.T) {
+	s := newSim(t)
+	c := client(t, s)
+	var ids []int
+	for _, a := range []string{"192.0.2.1/24", "192.0.2.2/24", "192.0.2.3/24"} {
+		status, body, _ := c.do(http.MethodPost, "/api/ipam/ip-addresses/", map[string]any{"address": a})
+		require.Equal(t, http.StatusCreated, status, string(body))
+		ids = append(ids, int(obj(t, decode(t, body))["id"].(float64)))
+	}
+
+	for _, tt := range []struct {
+		name string
+		body any
+		want any
+	}{
+		{"not a list", map[string]any{"id": ids[0]},
+			map[string]any{"non_field_errors": []any{`Expected a list of items but got type "dict".`}}},
+		{"without id", []any{map[string]any{"id": ids[0]}, map[string]any{}},
+			[]any{map[string]any{}, map[string]any{"id": []any{"This field is required."}}}},
+		{"id not a number", []any{map[string]any{"id": "x"}}, []any{map[string]any{"id": []any{"A valid integer is required."}}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body, _ := c.do(http.MethodDelete, "/api/ipam/ip-addresses/", tt.body)
+			require.Equal(t, http.StatusBadRequest, status, string(body))
+			assert.Equal(t, tt.want, decode(t, body))
+			assert.Len(t, s.IPAddresses(), 3, "a refused list deletes nothing")
+		})
+	}
+
+	// An ID that does not exist is left out, as NetBox's queryset does.
+	status, body, _ := c.do(http.MethodDelete, "/api/ipam/ip-addresses/", []any{map[string]any{"id": ids[0]}, map[string]any{"id": ids[2]}, map[string]any{"id": 9999}})
+	require.Equal(t, http.StatusNoContent, status, string(body))
+	left := s.IPAddresses()
+	require.Len(t, left, 1)
+	assert.Equal(t, "192.0.2.2/24", left[0].Address)
+}
+
 func TestCustomFieldsMustExist(t *testing.T) {
 	s := newSim(t)
 	c := client(t, s)

@@ -130,6 +130,10 @@ func (st *store) cleanIP(ip *ipObj) fieldErrors {
 	if ip.addr.Bits() == 0 {
 		return fieldErrors{"address": {"Cannot create IP address with /0 mask."}}
 	}
+	if re := st.descriptionRegex; re != nil && !re.MatchString(ip.description) {
+		// CustomValidator raises Django's RegexValidator message.
+		return fieldErrors{"description": {"Enter a valid value."}}
+	}
 	var vrf *vrfObj
 	if ip.vrf != 0 {
 		vrf = st.vrfs[ip.vrf]

@@ -35,7 +35,8 @@ func (s *Server) buildRoutes() []route {
 		{segs: split("api/ipam/ip-ranges/{id}"), methods: get(getRange)},
 		{segs: split("api/ipam/ip-ranges/{pk}/available-ips"), methods: map[string]handler{
 			http.MethodGet: listRangeAvailableIPs, http.MethodPost: allocateRangeIPs}},
-		{segs: split("api/ipam/ip-addresses"), methods: map[string]handler{http.MethodGet: listIPs, http.MethodPost: createIPs}},
+		{segs: split("api/ipam/ip-addresses"), methods: map[string]handler{
+			http.MethodGet: listIPs, http.MethodPost: createIPs, http.MethodDelete: bulkDeleteIPs}},
 		{segs: split("api/ipam/ip-addresses/{id}"), methods: map[string]handler{
 			http.MethodGet: getIP, http.MethodPatch: updateIP, http.MethodPut: updateIP, http.MethodDelete: deleteIP}},
 	}

@@ -3,6 +3,7 @@ package netboxsim
 import (
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"sort"
 )
@@ -75,6 +76,17 @@ func (s *Server) AddTag(name, slug string) int32 {
 	t.updated = t.created
 	s.db.tags[t.id] = t
 	return t.id
+}
+
+// SetDescriptionValidator configures NetBox's CUSTOM_VALIDATORS with a regex
+// rule on IP addresses' descriptions ({"ipam.ipaddress": [{"description":
+// {"regex": re}}]}): an IP address whose description does not match is
+// refused with a 400, and a list holding it is refused as a whole. Nil
+// removes the rule.
+func (s *Server) SetDescriptionValidator(re *regexp.Regexp) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.db.descriptionRegex = re
 }
 
 // AddCustomField creates a text custom field on ipam.ipaddress with the given

@@ -40,8 +40,11 @@ type Server struct {
 	faults  FaultQueue
 	latency time.Duration
 	onAlloc func([]IPAddress)
+	// allocCost is how long an allocation holds its parent's lock.
+	allocCost allocationCost
 
 	throttle httpfault.Throttle // has its own lock
+	parents  parentLocks        // has its own lock
 }
 
 // Call is one request to a known endpoint that passed authentication
@@ -155,6 +158,14 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route, id 
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		return writeResponse(w, errDetail(http.StatusBadRequest, "Request body could not be read: "+err.Error()))
+	}
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/available-ips/") {
+		unlock, ok := s.holdParent(r.URL.Path, raw)
+		if !ok {
+			CloseWithoutResponse(w)
+			return 0
+		}
+		defer unlock()
 	}
 	c := &reqCtx{s: s, r: r, raw: raw, id: id}
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"slices"
 	"time"
 )
@@ -83,6 +84,9 @@ type store struct {
 	prefixes map[int32]*prefixObj
 	ranges   map[int32]*rangeObj
 	ips      map[int32]*ipObj
+	// descriptionRegex is a CUSTOM_VALIDATORS regex rule on IP addresses'
+	// descriptions; nil when none is configured.
+	descriptionRegex *regexp.Regexp
 }
 
 func newStore() *store {

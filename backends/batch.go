@@ -1,0 +1,173 @@
+package backends
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// DefaultMaxBatchSize is how many claims one batched request carries at most
+// when a backend is given no size: enough to drain a burst of the claim
+// workers, small enough for one request line and one transaction.
+const DefaultMaxBatchSize = 50
+
+// DefaultBatchWindow is how long a batch waits for more calls after its
+// first arrived, unless it is full: claim workers that finish together
+// arrive within it, a lone claim hardly notices it.
+const DefaultBatchWindow = 5 * time.Millisecond
+
+// Result is one call's answer in a batch.
+type Result[Out any] struct {
+	Value Out
+	Err   error
+}
+
+// Batcher coalesces concurrent calls into batches run by one function, so
+// that a backend pays one request where it would pay one per call. A batch
+// starts when Max calls wait, or Window after its first call arrived; calls
+// that arrive while a batch runs wait for the next one. One batch runs at a
+// time: the IPAM systems serialise allocations anyway, and the queue that
+// builds up meanwhile becomes the next batch. Each caller gets its own
+// result, or its context's error if that ends first (the batch still runs:
+// what it reserved for the caller is found again by its marker).
+//
+// Max <= 1 runs every call alone, at once. Safe for concurrent use.
+type Batcher[In, Out any] struct {
+	Max    int
+	Window time.Duration
+	// Run answers a batch: one result per input, in order. Its context
+	// carries the first caller's values, never a caller's cancellation,
+	// so one caller giving up cannot fail the others.
+	Run func(ctx context.Context, ins []In) []Result[Out]
+
+	mu      sync.Mutex
+	queue   []*batchCall[In, Out]
+	running bool
+	full    chan struct{} // signalled when the queue reaches Max
+}
+
+type batchCall[In, Out any] struct {
+	ctx     context.Context
+	in      In
+	arrived time.Time
+	done    chan Result[Out]
+}
+
+// Do runs in as part of a batch and returns its result.
+func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
+	if b.Max <= 1 {
+		r := b.Run(ctx, []In{in})[0]
+		return r.Value, r.Err
+	}
+	call := &batchCall[In, Out]{ctx: ctx, in: in, arrived: time.Now(), done: make(chan Result[Out], 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, call)
+	if b.full == nil {
+		b.full = make(chan struct{}, 1)
+	}
+	if !b.running {
+		b.running = true
+		go b.drain()
+	} else if len(b.queue) >= b.Max {
+		select {
+		case b.full <- struct{}{}:
+		default:
+		}
+	}
+	b.mu.Unlock()
+	select {
+	case r := <-call.done:
+		return r.Value, r.Err
+	case <-ctx.Done():
+		var zero Out
+		return zero, ctx.Err()
+	}
+}
+
+// drain runs batches until the queue is empty.
+func (b *Batcher[In, Out]) drain() {
+	for {
+		batch := b.next()
+		if batch == nil {
+			return
+		}
+		b.run(batch)
+	}
+}
+
+// next waits until the queue is full or its first call's window has passed,
+// and takes a batch from it; nil when the queue is empty.
+func (b *Batcher[In, Out]) next() []*batchCall[In, Out] {
+	b.mu.Lock()
+	if len(b.queue) > 0 && len(b.queue) < b.Max {
+		wait := time.Until(b.queue[0].arrived.Add(b.Window))
+		b.mu.Unlock()
+		if wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-timer.C:
+			case <-b.full:
+				timer.Stop()
+			}
+		}
+		b.mu.Lock()
+	}
+	defer b.mu.Unlock()
+	// A stale signal from a queue that filled during the last batch.
+	select {
+	case <-b.full:
+	default:
+	}
+	n := min(len(b.queue), b.Max)
+	if n == 0 {
+		b.running = false
+		return nil
+	}
+	batch := b.queue[:n:n]
+	b.queue = append([]*batchCall[In, Out](nil), b.queue[n:]...)
+	return batch
+}
+
+// run answers the calls of a batch whose callers still wait.
+func (b *Batcher[In, Out]) run(batch []*batchCall[In, Out]) {
+	live := batch[:0:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.done <- Result[Out]{Err: err}
+			continue
+		}
+		live = append(live, c)
+	}
+	if len(live) == 0 {
+		return
+	}
+	ins := make([]In, len(live))
+	for i, c := range live {
+		ins[i] = c.in
+	}
+	results := b.Run(context.WithoutCancel(live[0].ctx), ins)
+	for i, c := range live {
+		c.done <- results[i]
+	}
+}
+
+// BatchOptions bound the batches a backend sends.
+type BatchOptions struct {
+	// MaxSize is how many calls one batch carries at most: 0 is
+	// DefaultMaxBatchSize, 1 turns batching off.
+	MaxSize int
+	// Window is how long a batch waits for more calls after its first;
+	// 0 is DefaultBatchWindow.
+	Window time.Duration
+}
+
+// NewBatcher returns a Batcher bounded by o that answers batches with run.
+func NewBatcher[In, Out any](o BatchOptions, run func(context.Context, []In) []Result[Out]) *Batcher[In, Out] {
+	if o.MaxSize <= 0 {
+		o.MaxSize = DefaultMaxBatchSize
+	}
+	if o.Window <= 0 {
+		o.Window = DefaultBatchWindow
+	}
+	return &Batcher[In, Out]{Max: o.MaxSize, Window: o.Window, Run: run}
+}

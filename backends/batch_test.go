@@ -1,0 +1,123 @@
+package backends_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// recordingBatcher answers "x" with "x!" and "bad" with an error, and
+// records the batches it ran. Its window is long enough that only a full
+// queue starts a batch, so the tests do not depend on timing.
+func recordingBatcher(maxSize int) (*backends.Batcher[string, string], func() [][]string) {
+	var mu sync.Mutex
+	var batches [][]string
+	b := &backends.Batcher[string, string]{
+		Max:    maxSize,
+		Window: time.Hour,
+		Run: func(_ context.Context, ins []string) []backends.Result[string] {
+			mu.Lock()
+			batches = append(batches, append([]string(nil), ins...))
+			mu.Unlock()
+			out := make([]backends.Result[string], len(ins))
+			for i, in := range ins {
+				if in == "bad" {
+					out[i].Err = errors.New("refused")
+					continue
+				}
+				out[i].Value = in + "!"
+			}
+			return out
+		},
+	}
+	return b, func() [][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return batches
+	}
+}
+
+func TestBatcherCoalescesConcurrentCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		max         int
+		calls       int
+		wantBatches []int // sizes, in order
+	}{
+		{name: "off: every call alone", max: 1, calls: 4, wantBatches: []int{1, 1, 1, 1}},
+		{name: "one full batch", max: 5, calls: 5, wantBatches: []int{5}},
+		{name: "capped at max", max: 3, calls: 6, wantBatches: []int{3, 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, batches := recordingBatcher(tc.max)
+			results := make([]string, tc.calls)
+			errs := make([]error, tc.calls)
+			var wg sync.WaitGroup
+			for i := range tc.calls {
+				wg.Go(func() { results[i], errs[i] = b.Do(context.Background(), fmt.Sprint(i)) })
+			}
+			wg.Wait()
+			for i := range tc.calls {
+				require.NoError(t, errs[i])
+				assert.Equal(t, fmt.Sprintf("%d!", i), results[i], "each caller gets its own result")
+			}
+			var sizes []int
+			for _, batch := range batches() {
+				sizes = append(sizes, len(batch))
+			}
+			assert.Equal(t, tc.wantBatches, sizes)
+		})
+	}
+}
+
+func TestBatcherGivesEachCallerItsOwnError(t *testing.T) {
+	b, _ := recordingBatcher(3)
+	ins := []string{"a", "bad", "c"}
+	results := make([]string, len(ins))
+	errs := make([]error, len(ins))
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Go(func() { results[i], errs[i] = b.Do(context.Background(), in) })
+	}
+	wg.Wait()
+	assert.Equal(t, []string{"a!", "", "c!"}, results)
+	assert.NoError(t, errs[0])
+	assert.EqualError(t, errs[1], "refused")
+	assert.NoError(t, errs[2])
+}
+
+func TestBatcherLeavesOutCallersThatGaveUp(t *testing.T) {
+	b, batches := recordingBatcher(3)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := b.Do(gone, "gone")
+	require.ErrorIs(t, err, context.Canceled)
+
+	var wg sync.WaitGroup
+	for _, in := range []string{"a", "b"} {
+		wg.Go(func() {
+			got, err := b.Do(context.Background(), in)
+			assert.NoError(t, err)
+			assert.Equal(t, in+"!", got)
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, [][]string{{"a", "b"}}, sortedBatches(batches()), "the batch filled with the caller that gave up, which it then left out")
+}
+
+// sortedBatches sorts each batch: callers join in no set order.
+func sortedBatches(batches [][]string) [][]string {
+	for _, b := range batches {
+		slices.Sort(b)
+	}
+	return batches
+}
