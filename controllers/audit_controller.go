@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
@@ -92,7 +91,7 @@ func (r *AuditReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			auditMayBeDue())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		// A deleted IPAddress may have left a tombstone to expire.
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool),
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(addressToPool(r.Kind)),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc:  func(event.CreateEvent) bool { return false },
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
@@ -655,20 +654,6 @@ func (r *AuditReconciler) setAuditFailed(ctx context.Context, pool Pool, err err
 		return fmt.Errorf("writing the audit's status: %w", err)
 	}
 	return nil
-}
-
-// addressToPool maps a deleted IPAddress to its pool when the pool may have
-// a tombstone to expire.
-func (r *AuditReconciler) addressToPool(_ context.Context, o client.Object) []reconcile.Request {
-	ref := o.(*ipamv1.IPAddress).Spec.PoolRef
-	if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != r.Kind.Kind {
-		return nil
-	}
-	key := client.ObjectKey{Name: ref.Name}
-	if r.Kind.Namespaced {
-		key.Namespace = o.GetNamespace()
-	}
-	return []reconcile.Request{{NamespacedName: key}}
 }
 
 // Tombstones remembers, per pool, the earliest end of a grace period that a

@@ -123,7 +123,7 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 			RateLimiter:             errorRateLimiter(r.MaxRetryInterval),
 		}).
 		Watches(secret, handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToPool),
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(addressToPool(r.Kind)),
 			builder.WithPredicates(predicate.Funcs{
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
@@ -393,16 +393,19 @@ func (r *PoolReconciler) secretToPools(ctx context.Context, o client.Object) []r
 	return requests
 }
 
-// addressToPool maps an IPAddress to its pool, to refresh the counts and to
-// let a deleted pool go once its last address is gone.
-func (r *PoolReconciler) addressToPool(_ context.Context, o client.Object) []reconcile.Request {
-	ref := o.(*ipamv1.IPAddress).Spec.PoolRef
-	if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != r.Kind.Kind {
-		return nil
+// addressToPool maps an IPAddress to its pool of kind, if it has one: the
+// pool refreshes its counts, a deleted pool goes once its last address is
+// gone, and the audit deletes a tombstone on time.
+func addressToPool(kind PoolKind) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		ref := o.(*ipamv1.IPAddress).Spec.PoolRef
+		if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != kind.Kind {
+			return nil
+		}
+		key := client.ObjectKey{Name: ref.Name}
+		if kind.Namespaced {
+			key.Namespace = o.GetNamespace()
+		}
+		return []reconcile.Request{{NamespacedName: key}}
 	}
-	key := client.ObjectKey{Name: ref.Name}
-	if r.Kind.Namespaced {
-		key.Namespace = o.GetNamespace()
-	}
-	return []reconcile.Request{{NamespacedName: key}}
 }
