@@ -64,9 +64,8 @@ func TestLostIPAddressIsRebuiltWhileThePoolIsNotReady(t *testing.T) {
 			assert.Equal(c, first.Spec, again.Spec)
 			assert.Nil(c, again.DeletionTimestamp)
 		}, waitTimeout, pollInterval)
-		got := f.getClaim(claim)
-		assert.True(t, conditions.IsTrue(got, ipamv1.IPAddressClaimReadyCondition))
-		assert.Equal(t, first.Name, got.Status.AddressRef.Name)
+		// Its status is written just after the new IPAddress.
+		f.waitBound(claim)
 		assert.Len(t, f.markedRecords(), 1)
 	})
 }
