@@ -190,6 +190,9 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 			require.NoError(c, k8s.Get(ctx, key, claim), "CAPM3 has not created claim %s", key.Name)
 			require.True(c, conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition),
 				"claim %s is not Ready: %+v", key.Name, conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition))
+			// CAPI's patch helper writes conditions before status and
+			// metadata: Ready may show a moment before addressRef does.
+			require.NotEmpty(c, claim.Status.AddressRef.Name, "claim %s has no addressRef yet", key.Name)
 		}, waitTimeout, pollInterval)
 		owner := metav1.GetControllerOf(claim)
 		require.NotNil(t, owner)
