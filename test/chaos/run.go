@@ -28,6 +28,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
 // credentialsLabel is the opt-in label the provider is about to require on
@@ -210,7 +211,13 @@ func (r *run) setupSystem() (err error) {
 	if size*r.s.pools > 1<<16 {
 		return fmt.Errorf("%d claims in %d pools do not fit a /16", r.s.claims, r.s.pools)
 	}
-	defer recoverSeeding(&err)
+	// Seeding a real NetBox fails through its harness: a panic made error.
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("seeding the IPAM system: %w", err)
+		}
+	}()
+	defer (&netboxtarget.Harness{}).RecoverFatal(&err)
 	for i := range r.s.pools {
 		start := netip.AddrFrom4([4]byte{10, byte(base), byte(i * size >> 8), byte(i * size)})
 		p := netip.PrefixFrom(start, bits)
@@ -226,16 +233,6 @@ func (r *run) setupSystem() (err error) {
 	r.px.log = r.proxyLog
 	r.logf("IPAM system seeded: %d networks of /%d in 10.%d.0.0/16; fault proxy at %s", r.s.pools, bits, base, r.px.URL())
 	return nil
-}
-
-func recoverSeeding(err *error) {
-	if rec := recover(); rec != nil {
-		if f, ok := rec.(tbFatal); ok {
-			*err = fmt.Errorf("seeding the IPAM system: %s", f.msg)
-			return
-		}
-		panic(rec)
-	}
 }
 
 func containsAny(block netip.Prefix, records []record) bool {

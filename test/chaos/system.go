@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
 	"strconv"
-	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -57,7 +55,7 @@ type system interface {
 type netboxSystem struct {
 	target netboxtarget.Target
 	token  string
-	tb     *harnessTB
+	tb     *netboxtarget.Harness
 }
 
 func newNetboxSim() *netboxSystem {
@@ -69,12 +67,13 @@ func newNetboxSim() *netboxSystem {
 // newNetboxReal reaches the NetBox named by NETBOX_URL and the tokens of
 // the env file hack/netbox/up.sh prints.
 func newNetboxReal() (s *netboxSystem, err error) {
-	if !netboxtarget.Real() {
-		return nil, fmt.Errorf("-backend netbox-real needs NETBOX_URL and the tokens: source the env file hack/netbox/up.sh prints")
+	h := &netboxtarget.Harness{}
+	target, err := netboxtarget.NewReal(h)
+	if err != nil {
+		return nil, fmt.Errorf("-backend netbox-real: %w", err)
 	}
-	tb := &harnessTB{}
-	defer tb.recoverFatal(&err)
-	s = &netboxSystem{target: netboxtarget.New(tb), token: "fedcba9876543210fedcba9876543210fedcba98", tb: tb}
+	defer h.RecoverFatal(&err)
+	s = &netboxSystem{target: target, token: "fedcba9876543210fedcba9876543210fedcba98", tb: h}
 	s.target.AddToken(s.token, true)
 	return s, nil
 }
@@ -116,7 +115,7 @@ func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret
 
 func (s *netboxSystem) records() (out []record, err error) {
 	if s.tb != nil {
-		defer s.tb.recoverFatal(&err)
+		defer s.tb.RecoverFatal(&err)
 	}
 	for _, ip := range s.target.IPAddresses() {
 		p, perr := netip.ParsePrefix(ip.Address)
@@ -131,7 +130,7 @@ func (s *netboxSystem) records() (out []record, err error) {
 
 func (s *netboxSystem) close() {
 	if s.tb != nil {
-		s.tb.cleanup()
+		s.tb.Close()
 		return
 	}
 	s.target.Close()
@@ -206,38 +205,3 @@ func (s *wapiSystem) records() ([]record, error) {
 
 func (s *wapiSystem) close() { s.sim.Close() }
 
-// harnessTB lets the harness use netboxtarget, whose seeding reports
-// failures through a testing.TB: Fatalf panics with an error that
-// recoverFatal turns back into one. Only the methods netboxtarget calls
-// are implemented; the embedded nil TB supplies the unexported method.
-type harnessTB struct {
-	testing.TB
-	cleanups []func()
-}
-
-type tbFatal struct{ msg string }
-
-func (h *harnessTB) Helper()                        {}
-func (h *harnessTB) Cleanup(f func())               { h.cleanups = append(h.cleanups, f) }
-func (h *harnessTB) Fatalf(format string, a ...any) { panic(tbFatal{fmt.Sprintf(format, a...)}) }
-func (h *harnessTB) Fatal(a ...any)                 { panic(tbFatal{fmt.Sprint(a...)}) }
-func (h *harnessTB) Errorf(format string, a ...any) { fmt.Fprintf(os.Stderr, format+"\n", a...) }
-func (h *harnessTB) Logf(format string, a ...any)   { fmt.Fprintf(os.Stderr, format+"\n", a...) }
-
-func (h *harnessTB) cleanup() {
-	for i := len(h.cleanups) - 1; i >= 0; i-- {
-		h.cleanups[i]()
-	}
-	h.cleanups = nil
-}
-
-// recoverFatal, deferred, turns a Fatalf panic into *err.
-func (h *harnessTB) recoverFatal(err *error) {
-	if r := recover(); r != nil {
-		f, ok := r.(tbFatal)
-		if !ok {
-			panic(r)
-		}
-		*err = fmt.Errorf("%s", f.msg)
-	}
-}
