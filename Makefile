@@ -87,16 +87,23 @@ chaos-real-netbox: ## Run the full chaos run against a real NetBox 4.7.3 (300 cl
 		-claims 300 -seeds 1 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/real-netbox -out $(CHAOS_OUT)/chaos-real-netbox.txt
 
 # The end-to-end bench (test/bench): 1,000 claims at 10 ms per IPAM request
-# with 1, 10 and 50 workers on each simulator, then 10,000 on the NetBox
-# simulator (about 19 minutes on 2 shared cores, 7.5 of them the 10,000;
-# over the 15-minute aim). BENCH_FLAGS="-scale-claims 0"
-# leaves the 10,000 out; go run ./test/bench -h lists the rest.
+# with 1, 10 and 50 workers on each simulator (batches of up to 50), and
+# with 10 and 50 workers with batching off, then 10,000 on the NetBox
+# simulator. BENCH_FLAGS="-scale-claims 0" leaves the 10,000 out;
+# go run ./test/bench -h lists the rest. bench-real runs the same burst
+# against a real NetBox 4.7.3 that hack/netbox/up.sh installs and starts.
 BENCH_FLAGS ?=
+BENCH_REAL_FLAGS ?= -workers 10,50 -unbatched-workers 10 -scale-claims 0 -restart-window 0
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures and issue 15's targets (backend micro-benchmark, then end to end on envtest).
 	go test -run '^$$' -bench . -benchmem -count 5 ./backends/...
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/bench $(BENCH_FLAGS)
+
+.PHONY: bench-real
+bench-real: ## Run the end-to-end bench against a real NetBox 4.7.3 (1,000 claims, batching on and off), started by hack/netbox/up.sh (root).
+	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/bench -backends netbox-real $(BENCH_REAL_FLAGS)
 
 .PHONY: verify
 verify: generate ## Check that generated files are current and the code is formatted and vetted.

@@ -29,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
@@ -38,9 +39,11 @@ func main() { os.Exit(benchMain()) }
 
 func benchMain() int {
 	var (
-		backendsFlag  = flag.String("backends", "netbox-sim,wapi-sim", "IPAM simulators, comma-separated: netbox-sim, wapi-sim")
+		backendsFlag  = flag.String("backends", "netbox-sim,wapi-sim", "IPAM systems, comma-separated: netbox-sim, wapi-sim, netbox-real (the NetBox of NETBOX_URL and the env file hack/netbox/up.sh prints)")
 		claims        = flag.Int("claims", 1000, "claims per burst")
 		workersFlag   = flag.String("workers", "1,10,50", "claim-worker counts (--ipaddressclaim-concurrency), comma-separated")
+		batch         = flag.Int("batch", backends.DefaultMaxBatchSize, "the manager's --max-batch-size for the worker counts of -workers")
+		unbatchedFlag = flag.String("unbatched-workers", "10,50", "claim-worker counts also run with batching off (--max-batch-size=1), comma-separated; empty for none")
 		latency       = flag.Duration("latency", 10*time.Millisecond, "latency the simulator adds to every request")
 		restartWindow = flag.Duration("restart-window", 15*time.Second, "after the last worker count's burst, restart the manager and count the IPAM requests in this window; 0 for none")
 		scaleClaims   = flag.Int("scale-claims", 10000, "claims of the large burst (peak memory, requests after a restart); 0 for none")
@@ -57,6 +60,12 @@ func benchMain() int {
 	workers, err := parseInts(*workersFlag)
 	if err != nil {
 		return failure(err)
+	}
+	var unbatched []int
+	if strings.TrimSpace(*unbatchedFlag) != "" {
+		if unbatched, err = parseInts(*unbatchedFlag); err != nil {
+			return failure(err)
+		}
 	}
 	if *workDir == "" {
 		if *workDir, err = os.MkdirTemp("", "bench-"); err != nil {
@@ -84,7 +93,7 @@ func benchMain() int {
 	if b.c, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme.New()}); err != nil {
 		return failure(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 
 	fmt.Fprintln(os.Stderr, "measuring the API server's cost per write")
@@ -97,16 +106,23 @@ func benchMain() int {
 
 	var all, scale []*result
 	for _, backend := range splitList(*backendsFlag) {
-		var rows []*result
+		var configs []config
 		for i, w := range workers {
-			c := config{backend: backend, claims: *claims, workers: w, release: true}
+			c := config{backend: backend, claims: *claims, workers: w, batch: *batch, release: true}
 			if i == len(workers)-1 {
 				c.restartWindow = *restartWindow
 			}
-			fmt.Fprintf(os.Stderr, "%s: %d claims, %d workers\n", backend, c.claims, w)
+			configs = append(configs, c)
+		}
+		for _, w := range unbatched {
+			configs = append(configs, config{backend: backend, claims: *claims, workers: w, batch: 1, release: true})
+		}
+		var rows []*result
+		for _, c := range configs {
+			fmt.Fprintf(os.Stderr, "%s: %d claims, %d workers, batches of up to %d\n", backend, c.claims, c.workers, c.batch)
 			r, err := b.run(ctx, c)
 			if err != nil {
-				return failure(fmt.Errorf("%s, %d workers: %w", backend, w, err))
+				return failure(fmt.Errorf("%s, %d workers, batch %d: %w", backend, c.workers, c.batch, err))
 			}
 			rows = append(rows, r)
 		}
@@ -115,7 +131,7 @@ func benchMain() int {
 	}
 	if *scaleClaims > 0 {
 		for _, backend := range splitList(*scaleBackends) {
-			c := config{backend: backend, claims: *scaleClaims, workers: *scaleWorkers, restartWindow: *scaleWindow}
+			c := config{backend: backend, claims: *scaleClaims, workers: *scaleWorkers, batch: *batch, restartWindow: *scaleWindow}
 			fmt.Fprintf(os.Stderr, "%s: %d claims, %d workers\n", backend, c.claims, c.workers)
 			r, err := b.run(ctx, c)
 			if err != nil {
@@ -127,6 +143,7 @@ func benchMain() int {
 	}
 	printWriteCost(os.Stdout, cost, *writeSamples)
 	printTargets(os.Stdout, all, scale, *latency, cost)
+	printBatchTargets(os.Stdout, all)
 	fmt.Printf("\nmanager logs: %s\n", *workDir)
 	return 0
 }

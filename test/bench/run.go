@@ -29,6 +29,8 @@ type config struct {
 	backend string
 	claims  int
 	workers int
+	// batch is the manager's --max-batch-size: 1 turns batching off.
+	batch int
 	// restartWindow, when set, restarts the manager with every claim bound
 	// and counts the IPAM requests in this window after the restart.
 	restartWindow time.Duration
@@ -41,13 +43,17 @@ type config struct {
 type result struct {
 	config
 	title string
+	// simulated: the system answered at the bench's latency.
+	simulated bool
 	// validation is the requests of the pool's first validation.
 	validation int
 	wall       time.Duration
 	p50, p95   time.Duration
-	perClaim   float64
-	perResync  float64
-	perRelease float64
+	// releaseWall is from deleting the claims until the last is gone.
+	releaseWall time.Duration
+	perClaim    float64
+	perResync   float64
+	perRelease  float64
 	// apiPerClaim and apiPerRelease are the manager's API-server requests
 	// by verb, per claim.
 	apiPerClaim, apiPerRelease map[string]float64
@@ -77,15 +83,15 @@ const settle = controllers.DefaultRefreshInterval + 2*time.Second
 
 func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	// A stuck configuration fails instead of holding the machine.
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(cfg.claims)*50*time.Millisecond+2*cfg.restartWindow)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(cfg.claims)*100*time.Millisecond+2*cfg.restartWindow)
 	defer cancel()
 	sys, err := newSystem(cfg.backend, b.latency)
 	if err != nil {
 		return nil, err
 	}
 	defer sys.close()
-	res := &result{config: cfg, title: sys.title()}
-	ns := fmt.Sprintf("bench-%s-%d-%d", cfg.backend, cfg.claims, cfg.workers)
+	res := &result{config: cfg, title: sys.title(), simulated: sys.simulated()}
+	ns := fmt.Sprintf("bench-%s-%d-%d-b%d", cfg.backend, cfg.claims, cfg.workers, cfg.batch)
 	labels := map[string]string{clusterv1.WatchLabel: ns}
 
 	metricsAddr, err := freeAddr()
@@ -99,6 +105,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 			"--metrics-bind-address=" + metricsAddr,
 			"--health-probe-bind-address=0",
 			fmt.Sprintf("--ipaddressclaim-concurrency=%d", cfg.workers),
+			fmt.Sprintf("--max-batch-size=%d", cfg.batch),
 			"--graceful-shutdown-timeout=5s",
 		}}
 	if err := mgr.Start(); err != nil {
@@ -239,6 +246,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 			return nil, err
 		}
 		before = sys.requests()
+		deleted := time.Now()
 		if err := b.c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
 			return nil, err
 		}
@@ -250,6 +258,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		}); err != nil {
 			return nil, fmt.Errorf("releasing (log %s): %w", mgr.LogPath, err)
 		}
+		res.releaseWall = time.Since(deleted)
 		time.Sleep(settle)
 		res.perRelease = float64(sys.requests()-before) / float64(cfg.claims)
 		m1, err := scrape(ctx, metricsAddr)

@@ -11,11 +11,16 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
 // benchCIDR is large enough for the 10,000-claim run.
 const benchCIDR = "10.170.0.0/16"
+
+// realBenchCIDR is the real NetBox's: its database outlives a run and is
+// shared with the test suites, which keep to other prefixes.
+const realBenchCIDR = "10.173.0.0/16"
 
 // benchRateLimit lets the provider, not the client-side limit, set the pace.
 var benchRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 10000, Burst: 10000, MaxConcurrentRequests: 1000}
@@ -30,17 +35,22 @@ type system interface {
 	newPool(namespace, name, secret string, labels map[string]string) client.Object
 	// requests counts every request received so far, whatever it was for.
 	requests() int
+	// simulated says whether the system is a simulator answering at the
+	// bench's latency (a real system's latency is its own).
+	simulated() bool
 	close()
 }
 
 func newSystem(backend string, latency time.Duration) (system, error) {
 	switch backend {
 	case "netbox-sim":
-		s := &netboxSystem{sim: netboxsim.New(), token: "0123456789abcdef0123456789abcdef01234567"}
-		s.sim.AddToken(s.token, true)
-		s.sim.AddPrefixWithGateway(benchCIDR, netboxsim.PrefixOptions{})
-		s.sim.SetLatency(latency)
+		s := &netboxSystem{target: netboxsim.New(), token: "0123456789abcdef0123456789abcdef01234567", cidr: benchCIDR}
+		s.target.AddToken(s.token, true)
+		s.target.AddPrefixWithGateway(s.cidr, netboxsim.PrefixOptions{})
+		s.target.SetLatency(latency)
 		return s, nil
+	case "netbox-real":
+		return newRealNetbox()
 	case "wapi-sim":
 		s := &wapiSystem{sim: wapisim.NewTLS(), password: "bench-password"}
 		s.sim.AddUser("capi", s.password, wapisim.Permissions{Write: true, Superuser: true})
@@ -50,18 +60,52 @@ func newSystem(backend string, latency time.Duration) (system, error) {
 		s.sim.SetLatency(latency)
 		return s, nil
 	}
-	return nil, fmt.Errorf("unknown backend %q: want netbox-sim or wapi-sim", backend)
+	return nil, fmt.Errorf("unknown backend %q: want netbox-sim, netbox-real or wapi-sim", backend)
 }
 
+// netboxSystem is the NetBox simulator, or a real NetBox behind
+// netboxtarget's counting proxy (which swaps the bench's token for a real
+// one, so that NetBox still authenticates every request).
 type netboxSystem struct {
-	sim   *netboxsim.Server
-	token string
+	target netboxtarget.Target
+	token  string
+	cidr   string
+	// harness is the real NetBox's, nil for the simulator.
+	harness *netboxtarget.Harness
 }
 
-func (s *netboxSystem) title() string    { return "NetBox simulator" }
+// newRealNetbox reaches the NetBox named by NETBOX_URL and the tokens of the
+// env file hack/netbox/up.sh prints.
+func newRealNetbox() (s *netboxSystem, err error) {
+	h := &netboxtarget.Harness{}
+	target, err := netboxtarget.NewReal(h)
+	if err != nil {
+		return nil, fmt.Errorf("netbox-real: %w", err)
+	}
+	defer h.RecoverFatal(&err)
+	s = &netboxSystem{target: target, token: "0123456789abcdef0123456789abcdef01234567", cidr: realBenchCIDR, harness: h}
+	s.target.AddToken(s.token, true)
+	s.target.AddPrefixWithGateway(s.cidr, netboxsim.PrefixOptions{})
+	return s, nil
+}
+
+func (s *netboxSystem) title() string {
+	if s.harness != nil {
+		return "NetBox (real)"
+	}
+	return "NetBox simulator"
+}
 func (s *netboxSystem) poolKind() string { return "NetboxIPPool" }
-func (s *netboxSystem) requests() int    { return len(s.sim.Calls()) }
-func (s *netboxSystem) close()           { s.sim.Close() }
+func (s *netboxSystem) requests() int    { return len(s.target.Calls()) }
+func (s *netboxSystem) simulated() bool  { return s.harness == nil }
+
+func (s *netboxSystem) close() {
+	if s.harness != nil {
+		s.harness.Close()
+		return
+	}
+	s.target.Close()
+}
 
 func (s *netboxSystem) secretData() map[string][]byte {
 	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
@@ -71,9 +115,9 @@ func (s *netboxSystem) newPool(namespace, name, secret string, labels map[string
 	return &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: v1alpha1.NetboxIPPoolSpec{
-			Connection: v1alpha1.NetboxConnection{URL: s.sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
+			Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
 				RateLimit: benchRateLimit},
-			Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: benchCIDR}}},
+			Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: s.cidr}}},
 		},
 	}
 }
@@ -87,6 +131,7 @@ type wapiSystem struct {
 func (s *wapiSystem) title() string    { return "WAPI simulator" }
 func (s *wapiSystem) poolKind() string { return "InfobloxIPPool" }
 func (s *wapiSystem) requests() int    { return len(s.sim.Calls()) }
+func (s *wapiSystem) simulated() bool  { return true }
 func (s *wapiSystem) close()           { s.sim.Close() }
 
 func (s *wapiSystem) secretData() map[string][]byte {
