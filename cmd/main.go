@@ -87,10 +87,13 @@ func main() {
 		GracefulShutdownTimeout:       &shutdownTimeout,
 		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:        probeAddr,
+		// Nothing reads managedFields, and at thousands of claims they are
+		// a large share of what the cache holds.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	}
 	if watchNamespace != "" {
 		// Global pools read their Secrets from the manager's namespace.
-		mgrOpts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{watchNamespace: {}, opts.ManagerNamespace: {}}}
+		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}, opts.ManagerNamespace: {}}
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
 	if err != nil {
