@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
@@ -28,7 +30,6 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
@@ -58,10 +59,8 @@ const (
 // backend only to allocate, look up and release.
 type ClaimReconciler struct {
 	Client client.Client
-	// APIReader reads past the cache where a stale answer could hand out an
-	// address from a pool that is being deleted.
-	APIReader client.Reader
-	InFlight  *InFlight
+	// InFlight keeps allocations and pool deletions apart.
+	InFlight *InFlight
 	// Tombstones learns of the grace periods releases start, for the audit.
 	Tombstones *Tombstones
 	Recorder   events.EventRecorder
@@ -181,18 +180,13 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", kind.Kind, claim.Spec.PoolRef.Name, err)
 	}
 
-	patchHelper, err := patch.NewHelper(claim, r.Client)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	claimPatch := newClaimPatch(claim)
 	defer func() {
 		trackWaiting(claim, kind)
 		if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
 			r.waits.forget(req.NamespacedName)
 		}
-		if err := patchHelper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{
-			ipamv1.IPAddressClaimReadyCondition, clusterv1.PausedCondition,
-		}}); err != nil {
+		if err := claimPatch.apply(ctx, r.Client, claim); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
@@ -230,8 +224,13 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 	}
 
 	// The finalizer is persisted before anything is reserved, so a claim
-	// can never be deleted without its address being released.
-	if controllerutil.AddFinalizer(claim, ClaimFinalizer) {
+	// can never be deleted without its address being released. The
+	// Machine's name, which the records will carry, goes in the same write.
+	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
+		if err := r.MachineNames.Ensure(ctx, claim); err != nil {
+			return ctrl.Result{}, err
+		}
+		controllerutil.AddFinalizer(claim, ClaimFinalizer)
 		return ctrl.Result{}, nil
 	}
 
@@ -268,6 +267,10 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		log.Info("IPAddress is being deleted while its claim exists, recreating it")
 		setClaimReady(claim, metav1.ConditionFalse, AddressDeletedReason,
 			fmt.Sprintf("IPAddress %s is being deleted; it is written again with the same address", address.Name))
+		keepReservation(claim, address)
+		if err := r.persistReservation(ctx, claim); err != nil {
+			return ctrl.Result{}, err
+		}
 		if err := r.removeAddressFinalizer(ctx, address); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -308,13 +311,11 @@ func (r *ClaimReconciler) wait(claim *ipamv1.IPAddressClaim) ctrl.Result {
 // reservation by its marker.
 func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	// Registered before the pool is read afresh: the pool reconciler lets a
-	// deleted pool go only when no allocation is under way (see InFlight).
-	defer r.InFlight.start(pool.GetUID())()
-	if deleting, err := r.poolDeleting(ctx, kind, pool); err != nil || deleting {
-		if err != nil {
-			return ctrl.Result{}, err
-		}
+	// The pool reconciler lets a deleted pool go only when no allocation
+	// from it is under way, and refuses new ones first (see InFlight).
+	done, open := r.InFlight.start(pool.GetUID())
+	defer done()
+	if !open || !pool.GetDeletionTimestamp().IsZero() {
 		return r.poolBeingDeleted(claim, kind, pool), nil
 	}
 	if err := r.MachineNames.Ensure(ctx, claim); err != nil {
@@ -329,7 +330,6 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		return r.allocationFailed(claim, err)
 	}
 
-	recordReservation(claim, alloc)
 	address, err := r.newIPAddress(claim, pool, alloc)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -345,6 +345,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressAllocatedReason, "Allocate",
 		"Allocated %s from %s %s (%s)", alloc.Address, kind.Kind, pool.GetName(), alloc.Reference)
 
+	forgetReservation(claim)
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 	setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
 	return ctrl.Result{}, nil
@@ -354,19 +355,6 @@ func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind Po
 	setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
 		fmt.Sprintf("%s %s is being deleted and gives no address out", kind.Kind, pool.GetName()))
 	return r.wait(claim)
-}
-
-// poolDeleting reads the pool from the API server, not the cache, and says
-// whether it is being deleted (or gone).
-func (r *ClaimReconciler) poolDeleting(ctx context.Context, kind PoolKind, pool Pool) (bool, error) {
-	if !pool.GetDeletionTimestamp().IsZero() {
-		return true, nil
-	}
-	live, err := getPool(ctx, r.APIReader, kind, pool.GetNamespace(), pool.GetName())
-	if err != nil {
-		return false, fmt.Errorf("reading %s %s: %w", kind.Kind, pool.GetName(), err)
-	}
-	return live == nil || live.GetUID() != pool.GetUID() || !live.GetDeletionTimestamp().IsZero(), nil
 }
 
 func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err error) (ctrl.Result, error) {
@@ -479,9 +467,9 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressCl
 	return nil
 }
 
-// recordReservation notes where the claim's address lives, on the claim and
-// its IPAddress, so that a release finds that record whatever becomes of
-// the pool's spec or the IPAddress.
+// recordReservation notes on the IPAddress where the claim's address lives,
+// so that a release finds that record whatever becomes of the pool's spec;
+// the claim takes the note over if the IPAddress is let go before it.
 func recordReservation(obj metav1.Object, alloc backends.Allocation) {
 	a := obj.GetAnnotations()
 	if a == nil {
@@ -492,24 +480,49 @@ func recordReservation(obj metav1.Object, alloc backends.Allocation) {
 	obj.SetAnnotations(a)
 }
 
-// recordedReservation is where the claim's address was reserved: from the
-// claim's annotations, else its IPAddress's, with the IPAddress's address.
+// recordedReservation is where the claim's address was reserved: from its
+// IPAddress, which holds it while it lives, else from the claim, which takes
+// it over when its IPAddress is let go (see keepReservation).
 func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) backends.Reservation {
 	var last backends.Reservation
-	recorded := []metav1.Object{claim}
+	var recorded []metav1.Object
 	if address != nil {
 		recorded = append(recorded, address)
 	}
-	for _, o := range recorded {
-		if ref := o.GetAnnotations()[v1alpha1.ReservationRecordAnnotation]; ref != "" && last.Reference == "" {
+	for _, o := range append(recorded, claim) {
+		if ref := o.GetAnnotations()[v1alpha1.ReservationRecordAnnotation]; ref != "" {
 			last.Reference = ref
 			last.Endpoint = o.GetAnnotations()[v1alpha1.ReservationEndpointAnnotation]
+			break
 		}
 	}
 	if address != nil {
 		last.Address, _ = addressPrefix(address)
 	}
 	return last
+}
+
+// keepReservation copies where the address was reserved from an IPAddress
+// about to be let go onto its claim, so that the record is never forgotten:
+// the IPAddress carries it alone otherwise, which spares every new claim a
+// write.
+func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
+	ref := address.Annotations[v1alpha1.ReservationRecordAnnotation]
+	if ref == "" {
+		return
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[v1alpha1.ReservationRecordAnnotation] = ref
+	claim.Annotations[v1alpha1.ReservationEndpointAnnotation] = address.Annotations[v1alpha1.ReservationEndpointAnnotation]
+}
+
+// forgetReservation drops what the claim kept of a reservation once a new
+// IPAddress holds it.
+func forgetReservation(claim *ipamv1.IPAddressClaim) {
+	delete(claim.Annotations, v1alpha1.ReservationRecordAnnotation)
+	delete(claim.Annotations, v1alpha1.ReservationEndpointAnnotation)
 }
 
 // backendClaim describes the claim to the backend.
@@ -560,6 +573,29 @@ func (r *ClaimReconciler) newIPAddress(claim *ipamv1.IPAddressClaim, pool Pool, 
 		return nil, fmt.Errorf("setting the pool as owner: %w", err)
 	}
 	return address, nil
+}
+
+// persistReservation writes what keepReservation copied onto the claim at
+// once: it must be on the claim before the IPAddress is let go.
+func (r *ClaimReconciler) persistReservation(ctx context.Context, claim *ipamv1.IPAddressClaim) error {
+	kept := map[string]string{}
+	for _, k := range []string{v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation} {
+		if v, ok := claim.Annotations[k]; ok {
+			kept[k] = v
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": kept}})
+	if err != nil {
+		return err
+	}
+	obj := claim.DeepCopy()
+	if err := r.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body)); err != nil {
+		return fmt.Errorf("keeping the reservation on the claim: %w", err)
+	}
+	return nil
 }
 
 func (r *ClaimReconciler) removeAddressFinalizer(ctx context.Context, address *ipamv1.IPAddress) error {

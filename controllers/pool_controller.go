@@ -292,7 +292,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 		// end of an allocation, which makes no event.
 		return ctrl.Result{RequeueAfter: r.retries.next(client.ObjectKeyFromObject(pool))}, nil
 	}
-	if n := r.InFlight.count(pool.GetUID()); n > 0 {
+	if n := r.InFlight.close(pool.GetUID()); n > 0 {
 		return waitFor(fmt.Sprintf("waiting for %d allocations from the pool to finish", n))
 	}
 	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: r.Kind.Kind, Name: pool.GetName()}

@@ -72,7 +72,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	tombstones := &Tombstones{}
 	claims := &ClaimReconciler{
 		Client:                  mgr.GetClient(),
-		APIReader:               mgr.GetAPIReader(),
 		InFlight:                inFlight,
 		Tombstones:              tombstones,
 		Recorder:                mgr.GetEventRecorder("ipam-bridge-claim-controller"),

@@ -65,9 +65,9 @@ const (
 // receive the credentials.
 const CredentialsLabel = "ipam.cluster.x-k8s.io/bridge-credentials"
 
-// Annotations on IPAddressClaims and IPAddresses that record where a
-// reservation lives, so that its release finds it whatever becomes of the
-// pool's spec.
+// Annotations on IPAddresses that record where a reservation lives, so that
+// its release finds it whatever becomes of the pool's spec. A claim whose
+// IPAddress is deleted before it takes them over.
 const (
 	// ReservationEndpointAnnotation names the IPAM system (NetBox's URL, the
 	// grid's WAPI URL).

@@ -17,6 +17,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
@@ -43,6 +44,40 @@ func TestLostIPAddressIsRecreatedWithTheSameAddress(t *testing.T) {
 
 		assert.Len(t, f.markedRecords(), 1)
 		assert.Equal(t, 1, f.sys.allocationRequests(), "one reservation was ever made")
+	})
+}
+
+// The IPAddress alone records where its reservation lives; when it is let go
+// while the IPAM system cannot be reached, the claim takes the record over
+// until a new IPAddress holds it.
+func TestLostIPAddressHandsItsRecordToTheClaim(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.39.0.0/24")
+		f.createPool("pool", "10.39.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		first := f.waitBound(claim)
+		record := first.Annotations[v1alpha1.ReservationRecordAnnotation]
+		require.NotEmpty(t, record)
+		assert.Empty(t, f.getClaim(claim).Annotations[v1alpha1.ReservationRecordAnnotation], "a new claim is not written for it")
+
+		f.sys.failAllRequests()
+		require.NoError(t, k8s.Delete(f.ctx, first))
+		f.waitGone(first)
+		got := f.getClaim(claim)
+		assert.Equal(t, record, got.Annotations[v1alpha1.ReservationRecordAnnotation])
+		assert.Equal(t, first.Annotations[v1alpha1.ReservationEndpointAnnotation], got.Annotations[v1alpha1.ReservationEndpointAnnotation])
+
+		f.sys.clearFaults()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			again := &ipamv1.IPAddress{}
+			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), again))
+			assert.Equal(c, first.Spec.Address, again.Spec.Address)
+			assert.Equal(c, record, again.Annotations[v1alpha1.ReservationRecordAnnotation])
+			got := &ipamv1.IPAddressClaim{}
+			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
+			assert.NotContains(c, got.Annotations, v1alpha1.ReservationRecordAnnotation, "the new IPAddress holds it")
+		}, waitTimeout, pollInterval)
+		assert.Len(t, f.markedRecords(), 1)
 	})
 }
 
