@@ -65,7 +65,8 @@
 // InjectFault/ClearFaults (httpfault kinds: FaultStatus answers with the
 // httpd's HTML error page, FaultDrop closes without processing,
 // FaultLoseResponse processes then closes, FaultLatency sleeps then
-// processes), SetLatency for every request, Calls/ResetCalls,
+// processes; Fault.BodyContains tells apart request objects by their
+// operations), SetLatency for every request, Calls/ResetCalls,
 // CountCalls(method, pathPrefix) and CountObjectCalls(method, objtype),
 // which ignores the WAPI version.
 //
