@@ -342,6 +342,9 @@ func (b *Backend) deleteAll(ctx context.Context, found map[string][]object) map[
 // request object; each marker's objects are sorted by address.
 func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[string][]object, error) {
 	types := b.objectTypes()
+	if len(markers) == 0 || len(types) == 0 {
+		return map[string][]object{}, nil
+	}
 	var ops []*ibclient.RequestBody
 	for _, m := range markers {
 		for _, t := range types {
