@@ -79,7 +79,8 @@ func newInfobloxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (
 			CommentPattern:       spec.Reservation.CommentPattern,
 			ExtensibleAttributes: spec.Reservation.ExtensibleAttributes,
 		},
-		HTTP: infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("infoblox"), Limits: opts.Limits},
+		HTTP:  infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("infoblox"), Limits: opts.Limits},
+		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize},
 	}
 	if dns := spec.Reservation.DNS; dns != nil {
 		cfg.Reservation.DNS = &infoblox.DNS{Zone: dns.Zone, View: dns.View}

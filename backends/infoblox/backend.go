@@ -32,6 +32,10 @@ type Backend struct {
 	builder *ibclient.WapiRequestBuilder
 	// sources are resolved by each successful validation and reused.
 	sources backends.Prepared[[]resolvedSource]
+
+	// Coalesce the claims allocated or released at once.
+	allocations *backends.Batcher[backends.Claim, backends.Allocation]
+	releases    *backends.Batcher[releaseCall, struct{}]
 }
 
 // resolvedSource is a source as the grid holds it: network is the network
@@ -84,6 +88,8 @@ func New(cfg Config) (*Backend, error) {
 		authCfg: ibclient.AuthConfig{Username: cfg.Username, Password: cfg.Password},
 	}
 	b.builder, _ = ibclient.NewWapiRequestBuilder(b.hostCfg, b.authCfg)
+	b.allocations = backends.NewBatcher(cfg.Batch, b.allocateBatch)
+	b.releases = backends.NewBatcher(cfg.Batch, b.releaseBatch)
 	if b.name, err = backends.ParsePattern("name", cfg.Reservation.NamePattern); err != nil {
 		return nil, err
 	}
@@ -166,8 +172,19 @@ func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Al
 
 // Allocate returns the claim's address, reserving the next available one of
 // the first source with space when the grid holds none for the claim.
+// Claims allocated at once share one request object for their marker
+// searches and one for their objects (see allocateBatch).
 func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
-	// Prepared first: NIOS refuses a search on an undefined attribute.
+	// Prepared first: NIOS refuses a search on an undefined attribute, and
+	// a pool that does not validate fails its own claims only.
+	if _, err := b.prepared(ctx); err != nil {
+		return backends.Allocation{}, err
+	}
+	return b.allocations.Do(ctx, claim)
+}
+
+// allocateOne is Allocate for a claim that arrived alone.
+func (b *Backend) allocateOne(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
 	sources, err := b.prepared(ctx)
 	if err != nil {
 		return backends.Allocation{}, err
@@ -180,14 +197,19 @@ func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.
 		}
 		return b.toAllocation(kept, sources)
 	}
-	var exhausted []string
+	return b.allocateFromSources(ctx, claim, sources, nil)
+}
+
+// allocateFromSources creates the claim's object in the first of sources
+// with space; exhausted describes the full sources tried before.
+func (b *Backend) allocateFromSources(ctx context.Context, claim backends.Claim, sources []resolvedSource, exhausted []string) (backends.Allocation, error) {
 	for _, src := range sources {
 		kept, err := b.allocateFrom(ctx, claim, src)
 		switch {
 		case err == nil:
 			return b.toAllocation(kept, sources)
 		case errors.Is(err, backends.ErrExhausted):
-			exhausted = append(exhausted, fmt.Sprintf("%s (grid: %q)", src, wapiText(err)))
+			exhausted = append(exhausted, fullSource(src, err))
 		default:
 			return backends.Allocation{}, err
 		}
@@ -228,18 +250,33 @@ func (b *Backend) allocateFrom(ctx context.Context, claim backends.Claim, src re
 	return created, nil
 }
 
+// fullSource describes a source the grid says is full, for errors.
+func fullSource(src resolvedSource, err error) string {
+	return fmt.Sprintf("%s (grid: %q)", src, wapiText(err))
+}
+
 // adoptExisting finds the objects carrying the claim's marker and keeps the
-// one with the lowest address, releasing the others. NIOS records no creation
-// time on fixed addresses, and next-available hands out addresses in order,
-// so the lowest is the first made; repeated calls keep the same one.
+// one with the lowest address, releasing the others (see keepOwn).
 func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (object, bool, error) {
 	sources, err := b.prepared(ctx)
 	if err != nil {
 		return object{}, false, err
 	}
 	all, err := b.findByMarker(ctx, claim.Marker)
-	if err != nil || len(all) == 0 {
+	if err != nil {
 		return object{}, false, err
+	}
+	return b.keepOwn(ctx, claim, all, sources)
+}
+
+// keepOwn keeps, of the objects carrying the claim's marker (sorted by
+// address), the one with the lowest address in the pool's sources and
+// releases the others. NIOS records no creation time on fixed addresses,
+// and next-available hands out addresses in order, so the lowest is the
+// first made; repeated calls keep the same one.
+func (b *Backend) keepOwn(ctx context.Context, claim backends.Claim, all []object, sources []resolvedSource) (object, bool, error) {
+	if len(all) == 0 {
+		return object{}, false, nil
 	}
 	// Only what this pool could have given is adopted, or deleted as a
 	// duplicate (the search is already limited to the network view).
@@ -270,9 +307,15 @@ func (b *Backend) Endpoint() string {
 // lookup fails. It needs no validation, and the recorded reference (which
 // names its object type and network view) reaches the object even after the
 // pool's object type, view or sources changed.
+// Claims released at once share one request object for their marker
+// searches and one for their deletions (see releaseBatch).
 func (b *Backend) Release(ctx context.Context, claim backends.Claim, last backends.Reservation) error {
-	return b.release(ctx, claim, last, func(ctx context.Context, o object) error { return b.deleteObject(ctx, o.Ref) })
+	_, err := b.releases.Do(ctx, releaseCall{claim: claim, last: last})
+	return err
 }
+
+// deleteDrop deletes an object by reference: what Release does to each.
+func (b *Backend) deleteDrop(ctx context.Context, o object) error { return b.deleteObject(ctx, o.Ref) }
 
 // Retire keeps the claim's objects as tombstones instead of deleting them.
 func (b *Backend) Retire(ctx context.Context, claim backends.Claim, last backends.Reservation, at time.Time) error {
@@ -282,8 +325,16 @@ func (b *Backend) Retire(ctx context.Context, claim backends.Claim, last backend
 
 // release finds the claim's objects and lets drop delete or retire each.
 func (b *Backend) release(ctx context.Context, claim backends.Claim, last backends.Reservation, drop func(context.Context, object) error) error {
-	released := map[string]bool{}
 	found, searchErr := b.findByMarker(ctx, claim.Marker)
+	return b.settleRelease(ctx, claim, last, found, searchErr, drop)
+}
+
+// settleRelease is release once the marker search has answered (found, or
+// searchErr): it drops what was found and, when the search did not find
+// it, the recorded object, or says why nothing was released.
+func (b *Backend) settleRelease(ctx context.Context, claim backends.Claim, last backends.Reservation,
+	found []object, searchErr error, drop func(context.Context, object) error) error {
+	released := map[string]bool{}
 	if errors.Is(searchErr, backends.ErrUnavailable) || errors.Is(searchErr, backends.ErrUnauthorized) || errors.Is(searchErr, backends.ErrForbidden) {
 		return searchErr
 	}

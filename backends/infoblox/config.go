@@ -118,6 +118,9 @@ type Config struct {
 	MarkerEA string
 
 	HTTP HTTPOptions
+	// Batch bounds how many claims allocated or released at once share
+	// one request object.
+	Batch backends.BatchOptions
 }
 
 func (c *Config) setDefaults() {

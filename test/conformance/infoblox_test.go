@@ -101,8 +101,11 @@ func (h *infobloxHarness) Disown(t *testing.T, addr netip.Addr) {
 	t.Fatalf("no object holds %s", addr)
 }
 
+// LoseNextAllocationAnswer loses the answer of the next POST asking for a
+// next available address: a lone claim's create, or a batch's request
+// object (whose searches ask for none).
 func (h *infobloxHarness) LoseNextAllocationAnswer(*testing.T) {
-	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: h.createPath()})
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", BodyContains: "func:nextavailableip"})
 }
 
 func (h *infobloxHarness) createPath() string {

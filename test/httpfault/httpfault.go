@@ -4,6 +4,7 @@
 package httpfault
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -35,6 +36,9 @@ type Fault struct {
 	Kind         Kind
 	Method       string // "" = any
 	PathContains string
+	// BodyContains, if set, must occur in the request body: it tells apart
+	// requests to one path, such as the operations of a WAPI request object.
+	BodyContains string
 	Times        int // matching requests affected; default 1
 	Status       int // Status; default 503
 	Latency      time.Duration
@@ -66,12 +70,21 @@ func (q *Queue) Clear() {
 	q.faults = nil
 }
 
-// Take consumes one use of the first fault matching the request.
-func (q *Queue) Take(method, path string) (Fault, bool) {
+// Take consumes one use of the first fault matching the request, of those
+// that look at no body.
+func (q *Queue) Take(method, path string) (Fault, bool) { return q.take(method, path, nil) }
+
+// TakeWithBody is Take for a request with its body.
+func (q *Queue) TakeWithBody(method, path string, body []byte) (Fault, bool) {
+	return q.take(method, path, body)
+}
+
+func (q *Queue) take(method, path string, body []byte) (Fault, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i, f := range q.faults {
-		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) {
+		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) &&
+			(f.BodyContains == "" || body != nil && bytes.Contains(body, []byte(f.BodyContains))) {
 			f.Times--
 			if f.Times == 0 {
 				q.faults = append(q.faults[:i:i], q.faults[i+1:]...)
@@ -155,7 +168,11 @@ func CloseWithoutResponse(w http.ResponseWriter) {
 // ends latency waits early when the server shuts down.
 func Serve(w http.ResponseWriter, r *http.Request, q *Queue, log *Log, closing <-chan struct{},
 	writeStatus func(http.ResponseWriter, int) int, handle func(http.ResponseWriter) int) {
-	f, faulty := q.Take(r.Method, r.URL.Path)
+	// The body is read here so that faults may match on it; the handler
+	// reads it again.
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	f, faulty := q.TakeWithBody(r.Method, r.URL.Path, body)
 	if faulty && f.Kind == Latency && !Sleep(f.Latency, closing) {
 		log.Record(r, 0)
 		CloseWithoutResponse(w)

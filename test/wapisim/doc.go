@@ -35,6 +35,22 @@
 // GET/PUT/DELETE by reference, POST creates (with func:nextavailableip or
 // the _object_function form in address fields).
 //
+// # Request object
+//
+// POST /wapi/vX/request runs one operation (a JSON object) or a list of
+// them, each {"method", "object", "data", "args"} and, in a list,
+// "enable_substitution", "assign_state" and "discard"; methods GET, POST,
+// PUT, DELETE, and STATE:ASSIGN and STATE:DISPLAY in a list. GET search
+// fields come in data (as in the reference's examples) or args; args carry
+// what the URI of the plain call would (_return_fields, _return_fields+,
+// _max_results, ...). The operations run in order under the server lock as
+// one transaction: if one fails, the earlier ones are undone and the answer
+// is the failing operation's error. One operation is answered as the plain
+// call; a list with 200 and the list of the results not discarded.
+// func:nextavailableip in several POSTs of one request hands out distinct
+// addresses. Faults, latency and call counting apply to the HTTP request,
+// so one request object is one call. See request.go for the best guesses.
+//
 // # Seeding and inspection (no HTTP, no permission checks)
 //
 // AddNetworkView, AddNetwork, AddRange, AddEADefinition, AddDNSView,
@@ -49,7 +65,8 @@
 // InjectFault/ClearFaults (httpfault kinds: FaultStatus answers with the
 // httpd's HTML error page, FaultDrop closes without processing,
 // FaultLoseResponse processes then closes, FaultLatency sleeps then
-// processes), SetLatency for every request, Calls/ResetCalls,
+// processes; Fault.BodyContains tells apart request objects by their
+// operations), SetLatency for every request, Calls/ResetCalls,
 // CountCalls(method, pathPrefix) and CountObjectCalls(method, objtype),
 // which ignores the WAPI version.
 //
@@ -105,8 +122,11 @@
 //     values, modifier errors, read-only fields, page ids, not-allowed
 //     operations) are modelled on sourced ones; NIOS's wording may differ,
 //     its status and code (400, Client.Ibap.Proto) should not.
+//   - Request object: assign_state takes top-level fields and "*EA" only
+//     (not "ipv4addrs[1]" array members); scheduling and approval
+//     arguments in args are refused like any unknown argument.
 //   - Not simulated at all: scheduling (_schedinfo), approval workflows,
-//     the request and fileop objects, CSV import/export, permissions
+//     the fileop object, CSV import/export, permissions
 //     beyond write/superuser, DNS and DHCP services (restarts, leases,
 //     conflicts: is_conflict is always false), discovery, cloud API
 //     ownership (cloud_info is a fixed default), multiple grid members

@@ -311,34 +311,17 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user, rest s
 		s.mu.Unlock()
 		return writeResponse(w, response{http.StatusOK, map[string]any{}})
 	}
+	if c.ref == "" && c.typ == typeRequest {
+		return s.serveRequestObject(w, r, u, raw)
+	}
 	if !knownType(c.typ) {
 		return writeResponse(w, errResponse(errUnknownObjectType(c.typ)))
 	}
-	if r.Method != http.MethodGet && !u.perms.Write && !u.perms.Superuser {
+	if !u.may(r.Method, c.typ, c.ref) {
 		return writeForbidden(w, r)
 	}
 	s.mu.Lock()
-	var resp response
-	switch {
-	case r.Method == http.MethodGet && c.ref == "":
-		resp = c.search()
-	case r.Method == http.MethodGet:
-		resp = c.get()
-	case r.Method == http.MethodPost && c.ref == "":
-		if c.typ == typeEADef && !u.perms.Superuser {
-			s.mu.Unlock()
-			return writeForbidden(w, r)
-		}
-		resp = c.create()
-	case r.Method == http.MethodPut && c.ref != "":
-		resp = c.update()
-	case r.Method == http.MethodDelete && c.ref != "":
-		resp = c.delete()
-	default:
-		// Best guess: WAPI answers an unsupported method/target pair as a
-		// protocol error.
-		resp = errResponse(errProto("Method %s not allowed for this request", r.Method))
-	}
+	resp := c.handle(r.Method)
 	var created []Object
 	hook := s.onAlloc
 	if resp.status < 300 && hook != nil {
@@ -351,6 +334,40 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, u user, rest s
 		hook(o)
 	}
 	return writeResponse(w, resp)
+}
+
+// may says whether the user may call method on the object type: reads are
+// open to every user, writes need Write, and defining extensible
+// attributes needs Superuser.
+func (u user) may(method, typ, ref string) bool {
+	switch {
+	case method == http.MethodGet:
+		return true
+	case !u.perms.Write && !u.perms.Superuser:
+		return false
+	case method == http.MethodPost && ref == "" && typ == typeEADef:
+		return u.perms.Superuser
+	}
+	return true
+}
+
+// handle runs one WAPI call; the caller holds s.mu.
+func (c *request) handle(method string) response {
+	switch {
+	case method == http.MethodGet && c.ref == "":
+		return c.search()
+	case method == http.MethodGet:
+		return c.get()
+	case method == http.MethodPost && c.ref == "":
+		return c.create()
+	case method == http.MethodPut && c.ref != "":
+		return c.update()
+	case method == http.MethodDelete && c.ref != "":
+		return c.delete()
+	}
+	// Best guess: WAPI answers an unsupported method/target pair as a
+	// protocol error.
+	return errResponse(errProto("Method %s not allowed for this request", method))
 }
 
 // writeResponse writes a JSON answer the way NIOS formats it: errors as the

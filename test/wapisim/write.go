@@ -158,6 +158,8 @@ func (c *request) create() response {
 	}
 	b := &body{m: m}
 	o := &object{typ: c.typ, extra: map[string]any{}}
+	// A request object shares pending addresses between its operations.
+	pendingBefore := len(c.pending)
 	if v, ok := m["extattrs"]; ok {
 		eas, werr := c.parseEAs(v)
 		if werr != nil {
@@ -192,7 +194,7 @@ func (c *request) create() response {
 		return errResponse(*werr2)
 	}
 	c.s.db.insert(o)
-	if len(c.pending) > 0 {
+	if len(c.pending) > pendingBefore {
 		c.allocs = append(c.allocs, o)
 	}
 	return c.answerWrite(http.StatusCreated, o, opts)

@@ -373,6 +373,61 @@ var clientCases = []clientCase{
 		// page, and asking for a used page id again fails.
 		want: []any{[]string{"10.1.0.5", "10.1.0.6"}, []string{"10.1.0.7"}, "", true},
 	},
+	{
+		// CreateMultiObject sends a MultiRequest: a JSON list of operations
+		// to the request object, run in one transaction.
+		name: "CreateMultiObject allocates distinct addresses and displays the state",
+		seed: seedNetwork,
+		run: func(t *testing.T, e *env) any {
+			next := func(tenant string) *ibclient.RequestBody {
+				return &ibclient.RequestBody{Method: "POST", Object: "fixedaddress",
+					Data: map[string]any{"ipv4addr": "func:nextavailableip:10.1.0.0/24", "match_client": "RESERVED",
+						"extattrs": map[string]any{"Tenant": map[string]any{"value": tenant}}},
+					Args: map[string]string{"_return_fields": "ipv4addr"}}
+			}
+			res, err := e.om.(*ibclient.ObjectManager).CreateMultiObject(ibclient.NewMultiRequest([]*ibclient.RequestBody{
+				next("a"), next("b"),
+				{Method: "GET", Object: "network", Data: map[string]any{"*Site": "lab"},
+					AssignState: map[string]string{"net": "network"}, Discard: true},
+				{Method: "STATE:DISPLAY"},
+			}))
+			require.NoError(t, err)
+			for _, r := range res {
+				if v, ok := r["_ref"].(string); ok {
+					r["_ref"] = ref(v)
+				}
+			}
+			return res
+		},
+		want: []map[string]any{
+			{"_ref": "fixedaddress/*:10.1.0.1/default", "ipv4addr": "10.1.0.1"},
+			{"_ref": "fixedaddress/*:10.1.0.2/default", "ipv4addr": "10.1.0.2"},
+			{"net": "10.1.0.0/24"},
+		},
+	},
+	{
+		// One failing operation rolls back the others; the client gets the
+		// failing operation's error.
+		name: "CreateMultiObject is all or nothing",
+		seed: func(s *wapisim.Server) {
+			seedNetwork(s)
+			s.AddNetwork("default", "10.2.0.0/30", nil)
+			s.AddFixedAddress("default", "10.2.0.1", nil)
+			s.AddFixedAddress("default", "10.2.0.2", nil)
+		},
+		run: func(t *testing.T, e *env) any {
+			body := func(network string) *ibclient.RequestBody {
+				return &ibclient.RequestBody{Method: "POST", Object: "fixedaddress",
+					Data: map[string]any{"ipv4addr": "func:nextavailableip:" + network, "match_client": "RESERVED"}}
+			}
+			_, err := e.om.(*ibclient.ObjectManager).CreateMultiObject(ibclient.NewMultiRequest([]*ibclient.RequestBody{
+				body("10.1.0.0/24"), body("10.2.0.0/30"),
+			}))
+			require.Error(t, err)
+			return []any{len(e.s.Objects("fixedaddress")), regexp.MustCompile(`Cannot find 1 available IP address\(es\)`).MatchString(err.Error())}
+		},
+		want: []any{2, true},
+	},
 }
 
 func runClientCases(t *testing.T) {
