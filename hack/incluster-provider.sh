@@ -5,7 +5,8 @@
 # provider's go.mod never takes on a test-only consumer's dependencies.
 #
 # Prints the binary's path on stdout; with --crds, the directory of the
-# provider's CRDs in the module cache instead. Progress goes to stderr.
+# provider's CRDs in the module cache instead; with --version, the version
+# (pinned here alone). Progress goes to stderr.
 set -euo pipefail
 
 MODULE="sigs.k8s.io/cluster-api-ipam-provider-in-cluster"
@@ -19,6 +20,11 @@ export GOTOOLCHAIN=local GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABL
 # deprecation notice, and our proxy refuses that list for this module (403);
 # the module cache, tried first, serves the list of the versions it holds.
 export GOPROXY="file://$(go env GOMODCACHE)/cache/download,${GOPROXY:-$(go env GOPROXY)}"
+
+if [[ "${1:-}" == "--version" ]]; then
+  echo "$VERSION"
+  exit 0
+fi
 
 if [[ "${1:-}" == "--crds" ]]; then
   # The module cache holds the release's source; its CRDs are those the manager expects.

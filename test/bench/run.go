@@ -107,16 +107,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		return nil, err
 	}
 	defer mgr.Stop()
-	up := func() (metrics, error) {
-		var m metrics
-		err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
-			var err error
-			m, err = scrape(ctx, metricsAddr)
-			return err == nil, nil
-		})
-		return m, err
-	}
-	if _, err := up(); err != nil {
+	if _, err := waitForMetrics(ctx, metricsAddr); err != nil {
 		return nil, fmt.Errorf("manager not up (log %s): %w", mgr.LogPath, err)
 	}
 
@@ -191,7 +182,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		if err := mgr.Start(); err != nil {
 			return nil, err
 		}
-		if _, err := up(); err != nil {
+		if _, err := waitForMetrics(ctx, metricsAddr); err != nil {
 			return nil, fmt.Errorf("manager not up after the restart: %w", err)
 		}
 		time.Sleep(time.Until(restarted.Add(cfg.restartWindow)))
@@ -212,15 +203,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 			return nil, err
 		}
 		before = sys.requests()
-		if err := b.c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		if err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
-			l := &metav1.PartialObjectMetadataList{}
-			l.SetGroupVersionKind(ipamv1.GroupVersion.WithKind("IPAddressClaimList"))
-			err := b.c.List(ctx, l, client.InNamespace(ns))
-			return err == nil && len(l.Items) == 0, nil
-		}); err != nil {
+		if err := b.deleteClaims(ctx, ns); err != nil {
 			return nil, fmt.Errorf("releasing (log %s): %w", mgr.LogPath, err)
 		}
 		time.Sleep(settle)
@@ -278,6 +261,20 @@ func (b *bench) burst(ctx context.Context, ns string, n int, labels map[string]s
 	}
 	slices.Sort(latencies)
 	return burstTiming{wall: bound.last().Sub(start), p50: percentile(latencies, 50), p95: percentile(latencies, 95)}, nil
+}
+
+// deleteClaims deletes every claim in ns and waits until they are gone,
+// that is until the provider has released them.
+func (b *bench) deleteClaims(ctx context.Context, ns string) error {
+	if err := b.c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("deleting claims: %w", err)
+	}
+	return poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(ipamv1.GroupVersion.WithKind("IPAddressClaimList"))
+		err := b.c.List(ctx, l, client.InNamespace(ns))
+		return err == nil && len(l.Items) == 0, nil
+	})
 }
 
 // boundWatch records when each claim is bound, from watches, so that the
