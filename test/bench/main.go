@@ -12,8 +12,8 @@
 // physical limit. A larger burst on one backend measures peak memory and the
 // requests after a restart. The in-cluster IPAM provider binds the same
 // burst on the same envtest, for comparison. Last, it prints the targets
-// of issue 15 next to the measurements. One run per configuration: machines are noisy, so read
-// the figures as such.
+// of issue 15 next to the measurements. One run per configuration:
+// machines are noisy, so read the figures as such.
 package main
 
 import (
@@ -123,7 +123,8 @@ func benchMain() int {
 		printBackend(os.Stdout, rows, *latency, cost)
 		all = append(all, rows...)
 	}
-	// Before the large burst, whose claims stay in etcd, as after our bursts none do.
+	// Before the large burst, which leaves its claims in etcd: the in-cluster
+	// provider meets the envtest our bursts met.
 	var inClusterResult *result
 	if *inCluster {
 		fmt.Fprintf(os.Stderr, "%s: %d claims\n", provider.title(), *claims)
