@@ -10,9 +10,10 @@
 // release (everything included: pool validations and count refreshes), the
 // manager's API-server requests per claim by verb, and the configuration's
 // physical limit. A larger burst on one backend measures peak memory and the
-// requests after a restart. Last, it prints the targets of issue 15 next to
-// the measurements. One run per configuration: machines are noisy, so read
-// the figures as such.
+// requests after a restart. The in-cluster IPAM provider binds the same
+// burst on the same envtest, for comparison. Last, it prints the targets
+// of issue 15 next to the measurements. One run per configuration:
+// machines are noisy, so read the figures as such.
 package main
 
 import (
@@ -54,6 +55,7 @@ func benchMain() int {
 		writeSamples  = flag.Int("write-samples", 300, "claims created and patched to measure the API server's cost per write")
 		managerBin    = flag.String("manager", "", "manager binary; built from ./cmd when empty")
 		workDir       = flag.String("workdir", "", "directory for the manager's logs; a new temporary one when empty")
+		inCluster     = flag.Bool("incluster", true, "also bind the burst with the in-cluster IPAM provider (installed by hack/incluster-provider.sh) and compare")
 	)
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -79,7 +81,15 @@ func benchMain() int {
 			return failure(err)
 		}
 	}
-	env, cfg, err := envtestenv.Start()
+	var inClusterCRDs []string
+	var provider inClusterProvider
+	if *inCluster {
+		if provider, err = installInCluster(); err != nil {
+			return failure(err)
+		}
+		inClusterCRDs = append(inClusterCRDs, provider.crds)
+	}
+	env, cfg, err := envtestenv.Start(inClusterCRDs...)
 	if err != nil {
 		return failure(err)
 	}
@@ -129,6 +139,16 @@ func benchMain() int {
 		printBackend(os.Stdout, rows, *latency, cost)
 		all = append(all, rows...)
 	}
+	// Before the large burst, which leaves its claims in etcd: the in-cluster
+	// provider meets the envtest our bursts met.
+	var inClusterResult *result
+	if *inCluster {
+		fmt.Fprintf(os.Stderr, "%s: %d claims\n", provider.title(), *claims)
+		if inClusterResult, err = b.runInCluster(ctx, provider, *claims); err != nil {
+			return failure(err)
+		}
+		printInCluster(os.Stdout, inClusterResult, b.creators)
+	}
 	if *scaleClaims > 0 {
 		for _, backend := range splitList(*scaleBackends) {
 			c := config{backend: backend, claims: *scaleClaims, workers: *scaleWorkers, batch: *batch, restartWindow: *scaleWindow}
@@ -142,7 +162,7 @@ func benchMain() int {
 		printScale(os.Stdout, scale)
 	}
 	printWriteCost(os.Stdout, cost, *writeSamples)
-	printTargets(os.Stdout, all, scale, *latency, cost)
+	printTargets(os.Stdout, all, scale, inClusterResult, *latency, cost)
 	printBatchTargets(os.Stdout, all)
 	fmt.Printf("\nmanager logs: %s\n", *workDir)
 	return 0

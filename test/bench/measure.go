@@ -76,6 +76,48 @@ func scrape(ctx context.Context, addr string) (metrics, error) {
 	return m, sc.Err()
 }
 
+// waitForMetrics scrapes a manager's metrics until it answers: until it is up.
+func waitForMetrics(ctx context.Context, addr string) (metrics, error) {
+	var m metrics
+	err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		var err error
+		m, err = scrape(ctx, addr)
+		return err == nil, nil
+	})
+	return m, err
+}
+
+// quietFor is how long a manager must make no API-server request for the
+// work of a phase to count as done.
+const quietFor = 2 * time.Second
+
+// waitForQuiet scrapes a manager's metrics until its API-server requests
+// stop for quietFor, so that a phase's count includes the requests that
+// trail it (a pool's status, for example), and returns the last scrape.
+func waitForQuiet(ctx context.Context, addr string) (metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	last, err := scrape(ctx, addr)
+	if err != nil {
+		return last, err
+	}
+	since := time.Now()
+	err = poll(ctx, quietFor/4, func() (bool, error) {
+		m, err := scrape(ctx, addr)
+		if err != nil {
+			return false, err
+		}
+		if requests(m.apiRequests) != requests(last.apiRequests) {
+			last, since = m, time.Now()
+		}
+		return time.Since(since) >= quietFor, nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("waiting for the manager's API-server requests to stop: %w", err)
+	}
+	return last, nil
+}
+
 // perClaim is the API-server requests by verb between two scrapes, per claim.
 func perClaim(before, after metrics, claims int) map[string]float64 {
 	out := map[string]float64{}

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -112,16 +114,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		return nil, err
 	}
 	defer mgr.Stop()
-	up := func() (metrics, error) {
-		var m metrics
-		err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
-			var err error
-			m, err = scrape(ctx, metricsAddr)
-			return err == nil, nil
-		})
-		return m, err
-	}
-	if _, err := up(); err != nil {
+	if _, err := waitForMetrics(ctx, metricsAddr); err != nil {
 		return nil, fmt.Errorf("manager not up (log %s): %w", mgr.LogPath, err)
 	}
 
@@ -155,41 +148,12 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		return nil, err
 	}
 	before = sys.requests()
-	bound := newBoundWatch(cfg.claims)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go bound.run(watchCtx, b.c, ns)
-	var created sync.Map
-	start := time.Now()
-	if err := parallel(cfg.claims, b.creators, func(i int) error {
-		claim := &ipamv1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%05d", i), Labels: labels},
-			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: sys.poolKind(), Name: "pool"}},
-		}
-		t := time.Now()
-		created.Store(claim.Name, t)
-		return b.c.Create(ctx, claim)
-	}); err != nil {
-		return nil, fmt.Errorf("creating claims: %w", err)
+	poolRef := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: sys.poolKind(), Name: "pool"}
+	timing, err := b.burst(ctx, ns, cfg.claims, labels, poolRef)
+	if err != nil {
+		return nil, fmt.Errorf("%w (log %s)", err, mgr.LogPath)
 	}
-	select {
-	case <-bound.all:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("binding: %d of %d bound (log %s): %w", bound.count(), cfg.claims, mgr.LogPath, ctx.Err())
-	}
-	res.wall = bound.last().Sub(start)
-	var latencies []time.Duration
-	addresses := map[string]bool{}
-	for name, seen := range bound.snapshot() {
-		t, _ := created.Load(name)
-		latencies = append(latencies, seen.at.Sub(t.(time.Time)))
-		addresses[seen.address] = true
-	}
-	if len(addresses) != cfg.claims {
-		return nil, fmt.Errorf("%d distinct addresses for %d claims", len(addresses), cfg.claims)
-	}
-	slices.Sort(latencies)
-	res.p50, res.p95 = percentile(latencies, 50), percentile(latencies, 95)
+	res.wall, res.p50, res.p95 = timing.wall, timing.p50, timing.p95
 	time.Sleep(settle)
 	res.perClaim = float64(sys.requests()-before) / float64(cfg.claims)
 	m1, err := scrape(ctx, metricsAddr)
@@ -225,7 +189,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		if err := mgr.Start(); err != nil {
 			return nil, err
 		}
-		if _, err := up(); err != nil {
+		if _, err := waitForMetrics(ctx, metricsAddr); err != nil {
 			return nil, fmt.Errorf("manager not up after the restart: %w", err)
 		}
 		time.Sleep(time.Until(restarted.Add(cfg.restartWindow)))
@@ -247,15 +211,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		}
 		before = sys.requests()
 		deleted := time.Now()
-		if err := b.c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		if err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
-			l := &metav1.PartialObjectMetadataList{}
-			l.SetGroupVersionKind(ipamv1.GroupVersion.WithKind("IPAddressClaimList"))
-			err := b.c.List(ctx, l, client.InNamespace(ns))
-			return err == nil && len(l.Items) == 0, nil
-		}); err != nil {
+		if err := b.deleteClaims(ctx, ns); err != nil {
 			return nil, fmt.Errorf("releasing (log %s): %w", mgr.LogPath, err)
 		}
 		res.releaseWall = time.Since(deleted)
@@ -270,16 +226,81 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	return res, nil
 }
 
-// boundWatch records when each claim's IPAddress first appears, from a
-// watch, so that the bench does not load the API server it measures with
-// repeated lists.
+// burstTiming is how long a burst took to bind.
+type burstTiming struct {
+	// wall is from the first create until the last claim was bound.
+	wall     time.Duration
+	p50, p95 time.Duration
+}
+
+// burst creates n claims of pool in ns from b.creators clients at once and
+// waits until every one is bound to a distinct address. Both providers the
+// bench measures get the same burst.
+func (b *bench) burst(ctx context.Context, ns string, n int, labels map[string]string, pool ipamv1.IPPoolReference) (burstTiming, error) {
+	bound := newBoundWatch(n)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go bound.run(watchCtx, b.c, ns)
+	var created sync.Map
+	start := time.Now()
+	if err := parallel(n, b.creators, func(i int) error {
+		claim := &ipamv1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%05d", i), Labels: labels},
+			Spec:       ipamv1.IPAddressClaimSpec{PoolRef: pool},
+		}
+		created.Store(claim.Name, time.Now())
+		return b.c.Create(ctx, claim)
+	}); err != nil {
+		return burstTiming{}, fmt.Errorf("creating claims: %w", err)
+	}
+	select {
+	case <-bound.all:
+	case <-ctx.Done():
+		return burstTiming{}, fmt.Errorf("binding: %d of %d bound: %w", bound.count(), n, ctx.Err())
+	}
+	var latencies []time.Duration
+	addresses := map[string]bool{}
+	for name, seen := range bound.snapshot() {
+		t, _ := created.Load(name)
+		latencies = append(latencies, seen.at.Sub(t.(time.Time)))
+		addresses[seen.address] = true
+	}
+	if len(addresses) != n {
+		return burstTiming{}, fmt.Errorf("%d distinct addresses for %d claims", len(addresses), n)
+	}
+	slices.Sort(latencies)
+	return burstTiming{wall: bound.last().Sub(start), p50: percentile(latencies, 50), p95: percentile(latencies, 95)}, nil
+}
+
+// deleteClaims deletes every claim in ns and waits until they are gone,
+// that is until the provider has released them.
+func (b *bench) deleteClaims(ctx context.Context, ns string) error {
+	if err := b.c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("deleting claims: %w", err)
+	}
+	return poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		l := &metav1.PartialObjectMetadataList{}
+		l.SetGroupVersionKind(ipamv1.GroupVersion.WithKind("IPAddressClaimList"))
+		err := b.c.List(ctx, l, client.InNamespace(ns))
+		return err == nil && len(l.Items) == 0, nil
+	})
+}
+
+// boundWatch records when each claim is bound, from watches, so that the
+// bench does not load the API server it measures with repeated lists. A
+// claim is bound once its IPAddress exists and its status.addressRef is set:
+// a consumer waits for both, and providers write them in separate requests.
 type boundWatch struct {
 	want int
 	all  chan struct{}
 
-	mu     sync.Mutex
-	seen   map[string]seenAddress
-	latest time.Time
+	mu sync.Mutex
+	// addresses is each claim's IPAddress, by claim name.
+	addresses map[string]string
+	// referenced holds the claims whose status.addressRef is set.
+	referenced map[string]bool
+	seen       map[string]seenAddress
+	latest     time.Time
 }
 
 type seenAddress struct {
@@ -288,42 +309,83 @@ type seenAddress struct {
 }
 
 func newBoundWatch(want int) *boundWatch {
-	return &boundWatch{want: want, all: make(chan struct{}), seen: map[string]seenAddress{}}
+	return &boundWatch{want: want, all: make(chan struct{}),
+		addresses: map[string]string{}, referenced: map[string]bool{}, seen: map[string]seenAddress{}}
 }
 
-// run watches until ctx ends, watching again whenever the API server ends
-// the watch (IPAddresses are named after their claims).
+// run watches IPAddresses and claims until ctx ends.
 func (w *boundWatch) run(ctx context.Context, c client.WithWatch, ns string) {
+	go listWatch(ctx, c, ns, &ipamv1.IPAddressList{}, func(o runtime.Object) {
+		if a, ok := o.(*ipamv1.IPAddress); ok {
+			w.addAddress(a.Spec.ClaimRef.Name, a.Spec.Address)
+		}
+	})
+	listWatch(ctx, c, ns, &ipamv1.IPAddressClaimList{}, func(o runtime.Object) {
+		if claim, ok := o.(*ipamv1.IPAddressClaim); ok && claim.Status.AddressRef.Name != "" {
+			w.addReference(claim.Name)
+		}
+	})
+}
+
+// listWatch lists and then watches the objects of list's kind in ns until
+// ctx ends, watching again whenever the API server ends the watch, and
+// hands every listed, added or modified object to seen.
+func listWatch(ctx context.Context, c client.WithWatch, ns string, list client.ObjectList, seen func(runtime.Object)) {
 	for ctx.Err() == nil {
-		list := &ipamv1.IPAddressList{}
 		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		for i := range list.Items {
-			w.add(&list.Items[i])
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return
 		}
-		wi, err := c.Watch(ctx, &ipamv1.IPAddressList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+		for _, o := range items {
+			seen(o)
+		}
+		wi, err := c.Watch(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}})
 		if err != nil {
 			continue
 		}
 		for ev := range wi.ResultChan() {
-			if a, ok := ev.Object.(*ipamv1.IPAddress); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				w.add(a)
+			if ev.Type == watch.Added || ev.Type == watch.Modified {
+				seen(ev.Object)
 			}
 		}
 		wi.Stop()
 	}
 }
 
-func (w *boundWatch) add(a *ipamv1.IPAddress) {
+func (w *boundWatch) addAddress(claim, address string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if _, ok := w.seen[a.Name]; ok {
+	if _, ok := w.addresses[claim]; !ok {
+		w.addresses[claim] = address
+		w.bindIfComplete(claim)
+	}
+}
+
+func (w *boundWatch) addReference(claim string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.referenced[claim] {
+		w.referenced[claim] = true
+		w.bindIfComplete(claim)
+	}
+}
+
+// bindIfComplete records the claim as bound now if both halves are in.
+// The caller holds w.mu.
+func (w *boundWatch) bindIfComplete(claim string) {
+	address, ok := w.addresses[claim]
+	if !ok || !w.referenced[claim] {
+		return
+	}
+	if _, done := w.seen[claim]; done {
 		return
 	}
 	now := time.Now()
-	w.seen[a.Name] = seenAddress{at: now, address: a.Spec.Address}
+	w.seen[claim] = seenAddress{at: now, address: address}
 	w.latest = now
 	if len(w.seen) == w.want {
 		close(w.all)
