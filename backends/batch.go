@@ -171,3 +171,23 @@ func NewBatcher[In, Out any](o BatchOptions, run func(context.Context, []In) []R
 	}
 	return &Batcher[In, Out]{Max: o.MaxSize, Window: o.Window, Run: run}
 }
+
+// Deduplicated answers calls that may name the same claim more than once (a
+// retried reconcile next to the first): run sees each marker once, so one
+// claim never gets two records, and every call gets its marker's result.
+func Deduplicated[Out any](claims []Claim, run func([]Claim) []Result[Out]) []Result[Out] {
+	first := map[string]int{}
+	var unique []Claim
+	for _, c := range claims {
+		if _, seen := first[c.Marker]; !seen {
+			first[c.Marker] = len(unique)
+			unique = append(unique, c)
+		}
+	}
+	uniqueResults := run(unique)
+	results := make([]Result[Out], len(claims))
+	for i, c := range claims {
+		results[i] = uniqueResults[first[c.Marker]]
+	}
+	return results
+}

@@ -121,3 +121,37 @@ func sortedBatches(batches [][]string) [][]string {
 	}
 	return batches
 }
+
+func TestDeduplicatedRunsEachMarkerOnce(t *testing.T) {
+	tests := []struct {
+		name    string
+		markers []string
+		runs    []string
+	}{
+		{name: "distinct", markers: []string{"a", "b"}, runs: []string{"a", "b"}},
+		{name: "a retried claim beside the first", markers: []string{"a", "b", "a"}, runs: []string{"a", "b"}},
+		{name: "one claim three times", markers: []string{"c", "c", "c"}, runs: []string{"c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var claims []backends.Claim
+			for _, m := range tt.markers {
+				claims = append(claims, backends.Claim{Marker: m})
+			}
+			var ran []string
+			results := backends.Deduplicated(claims, func(unique []backends.Claim) []backends.Result[string] {
+				out := make([]backends.Result[string], len(unique))
+				for i, c := range unique {
+					ran = append(ran, c.Marker)
+					out[i].Value = "record of " + c.Marker
+				}
+				return out
+			})
+			assert.Equal(t, tt.runs, ran)
+			require.Len(t, results, len(claims))
+			for i, m := range tt.markers {
+				assert.Equal(t, "record of "+m, results[i].Value, "call %d gets its marker's result", i)
+			}
+		})
+	}
+}

@@ -87,12 +87,24 @@ type ClaimReconciler struct {
 
 	waits *waitBackoff
 	// released remembers the claims whose release is done, by UID, until
-	// their finalizer removal has surely reached the cache.
+	// their finalizer removal has surely reached the cache; true once the
+	// finalizer is removed too.
 	released *cache.Expiring
+	// written remembers the claims whose IPAddress this manager just
+	// created, by UID, until the cache has surely seen it; true once their
+	// bound status is written too.
+	written *cache.Expiring
 }
 
-// releasedMemory is how long a finished release is remembered.
-const releasedMemory = 10 * time.Minute
+const (
+	// releasedMemory is how long a finished release is remembered.
+	releasedMemory = 10 * time.Minute
+	// writtenMemory is how long a created IPAddress is remembered.
+	writtenMemory = time.Minute
+	// cacheLagRetry is when a claim whose IPAddress the cache has not seen
+	// yet is looked at again, should the IPAddress's event be missed.
+	cacheLagRetry = 5 * time.Second
+)
 
 // SetupWithManager watches claims for our pool kinds, their IPAddresses,
 // their Clusters (to resume when unpaused) and our pools (to resume when one
@@ -106,6 +118,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	r.waits = newWaitBackoff(r.MaxRetryInterval)
 	r.released = cache.NewExpiring()
+	r.written = cache.NewExpiring()
 	log := ctrl.LoggerFrom(ctx)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").
@@ -141,7 +154,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 // Reconcile walks the contract: ignore foreign pools; find the Cluster and
 // stop if it or the pool is paused; on deletion release; otherwise make sure
 // the claim has its IPAddress.
-func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
 	claim := &ipamv1.IPAddressClaim{}
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -161,6 +174,17 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	log := ctrl.LoggerFrom(ctx).WithValues(kind.Kind, claim.Spec.PoolRef.Name, "Cluster", clusterName)
 	ctx = ctrl.LoggerInto(ctx, log)
 	deleting := !claim.DeletionTimestamp.IsZero()
+	if finalized, _ := r.released.Get(claim.UID); deleting && finalized == true {
+		// Let go by an earlier reconcile, and read from a cache that has not
+		// seen it: nothing is left to do, and nothing to write.
+		return ctrl.Result{}, nil
+	}
+	if !deleting {
+		behind, err := r.cacheBehind(ctx, claim)
+		if err != nil || behind {
+			return ctrl.Result{RequeueAfter: cacheLagRetry}, err
+		}
+	}
 
 	cluster, err := r.getCluster(ctx, claim.Namespace, clusterName)
 	if err != nil {
@@ -186,8 +210,19 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
 			r.waits.forget(req.NamespacedName)
 		}
-		if err := claimPatch.apply(ctx, r.Client, claim); err != nil {
+		err := claimPatch.apply(ctx, r.Client, claim)
+		switch {
+		case apierrors.IsConflict(err) && reterr == nil:
+			// Read from a cache that had not seen the claim's last change:
+			// that change's event brings it back, this covers a missed one.
+			log.V(2).Info("The claim changed since it was read, looking again")
+			result = ctrl.Result{RequeueAfter: cacheLagRetry}
+		case err != nil:
 			reterr = kerrors.NewAggregate([]error{reterr, err})
+		case claimPatch.before.Status.AddressRef.Name == "" && claim.Status.AddressRef.Name != "":
+			r.written.Set(claim.UID, true, writtenMemory)
+		case deleting && !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) && controllerutil.ContainsFinalizer(claimPatch.before, ClaimFinalizer):
+			r.released.Set(claim.UID, true, releasedMemory)
 		}
 	}()
 
@@ -271,6 +306,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		if err := r.persistReservation(ctx, claim); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.written.Delete(claim.UID)
 		if err := r.removeAddressFinalizer(ctx, address); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -340,6 +376,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
 	}
+	r.written.Set(claim.UID, false, writtenMemory)
 	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
 	claimBindSeconds.WithLabelValues(kind.Kind).Observe(time.Since(claim.CreationTimestamp.Time).Seconds())
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressAllocatedReason, "Allocate",
@@ -376,7 +413,6 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
 		return ctrl.Result{}, nil
 	}
-
 	address := &ipamv1.IPAddress{}
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -401,7 +437,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 		// The reconcile that the IPAddress's deletion brings may still see
 		// the claim with its finalizer in the cache: it must not release
 		// (search, delete, report) a second time.
-		r.released.Set(claim.UID, struct{}{}, releasedMemory)
+		r.released.Set(claim.UID, false, releasedMemory)
 	}
 
 	if address != nil {
@@ -573,6 +609,27 @@ func (r *ClaimReconciler) newIPAddress(claim *ipamv1.IPAddressClaim, pool Pool, 
 		return nil, fmt.Errorf("setting the pool as owner: %w", err)
 	}
 	return address, nil
+}
+
+// cacheBehind says whether the cache has not yet seen what this manager
+// wrote moments ago for the claim: its IPAddress, or the status that bound
+// it. A reconcile on such a stale view would search the IPAM system and
+// write the IPAddress or the status a second time; the events of those
+// writes bring the claim back instead.
+func (r *ClaimReconciler) cacheBehind(ctx context.Context, claim *ipamv1.IPAddressClaim) (bool, error) {
+	written, ok := r.written.Get(claim.UID)
+	if !ok {
+		return false, nil
+	}
+	if statusWritten, _ := written.(bool); statusWritten && claim.Status.AddressRef.Name == "" {
+		return true, nil
+	}
+	address := &ipamv1.IPAddress{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, client.IgnoreNotFound(err)
 }
 
 // persistReservation writes what keepReservation copied onto the claim at

@@ -16,8 +16,9 @@ import (
 // included, and one of the metadata. Cluster API's patch helper sends the
 // conditions apart from the rest of the status, a third request per claim
 // that a burst of thousands pays in full. The claim's conditions are the
-// provider's alone (the contract gives them to no one else), so they need
-// none of the helper's per-condition conflict resolution.
+// provider's alone (the contract gives them to no one else), so instead of
+// the helper's per-condition conflict resolution, a status written from a
+// stale read fails with a conflict and the claim is looked at again.
 type claimPatch struct {
 	before *ipamv1.IPAddressClaim
 }
@@ -40,7 +41,10 @@ func (p claimPatch) apply(ctx context.Context, c client.Client, claim *ipamv1.IP
 	if !released && !equality.Semantic.DeepEqual(p.before.Status, claim.Status) {
 		obj := p.before.DeepCopy()
 		obj.Status = *claim.Status.DeepCopy()
-		if err := c.Status().Patch(ctx, obj, client.MergeFrom(p.before)); err != nil {
+		// The conditions travel as one list, which a merge patch replaces:
+		// a claim read from a stale cache must not write over what a later
+		// version holds, so the patch names the version it was made from.
+		if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(p.before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return client.IgnoreNotFound(fmt.Errorf("patching the claim's status: %w", err))
 		}
 		claim.ResourceVersion = obj.ResourceVersion

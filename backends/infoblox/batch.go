@@ -36,20 +36,9 @@ func (b *Backend) allocateBatch(ctx context.Context, claims []backends.Claim) []
 		results[0].Value, results[0].Err = b.allocateOne(ctx, claims[0])
 		return results
 	}
-	// The same claim twice (a retried reconcile) must not get two objects.
-	first := map[string]int{}
-	var unique []backends.Claim
-	for _, c := range claims {
-		if _, seen := first[c.Marker]; !seen {
-			first[c.Marker] = len(unique)
-			unique = append(unique, c)
-		}
-	}
-	uniqueResults := b.allocateUnique(ctx, unique)
-	for i, c := range claims {
-		results[i] = uniqueResults[first[c.Marker]]
-	}
-	return results
+	return backends.Deduplicated(claims, func(unique []backends.Claim) []backends.Result[backends.Allocation] {
+		return b.allocateUnique(ctx, unique)
+	})
 }
 
 // allocateUnique is allocateBatch for claims with distinct markers.

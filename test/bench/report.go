@@ -217,7 +217,7 @@ const (
 // printBatchTargets compares, per system, the fastest configuration with
 // batching on to the fastest with it off.
 func printBatchTargets(w io.Writer, rows []*result) {
-	fmt.Fprintln(w, "\nTargets (issue 16): batching on (the fastest configuration) against batching off (the fastest with --max-batch-size=1)")
+	fmt.Fprintln(w, "\nTargets (issue 16): batching on (the fastest configuration) against batching off (the fastest with --max-batch-size=1); the tables above compare them on the simulators too")
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tsystem\tmeasured\tresult")
@@ -236,7 +236,10 @@ func printBatchTargets(w io.Writer, rows []*result) {
 			continue
 		}
 		onReleased := fastest(group, func(r *result) bool { return r.batch > 1 }, func(r *result) time.Duration { return r.releaseWall })
-		if off != nil {
+		// The fifths are the real NetBox's targets, whose per-prefix lock
+		// makes each unbatched allocation a locked round trip; at the
+		// simulators' 10 ms the API server, not the lock, sets the pace.
+		if off != nil && !on.simulated {
 			offReleased := fastest(group, func(r *result) bool { return r.batch <= 1 }, func(r *result) time.Duration { return r.releaseWall })
 			row(fmt.Sprintf("all bound ≤ 1/%d of batching off", minBatchSpeedup), title,
 				fmt.Sprintf("%s (%s) vs %s (%s): %.1f× faster", round(on.wall), configLabel(on), round(off.wall), configLabel(off), off.wall.Seconds()/on.wall.Seconds()),

@@ -152,36 +152,63 @@ func TestBurstOfClaimsCostsFewCountRefreshes(t *testing.T) {
 	})
 }
 
-// A new claim's first reconcile writes only its finalizer, so that nothing
-// is reserved for a claim that could go without a release; its status
-// (NotPaused among it) goes with the allocation's. Events go through the
-// event recorder and are not counted here.
-func TestNewClaimsFirstWriteIsItsFinalizerAlone(t *testing.T) {
+// A new claim costs the API server three writes from the manager, besides
+// the allocation's event: its finalizer (with the Machine's name, in one
+// write) before anything is reserved, so that nothing is reserved for a
+// claim that could go without a release; its IPAddress; and one status
+// write, conditions included. Reconciles that read the claim from a cache
+// that has not caught up write nothing. Events go through the event
+// recorder and are not counted here.
+func TestNewClaimsWriteTheirFinalizerThenTheirIPAddressAndOneStatus(t *testing.T) {
 	f := newFixture(t)
 	f.filter = "writes-" + f.ns
 	var mu sync.Mutex
 	var statusBeforeAllocation []string
-	creates := 0
+	statusWrites := map[string]int{}
+	creates := map[string]int{}
+	var firstMetadata []*ipamv1.IPAddressClaim
+	metadataSeen := map[string]bool{}
 	_, err := startManager(f.ctx, f.filter, "", func(c client.WithWatch) client.Client {
 		return interceptor.NewClient(c, interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				if _, ok := obj.(*ipamv1.IPAddress); ok && obj.GetNamespace() == f.ns {
+				err := c.Create(ctx, obj, opts...)
+				if _, ok := obj.(*ipamv1.IPAddress); ok && obj.GetNamespace() == f.ns && err == nil {
 					mu.Lock()
-					creates++
+					creates[obj.GetName()]++
 					mu.Unlock()
 				}
-				return c.Create(ctx, obj, opts...)
+				return err
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if claim, ok := obj.(*ipamv1.IPAddressClaim); ok && claim.Namespace == f.ns {
+					mu.Lock()
+					if !metadataSeen[claim.Name] {
+						metadataSeen[claim.Name] = true
+						firstMetadata = append(firstMetadata, claim.DeepCopy())
+					}
+					mu.Unlock()
+				}
+				return c.Patch(ctx, obj, patch, opts...)
 			},
 			SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+				claim, ok := obj.(*ipamv1.IPAddressClaim)
+				if !ok || claim.Namespace != f.ns {
+					return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				}
 				// A status write of a claim that has neither an address nor
 				// a Ready condition says nothing a consumer waits for.
-				if claim, ok := obj.(*ipamv1.IPAddressClaim); ok && claim.Namespace == f.ns &&
-					claim.Status.AddressRef.Name == "" && conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition) == nil {
-					mu.Lock()
-					statusBeforeAllocation = append(statusBeforeAllocation, claim.Name)
-					mu.Unlock()
+				empty := claim.Status.AddressRef.Name == "" && conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition) == nil
+				name := claim.Name
+				err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				mu.Lock()
+				defer mu.Unlock()
+				if empty {
+					statusBeforeAllocation = append(statusBeforeAllocation, name)
 				}
-				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+				if err == nil {
+					statusWrites[name]++
+				}
+				return err
 			},
 		})
 	})
@@ -191,11 +218,23 @@ func TestNewClaimsFirstWriteIsItsFinalizerAlone(t *testing.T) {
 	f.waitPoolReady(pool)
 
 	const n = 10
-	for _, claim := range f.createClaimsAtOnce(n, "pool") {
+	claims := f.createClaimsAtOnce(n, "pool")
+	for _, claim := range claims {
 		f.waitBound(claim)
 	}
+	// Late reconciles of the burst would write now, if they wrote at all.
+	time.Sleep(2 * time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Empty(t, statusBeforeAllocation, "status written before anything was allocated")
-	assert.Equal(t, n, creates, "one IPAddress per claim")
+	for _, claim := range claims {
+		assert.Equal(t, 1, creates[claim.Name], "one IPAddress for %s", claim.Name)
+		assert.Equal(t, 1, statusWrites[claim.Name], "one status write for %s", claim.Name)
+	}
+	require.Len(t, firstMetadata, n)
+	for _, claim := range firstMetadata {
+		assert.Contains(t, claim.Finalizers, controllers.ClaimFinalizer, "%s: the first write is the finalizer", claim.Name)
+		assert.NotEmpty(t, claim.Annotations[v1alpha1.MachineNameAnnotation], "%s: with the Machine's name", claim.Name)
+		assert.Nil(t, conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition), "%s: and nothing of an allocation", claim.Name)
+	}
 }
