@@ -142,20 +142,25 @@ func printWriteCost(w io.Writer, cost map[int]time.Duration, samples int) {
 		" the physical limit is the larger; ratio = all bound ÷ limit.")
 }
 
-// printTargets prints issue 15's targets against the measurements;
-// inCluster, the in-cluster provider's burst, is nil when not measured.
-func printTargets(w io.Writer, rows, scale []*result, inCluster *result, latency time.Duration, cost map[int]time.Duration) {
-	fmt.Fprintln(w, "\nTargets (issue 15)")
-	fmt.Fprintln(w)
+// targetTable starts a table of targets under title; row adds one, with
+// its verdict. Flush the writer when done.
+func targetTable(w io.Writer, title string) (*tabwriter.Writer, func(target, system, measured string, met bool)) {
+	fmt.Fprintf(w, "\n%s\n\n", title)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "target\tsystem\tmeasured\tresult")
-	row := func(target, system, measured string, met bool) {
+	return tw, func(target, system, measured string, met bool) {
 		verdict := "met"
 		if !met {
 			verdict = "MISSED"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", target, system, measured, verdict)
 	}
+}
+
+// printTargets prints issue 15's targets against the measurements;
+// inCluster, the in-cluster provider's burst, is nil when not measured.
+func printTargets(w io.Writer, rows, scale []*result, inCluster *result, latency time.Duration, cost map[int]time.Duration) {
+	tw, row := targetTable(w, "Targets (issue 15)")
 	unmeasured := func(target, system string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", target, system, "the in-cluster provider was not run (-incluster=false)", "not measured")
 	}
@@ -217,17 +222,8 @@ const (
 // printBatchTargets compares, per system, the fastest configuration with
 // batching on to the fastest with it off.
 func printBatchTargets(w io.Writer, rows []*result) {
-	fmt.Fprintln(w, "\nTargets (issue 16): batching on (the fastest configuration) against batching off (the fastest with --max-batch-size=1); the tables above compare them on the simulators too")
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\tsystem\tmeasured\tresult")
-	row := func(target, system, measured string, met bool) {
-		verdict := "met"
-		if !met {
-			verdict = "MISSED"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", target, system, measured, verdict)
-	}
+	tw, row := targetTable(w, "Targets (issue 16): batching on (the fastest configuration) against batching off"+
+		" (the fastest with --max-batch-size=1); the tables above compare them on the simulators too")
 	for _, group := range byTitle(rows) {
 		title := group[0].title
 		on := fastest(group, func(r *result) bool { return r.batch > 1 }, func(r *result) time.Duration { return r.wall })
