@@ -204,4 +204,3 @@ func (s *wapiSystem) records() ([]record, error) {
 }
 
 func (s *wapiSystem) close() { s.sim.Close() }
-
