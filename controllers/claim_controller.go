@@ -38,10 +38,10 @@ import (
 
 const (
 	// ClaimFinalizer keeps a claim until its address is released.
-	ClaimFinalizer = "ipam.cluster.x-k8s.io/release-address"
+	ClaimFinalizer = "ipam-bridge.github.io/release-address"
 	// ProtectAddressFinalizer keeps an IPAddress from being deleted by anyone
 	// but the claim reconciler.
-	ProtectAddressFinalizer = "ipam.cluster.x-k8s.io/protect-address"
+	ProtectAddressFinalizer = "ipam-bridge.github.io/protect-address"
 )
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;patch

@@ -34,9 +34,9 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/status;globalnetboxippools/status;infobloxippools/status;globalinfobloxippools/status,verbs=get;patch
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=netboxippools/finalizers;globalnetboxippools/finalizers;infobloxippools/finalizers;globalinfobloxippools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools/status;globalnetboxippools/status;infobloxippools/status;globalinfobloxippools/status,verbs=get;patch
+// +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools/finalizers;globalnetboxippools/finalizers;infobloxippools/finalizers;globalinfobloxippools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // PoolReconciler validates pools of one kind against their backend, keeps

@@ -8,8 +8,8 @@ import (
 
 // AuditAnnotation asks for an audit of the pool now: the pool is audited
 // whenever the annotation's value differs from status.audit.request, for
-// example after `kubectl annotate --overwrite <pool> ipam.cluster.x-k8s.io/audit=$(date +%s)`.
-const AuditAnnotation = "ipam.cluster.x-k8s.io/audit"
+// example after `kubectl annotate --overwrite <pool> ipam-bridge.github.io/audit=$(date +%s)`.
+const AuditAnnotation = "ipam-bridge.github.io/audit"
 
 // Condition types, reasons and finding types of the audit.
 const (

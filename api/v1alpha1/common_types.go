@@ -63,7 +63,7 @@ const (
 // it: whoever may create a pool in a namespace may otherwise point it at a
 // server of their own with any Secret there that has the right keys, and
 // receive the credentials.
-const CredentialsLabel = "ipam.cluster.x-k8s.io/bridge-credentials"
+const CredentialsLabel = "ipam-bridge.github.io/credentials"
 
 // Annotations on IPAddresses that record where a reservation lives, so that
 // its release finds it whatever becomes of the pool's spec. A claim whose
@@ -71,10 +71,10 @@ const CredentialsLabel = "ipam.cluster.x-k8s.io/bridge-credentials"
 const (
 	// ReservationEndpointAnnotation names the IPAM system (NetBox's URL, the
 	// grid's WAPI URL).
-	ReservationEndpointAnnotation = "ipam.cluster.x-k8s.io/bridge-endpoint"
+	ReservationEndpointAnnotation = "ipam-bridge.github.io/endpoint"
 	// ReservationRecordAnnotation is the record's reference there
 	// (ipam/ip-addresses/<id>, or the WAPI _ref naming object type and view).
-	ReservationRecordAnnotation = "ipam.cluster.x-k8s.io/bridge-record"
+	ReservationRecordAnnotation = "ipam-bridge.github.io/record"
 )
 
 // MachineNameAnnotation on an IPAddressClaim holds the name of the Machine
@@ -82,16 +82,16 @@ const (
 // provider writes it once, from the claim's owner chain, before it first
 // reserves; a value set beforehand is kept, so it also names a Machine for
 // claims that no Machine owns.
-const MachineNameAnnotation = "ipam.cluster.x-k8s.io/bridge-machine-name"
+const MachineNameAnnotation = "ipam-bridge.github.io/machine-name"
 
 // Finalizers.
 const (
 	// PoolFinalizer keeps a pool while IPAddresses allocated from it exist.
-	PoolFinalizer = "ipam.cluster.x-k8s.io/protect-pool"
+	PoolFinalizer = "ipam-bridge.github.io/protect-pool"
 	// CredentialsInUseFinalizer keeps a credentials Secret while a pool
 	// names it, so that claims can still be released when the Secret's
 	// namespace is deleted.
-	CredentialsInUseFinalizer = "ipam.cluster.x-k8s.io/bridge-credentials-in-use"
+	CredentialsInUseFinalizer = "ipam-bridge.github.io/credentials-in-use"
 )
 
 // SecretReference names a Secret. A namespaced pool reads it from its own

@@ -1,6 +1,6 @@
 // Package v1alpha1 contains the pool types of the Cluster API IPAM bridge provider.
 // +kubebuilder:object:generate=true
-// +groupName=ipam.cluster.x-k8s.io
+// +groupName=ipam-bridge.github.io
 package v1alpha1
 
 import (
@@ -10,7 +10,7 @@ import (
 
 var (
 	// GroupVersion is the group and version of the pool types.
-	GroupVersion = schema.GroupVersion{Group: "ipam.cluster.x-k8s.io", Version: "v1alpha1"}
+	GroupVersion = schema.GroupVersion{Group: "ipam-bridge.github.io", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the pool types.
 	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}

@@ -33,7 +33,7 @@ import (
 
 // credentialsLabel is the opt-in label the provider is about to require on
 // credentials Secrets.
-const credentialsLabel = "ipam.cluster.x-k8s.io/bridge-credentials"
+const credentialsLabel = "ipam-bridge.github.io/credentials"
 
 // settings are one run's parameters (see the flags in main.go).
 type settings struct {

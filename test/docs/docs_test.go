@@ -44,7 +44,7 @@ import (
 const (
 	// defaultNamespace is where namespaced objects without a namespace go.
 	defaultNamespace = "docs"
-	group            = "ipam.cluster.x-k8s.io"
+	group            = "ipam-bridge.github.io"
 )
 
 // poolKinds are the kinds a pool reference may name.

@@ -163,7 +163,7 @@ func waitCRDsEstablished(ctx context.Context, t *testing.T, k8s client.Client, o
 	}
 	// The client's REST mapper learns the new kinds lazily.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		_, err := k8s.RESTMapper().RESTMapping(schema.GroupKind{Group: "ipam.cluster.x-k8s.io", Kind: "NetboxIPPool"})
+		_, err := k8s.RESTMapper().RESTMapping(schema.GroupKind{Group: "ipam-bridge.github.io", Kind: "NetboxIPPool"})
 		assert.NoError(c, err)
 	}, 30*time.Second, 200*time.Millisecond)
 }
@@ -347,7 +347,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		assert.Equal(t, "true", role.Labels["cluster.x-k8s.io/aggregate-to-manager"])
 		var resources []string
 		for _, r := range role.Rules {
-			assert.Equal(t, []string{"ipam.cluster.x-k8s.io"}, r.APIGroups)
+			assert.Equal(t, []string{"ipam-bridge.github.io"}, r.APIGroups)
 			resources = append(resources, r.Resources...)
 		}
 		assert.ElementsMatch(t, []string{"netboxippools", "globalnetboxippools", "infobloxippools", "globalinfobloxippools"}, resources)
