@@ -2,106 +2,73 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	stdlog "log"
 	"os"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsv1 "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = ""
 
 func main() {
-	var (
-		opts                 controllers.Options
-		watchNamespace       string
-		leaderElect          bool
-		metricsAddr          string
-		probeAddr            string
-		showVersion          bool
-		shutdownTimeout      time.Duration
-		leaderElectionID     = "ipam-bridge.ipam.cluster.x-k8s.io"
-		defaultManagerNSFrom = os.Getenv("POD_NAMESPACE")
-	)
-	if defaultManagerNSFrom == "" {
-		defaultManagerNSFrom = "capi-ipam-bridge-system"
-	}
 	fs := pflag.CommandLine
-	fs.StringVar(&watchNamespace, "namespace", "", "Namespace to watch for claims and pools; all namespaces when empty.")
-	fs.StringVar(&opts.WatchFilterValue, "watch-filter", "", "Reconcile only objects labelled cluster.x-k8s.io/watch-filter=<value>.")
-	fs.StringVar(&opts.ManagerNamespace, "manager-namespace", defaultManagerNSFrom, "Namespace holding the Secrets of Global pools (defaults to $POD_NAMESPACE).")
-	fs.StringVar(&opts.Identity, "marker-identity", "", "Identity of this management cluster in reservation markers (lower-case letters, digits, '-' and '.'); the UID of its kube-system namespace when empty. A readable name helps the IPAM team tell management clusters apart.")
-	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
-	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
-	fs.StringVar(&probeAddr, "health-probe-bind-address", ":9440", "Address of the health probes.")
-	fs.IntVar(&opts.ClaimConcurrency, "ipaddressclaim-concurrency", 10, "Number of IPAddressClaims reconciled at once.")
-	fs.IntVar(&opts.PoolConcurrency, "pool-concurrency", 2, "Number of pools of each kind reconciled at once.")
-	fs.DurationVar(&opts.Backend.RequestTimeout, "backend-request-timeout", 15*time.Second, "Timeout of one request to NetBox or Infoblox.")
-	fs.IntVar(&opts.Backend.MaxBatchSize, "max-batch-size", backends.DefaultMaxBatchSize, "Most claims of one pool that, allocated or released at once, share one marker search and one request to the IPAM system; 1 turns batching off.")
-	fs.DurationVar(&opts.SyncPeriod, "pool-sync-period", 5*time.Minute, "How often pools are validated again and their counts refreshed.")
-	fs.DurationVar(&opts.ExhaustedRetryInterval, "exhausted-retry-interval", time.Minute, "How often a claim on a full pool retries.")
-	fs.DurationVar(&opts.AuditInterval, "audit-interval", controllers.DefaultAuditInterval, "How often each pool's records in the IPAM system are audited against the claims (docs/audit.md), jittered by up to a tenth.")
-	fs.DurationVar(&opts.PoolRefreshInterval, "pool-refresh-interval", controllers.DefaultRefreshInterval, "Least time between two refreshes of a pool's address counts; a burst of allocations costs one refresh per interval.")
-	fs.DurationVar(&opts.MaxRetryInterval, "max-retry-interval", controllers.DefaultMaxRetryInterval, "Longest wait before a claim or pool that is not ready, or whose reconcile failed, is looked at again.")
-	fs.DurationVar(&shutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "How long running reconciles may take to finish on shutdown. A request cut short is harmless: its reservation carries the claim's marker and is adopted later.")
-	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
-	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
-	klog.InitFlags(klogFlags)
-	fs.AddGoFlagSet(klogFlags)
+	o := newOptions()
+	o.addFlags(fs)
+	// As Cluster API's managers: --leader_elect works like --leader-elect.
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	fs.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
 
-	if showVersion {
+	if o.showVersion {
 		fmt.Println(versionString())
 		return
 	}
-	ctrl.SetLogger(textlogger.NewLogger(textlogger.NewConfig()))
+	if err := logsv1.ValidateAndApply(o.logs, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "invalid logging flags: %v\n", err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(klog.Background())
 	log := ctrl.Log.WithName("setup")
 	// infoblox-go-client prints its request errors with the standard
 	// logger; the backend reports the same errors, typed, on the objects.
 	stdlog.SetFlags(0)
 	stdlog.SetOutput(logWriter{ctrl.Log.WithName("infoblox-go-client").V(4)})
 
-	mgrOpts := ctrl.Options{
-		Scheme:           scheme.New(),
-		LeaderElection:   leaderElect,
-		LeaderElectionID: leaderElectionID,
-		// The process exits right after the manager stops, so a successor
-		// may take over without waiting for the lease to expire.
-		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &shutdownTimeout,
-		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:        probeAddr,
-		// Nothing reads managedFields, and at thousands of claims they are
-		// a large share of what the cache holds.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	mgrOpts, err := o.managerOptions()
+	if err != nil {
+		log.Error(err, "Invalid flags")
+		os.Exit(2)
 	}
-	if watchNamespace != "" {
-		// Global pools read their Secrets from the manager's namespace.
-		mgrOpts.Cache.DefaultNamespaces = map[string]cache.Config{watchNamespace: {}, opts.ManagerNamespace: {}}
+	restConfig := ctrl.GetConfigOrDie()
+	if err := checkLeaseNamespace(restConfig, mgrOpts); err != nil {
+		log.Error(err, "Leader election cannot start")
+		os.Exit(1)
 	}
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), mgrOpts)
+	mgr, err := ctrl.NewManager(restConfig, mgrOpts)
 	if err != nil {
 		log.Error(err, "Creating the manager")
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := controllers.Setup(ctx, mgr, opts); err != nil {
+	if err := controllers.Setup(ctx, mgr, o.controllers); err != nil {
 		log.Error(err, "Setting up the controllers")
 		os.Exit(1)
 	}
@@ -118,6 +85,26 @@ func main() {
 		log.Error(err, "Running the manager")
 		os.Exit(1)
 	}
+}
+
+// checkLeaseNamespace refuses to start when the lease's namespace does not
+// exist: the manager would otherwise wait for leadership for ever, quietly.
+func checkLeaseNamespace(cfg *rest.Config, opts ctrl.Options) error {
+	if !opts.LeaderElection {
+		return nil
+	}
+	c, err := client.New(cfg, client.Options{Scheme: opts.Scheme})
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{}
+	err = c.Get(context.Background(), client.ObjectKey{Name: opts.LeaderElectionNamespace}, ns)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("the namespace %q of the leader election lease does not exist: create it, or name another with --leader-election-namespace", opts.LeaderElectionNamespace)
+	}
+	// Anything else (say, no permission to read namespaces) is left to
+	// leader election itself, which reports and retries.
+	return nil
 }
 
 func versionString() string {

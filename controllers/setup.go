@@ -41,6 +41,11 @@ type Options struct {
 	Backend BackendOptions
 }
 
+// The manager's secure diagnostics endpoint (--diagnostics-address) asks the
+// API server who a client is and whether it may read /metrics.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Setup registers the indexes and reconcilers of every pool kind with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Identity == "" {

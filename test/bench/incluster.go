@@ -83,7 +83,7 @@ func (b *bench) runInCluster(ctx context.Context, p inClusterProvider, claims in
 	ns := fmt.Sprintf("bench-incluster-%d", claims)
 	res := &result{config: config{backend: "in-cluster", claims: claims, workers: 1, release: true}, title: p.title()}
 
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := managerproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}

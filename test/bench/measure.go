@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -145,17 +144,6 @@ func formatVerbs(byVerb map[string]float64) string {
 		parts = append(parts, fmt.Sprintf("%s %.2f", v, byVerb[v]))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// freeAddr returns a local address nothing listens on, for the manager's
-// metrics endpoint.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 // peakRSS reads a process's peak resident memory (VmHWM) in bytes.

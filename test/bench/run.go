@@ -96,7 +96,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	ns := fmt.Sprintf("bench-%s-%d-%d-b%d", cfg.backend, cfg.claims, cfg.workers, cfg.batch)
 	labels := map[string]string{clusterv1.WatchLabel: ns}
 
-	metricsAddr, err := freeAddr()
+	metricsAddr, err := managerproc.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +104,12 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		Args: []string{
 			"--watch-filter=" + ns,
 			"--manager-namespace=" + ns,
-			"--metrics-bind-address=" + metricsAddr,
-			"--health-probe-bind-address=0",
+			// Plain HTTP, so that the bench scrapes without a token.
+			"--diagnostics-address=" + metricsAddr,
+			"--insecure-diagnostics",
+			"--health-addr=0",
+			// The pool's namespace, the default lease namespace, comes later.
+			"--leader-election-namespace=default",
 			fmt.Sprintf("--ipaddressclaim-concurrency=%d", cfg.workers),
 			fmt.Sprintf("--max-batch-size=%d", cfg.batch),
 			"--graceful-shutdown-timeout=5s",

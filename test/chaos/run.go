@@ -275,8 +275,8 @@ func (r *run) setupCluster(ctx context.Context) error {
 	args := []string{
 		"--watch-filter=" + r.filter,
 		"--manager-namespace=" + managerNamespace,
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
+		"--diagnostics-address=0",
+		"--health-addr=0",
 		fmt.Sprintf("--ipaddressclaim-concurrency=%d", r.s.concurrency),
 		"--exhausted-retry-interval=5s",
 		"--graceful-shutdown-timeout=5s",

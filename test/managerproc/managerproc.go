@@ -6,6 +6,7 @@ package managerproc
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,17 @@ func Build(dir string) (string, error) {
 		return "", fmt.Errorf("building the manager: %w", err)
 	}
 	return bin, nil
+}
+
+// FreeAddr returns a loopback address with a port that is free now, for
+// the manager's endpoints.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // WriteKubeconfig writes a kubeconfig for envtest's API server, which the

@@ -33,7 +33,7 @@ import (
 
 const (
 	serviceAccount   = "capi-ipam-bridge-manager"
-	leaderElectionID = "ipam-bridge.ipam.cluster.x-k8s.io"
+	leaderElectionID = "capi-ipam-bridge-leader"
 	waitTimeout      = 45 * time.Second
 	poll             = 100 * time.Millisecond
 )

@@ -45,7 +45,9 @@ const (
 // wantVariables are the clusterctl variables of the components, each with a
 // default: `clusterctl generate provider --describe` lists them.
 var wantVariables = []string{
+	"IPAM_BRIDGE_DIAGNOSTICS_ADDRESS",
 	"IPAM_BRIDGE_IMAGE",
+	"IPAM_BRIDGE_INSECURE_DIAGNOSTICS",
 	"IPAM_BRIDGE_LOG_LEVEL",
 	"IPAM_BRIDGE_MARKER_IDENTITY",
 	"IPAM_BRIDGE_WATCH_FILTER",
@@ -112,23 +114,28 @@ func install(t *testing.T) []unstructured.Unstructured {
 		installErr = fmt.Errorf("installing the release failed in the first test that needed it")
 		comps := render(t, repository(t), map[string]string{"IPAM_BRIDGE_MARKER_IDENTITY": markerIdentity}, "")
 		objs := comps.Objs()
-		require.NotEmpty(t, objs)
-		ctx := context.Background()
-		// The Namespace first, for real (clusterctl sorts it first); then every
-		// object with dry-run; then every object for real.
-		require.Equal(t, "Namespace", objs[0].GetKind())
-		apply(t, k8s, objs[0], false)
-		for _, o := range objs[1:] {
-			apply(t, k8s, o, true)
-		}
-		for _, o := range objs {
-			apply(t, k8s, o, false)
-		}
-		waitCRDsEstablished(ctx, t, k8s, objs)
+		applyComponents(t, k8s, objs)
 		installed, installErr = objs, nil
 	})
 	require.NoError(t, installErr)
 	return installed
+}
+
+// applyComponents applies rendered components as clusterctl init does: the
+// Namespace first, for real (clusterctl sorts it first); then every object
+// with dry-run; then every object for real; then it waits for the CRDs.
+func applyComponents(t *testing.T, k8s client.Client, objs []unstructured.Unstructured) {
+	t.Helper()
+	require.NotEmpty(t, objs)
+	require.Equal(t, "Namespace", objs[0].GetKind())
+	apply(t, k8s, objs[0], false)
+	for _, o := range objs[1:] {
+		apply(t, k8s, o, true)
+	}
+	for _, o := range objs {
+		apply(t, k8s, o, false)
+	}
+	waitCRDsEstablished(context.Background(), t, k8s, objs)
 }
 
 func apply(t *testing.T, k8s client.Client, o unstructured.Unstructured, dryRun bool) {
@@ -190,7 +197,8 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		assert.ElementsMatch(t, wantVariables, comps.Variables())
 		assert.Equal(t, []string{components.ImageRepository + ":" + releaseVersion}, comps.Images())
 		args := effectiveArgs(t, deployment(t, comps.Objs()).Spec.Template.Spec.Containers[0])
-		assert.Subset(t, args, []string{"--namespace=", "--watch-filter=", "--marker-identity=", "--v=0"})
+		assert.Subset(t, args, []string{"--namespace=", "--watch-filter=", "--marker-identity=", "--v=0",
+			"--diagnostics-address=:8443", "--insecure-diagnostics=false"})
 	})
 
 	t.Run("metadata", func(t *testing.T) {
@@ -263,7 +271,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		for _, o := range objs {
 			kinds[o.GetKind()]++
 		}
-		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ClusterRole": 2, "ClusterRoleBinding": 1,
+		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ClusterRole": 3, "ClusterRoleBinding": 1,
 			"Role": 1, "RoleBinding": 1, "ServiceAccount": 1, "Deployment": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}, kinds)
 	})
@@ -288,7 +296,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		c := pod.Containers[0]
 		assert.Equal(t, components.ImageRepository+":"+releaseVersion, c.Image)
 		assert.Equal(t, "capi-ipam-bridge-manager", pod.ServiceAccountName)
-		assert.Subset(t, effectiveArgs(t, c), []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:9440",
+		assert.Subset(t, effectiveArgs(t, c), []string{"--leader-elect", "--diagnostics-address=:8443", "--insecure-diagnostics=false", "--health-addr=:9440",
 			"--namespace=", "--watch-filter=", "--marker-identity=" + markerIdentity, "--v=0"})
 
 		require.NotNil(t, pod.SecurityContext)
@@ -317,7 +325,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		for _, p := range c.Ports {
 			ports[p.Name] = p.ContainerPort
 		}
-		assert.Equal(t, map[string]int32{"metrics": 8080, "healthz": 9440}, ports)
+		assert.Equal(t, map[string]int32{"metrics": 8443, "healthz": 9440}, ports)
 		require.NotNil(t, c.LivenessProbe)
 		require.NotNil(t, c.ReadinessProbe)
 		assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
