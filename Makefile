@@ -53,6 +53,8 @@ test-sim: ## Run the unit tests, the integration suite and the Metal3 end-to-end
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 	# The WAPI simulator's fidelity cases with infoblox-go-client v2.11.0 (a nested module).
 	cd test/wapifidelity && go test $(GO_TEST_FLAGS) ./...
+	# The manager image, built for amd64 and arm64 and started from its own filesystem (a nested module).
+	cd hack/image && go test $(GO_TEST_FLAGS) ./...
 	# CAPM3's own Metal3DataTemplate and Metal3Data reconcilers drive our pools (a nested module: CAPM3 is a consumer).
 	cd test/metal3e2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim $(CHAOS_SHORT_FLAGS)
@@ -131,15 +133,27 @@ build: ## Build the manager into bin/manager: static, with the Dockerfile's flag
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd
 
 .PHONY: release
-release: ## Write the clusterctl assets of RELEASE_VERSION: out/ipam-components.yaml and out/metadata.yaml.
+release: ## Write the release of RELEASE_VERSION into out/: ipam-components.yaml, metadata.yaml and the manager image (OCI layout and tarball).
 	go run ./hack/release -version $(RELEASE_VERSION) -out $(RELEASE_DIR)
+	$(MAKE) image VERSION=$(RELEASE_VERSION) IMG="$$(go run ./hack/release -version $(RELEASE_VERSION) -print-image)"
+
+# The manager image for IMAGE_PLATFORMS, built without a Docker engine by
+# hack/image (a nested module: go-containerregistry stays out of the
+# provider's go.mod), as an OCI image layout in out/image and the same
+# layout as a tarball, out/manager-image.tar (docs/install.md says how to push it).
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+
+.PHONY: image
+image: ## Build the manager image IMG for IMAGE_PLATFORMS into out/image (OCI layout) and out/manager-image.tar, without a Docker engine.
+	cd hack/image && go run . -root ../.. -version $(VERSION) -ref $(IMG) -platforms $(IMAGE_PLATFORMS) \
+		-out $(abspath $(RELEASE_DIR))/image -tar $(abspath $(RELEASE_DIR))/manager-image.tar
 
 .PHONY: release-repository
 release-repository: ## Lay the assets out as a clusterctl local repository in out/repository (see docs/install.md).
 	go run ./hack/release -version $(RELEASE_VERSION) -repository $(abspath $(RELEASE_DIR))/repository
 
 .PHONY: docker-build
-docker-build: ## Build the manager image IMG (needs a Docker engine; nothing else here does).
+docker-build: ## Build the manager image IMG with a Docker engine instead (make image needs none).
 	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: test-release

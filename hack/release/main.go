@@ -4,7 +4,9 @@
 //
 // writes out/ipam-components.yaml and out/metadata.yaml. With -repository
 // DIR it lays them out as a clusterctl local repository instead:
-// DIR/ipam-bridge/<version>/{ipam-components.yaml,metadata.yaml}.
+// DIR/ipam-bridge/<version>/{ipam-components.yaml,metadata.yaml}. With
+// -print-image it prints the manager image the components name, which
+// `make release` builds under that reference.
 package main
 
 import (
@@ -21,10 +23,15 @@ func main() {
 	out := flag.String("out", "out", "directory to write the assets to")
 	repository := flag.String("repository", "", "write a clusterctl local repository rooted here instead of -out")
 	root := flag.String("root", ".", "root of the repository checkout")
+	printImage := flag.Bool("print-image", false, "print the image reference the components name for -version, and write nothing")
 	flag.Parse()
 	if *version == "" {
 		fmt.Fprintln(os.Stderr, "release: -version is required")
 		os.Exit(2)
+	}
+	if *printImage {
+		fmt.Println(components.Image(*version))
+		return
 	}
 	dir := *out
 	if *repository != "" {

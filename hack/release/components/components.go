@@ -65,8 +65,14 @@ func Components(repoRoot, releaseVersion string) ([]byte, error) {
 	if n := bytes.Count(out, []byte(devImage)); n != 1 {
 		return nil, fmt.Errorf("the components name the image %s %d times, want once (see config/manager/manager.yaml)", devImage, n)
 	}
-	image := "${" + ImageVariable + ":=" + ImageRepository + ":" + releaseVersion + "}"
+	image := "${" + ImageVariable + ":=" + Image(releaseVersion) + "}"
 	return bytes.Replace(out, []byte(devImage), []byte(image), 1), nil
+}
+
+// Image is the manager image a release of releaseVersion pushes, and its
+// components name.
+func Image(releaseVersion string) string {
+	return ImageRepository + ":" + releaseVersion
 }
 
 // Metadata reads metadata.yaml from repoRoot and checks that it has a release
