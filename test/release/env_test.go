@@ -46,30 +46,33 @@ func startEnv(t *testing.T) (*rest.Config, client.Client) {
 			envErr = fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through make test-release, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
 			return
 		}
-		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
-		cmd.Dir = envtestenv.RepoRoot()
-		out, err := cmd.Output()
-		if err != nil {
-			envErr = fmt.Errorf("locating sigs.k8s.io/cluster-api: %w", err)
-			return
-		}
-		var paths []string
-		for _, crd := range capiCRDs {
-			paths = append(paths, filepath.Join(strings.TrimSpace(string(out)), crd))
-		}
-		e := &envtest.Environment{CRDDirectoryPaths: paths, ErrorIfCRDPathMissing: true}
-		e.ControlPlane.GetAPIServer().Configure().
-			Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
-		cfg, err := e.Start()
-		if err != nil {
-			envErr = fmt.Errorf("starting envtest: %w", err)
-			return
-		}
-		cfg.QPS, cfg.Burst = 500, 1000
-		env, envConfig = e, cfg
+		env, envConfig, envErr = newAPIServer()
 	})
 	require.NoError(t, envErr)
 	return envConfig, adminClient(t, envConfig)
+}
+
+// newAPIServer starts an API server with Cluster API's CRDs.
+func newAPIServer() (*envtest.Environment, *rest.Config, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/cluster-api")
+	cmd.Dir = envtestenv.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, nil, fmt.Errorf("locating sigs.k8s.io/cluster-api: %w", err)
+	}
+	var paths []string
+	for _, crd := range capiCRDs {
+		paths = append(paths, filepath.Join(strings.TrimSpace(string(out)), crd))
+	}
+	e := &envtest.Environment{CRDDirectoryPaths: paths, ErrorIfCRDPathMissing: true}
+	e.ControlPlane.GetAPIServer().Configure().
+		Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	return e, cfg, nil
 }
 
 // adminClient is a client for cfg that also knows CRDs.
