@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/hack/release/components"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 )
@@ -99,6 +100,8 @@ func TestDocumentedYAML(t *testing.T) {
 			case strings.HasPrefix(apiVersion, group+"/") || (apiVersion == "v1" && (kind == "Secret" || kind == "Namespace")):
 				dryRunCreate(t, d.obj)
 				validated[kind]++
+			case apiVersion == "operator.cluster.x-k8s.io/v1alpha2" && kind == "IPAMProvider":
+				checkIPAMProvider(t, d.obj)
 			case slices.Contains(foreignKinds, kind):
 				assert.NotZero(t, refs, "%s has no reference to one of our pools", kind)
 			default:
@@ -110,6 +113,18 @@ func TestDocumentedYAML(t *testing.T) {
 	for _, kind := range append(slices.Clone(poolKinds), "Secret") {
 		assert.NotZero(t, validated[kind], "no %s in the docs or samples", kind)
 	}
+}
+
+// checkIPAMProvider checks a cluster-api-operator IPAMProvider: it names
+// the provider as clusterctl does and fetches our components.
+func checkIPAMProvider(t *testing.T, obj map[string]any) {
+	t.Helper()
+	name, _, _ := unstructured.NestedString(obj, "metadata", "name")
+	assert.Equal(t, components.ProviderName, name, "the operator's provider name is clusterctl's")
+	url, _, _ := unstructured.NestedString(obj, "spec", "fetchConfig", "url")
+	assert.True(t, strings.HasSuffix(url, "/"+components.ComponentsFile), "fetchConfig.url %q must name %s", url, components.ComponentsFile)
+	version, _, _ := unstructured.NestedString(obj, "spec", "version")
+	assert.Contains(t, url, "/"+version+"/", "fetchConfig.url names another version than spec.version")
 }
 
 // collect finds the YAML documents of every ```yaml block in README.md and
