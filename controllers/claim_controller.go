@@ -61,6 +61,8 @@ type ClaimReconciler struct {
 	Client client.Client
 	// InFlight keeps allocations and pool deletions apart.
 	InFlight *InFlight
+	// Refusals tells a pool at once that its credentials were refused.
+	Refusals *CredentialRefusals
 	// Tombstones learns of the grace periods releases start, for the audit.
 	Tombstones *Tombstones
 	Recorder   events.EventRecorder
@@ -143,7 +145,9 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
-			builder.WithPredicates(clusterPausedChanged()))
+			builder.WithPredicates(clusterPausedChanged())).
+		// New credentials may be what a claim waits for.
+		Watches(secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToWaitingClaims), builder.OnlyMetadata)
 	for _, kind := range r.Kinds {
 		b = b.Watches(kind.New(), handler.EnqueueRequestsFromMapFunc(r.poolToClaims(kind)),
 			builder.WithPredicates(poolMayUnblockClaims()))
@@ -363,6 +367,9 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	}
 	alloc, err := backend.Allocate(ctx, r.backendClaim(claim))
 	if err != nil {
+		if IsRefusal(err) {
+			r.Refusals.Report(kind, pool, backend, claim, err)
+		}
 		return r.allocationFailed(claim, err)
 	}
 
@@ -471,6 +478,9 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressCl
 		}
 	default:
 		err = backend.Release(ctx, r.backendClaim(claim), last)
+	}
+	if backend != nil && IsRefusal(err) {
+		r.Refusals.Report(kind, pool, backend, claim, err)
 	}
 	// A record left in the IPAM system is never silent: a condition, an
 	// event on the claim and on the pool (which outlives it), and a metric.

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
@@ -62,6 +60,8 @@ type PoolReconciler struct {
 	// InFlight counts the allocations under way, so that a deleted pool is
 	// let go only when none can still write an IPAddress for it.
 	InFlight *InFlight
+	// Refusals are the claims' requests refused for the pool's credentials.
+	Refusals *CredentialRefusals
 
 	mu sync.Mutex
 	// validated remembers when each pool was last validated, so that the
@@ -108,8 +108,6 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 		r.RefreshInterval = DefaultRefreshInterval
 	}
 	r.retries = newWaitBackoff(r.MaxRetryInterval)
-	secret := &metav1.PartialObjectMetadata{}
-	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Kind.Kind).
 		// Not on the pool's own status updates: each reconcile asks the
@@ -122,7 +120,9 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
 			RateLimiter:             errorRateLimiter(r.MaxRetryInterval),
 		}).
-		Watches(secret, handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
+		Watches(secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
+		// A claim's request refused for the pool's credentials.
+		WatchesRawSource(r.Refusals.source(r.Kind)).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(addressToPool(r.Kind)),
 			builder.WithPredicates(predicate.Funcs{
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
@@ -176,6 +176,12 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 	backend, err := r.Backends.For(ctx, r.Kind, pool)
 	if err != nil {
 		return r.failed(ctx, pool, err)
+	}
+	// Credentials a claim's request was refused with stay refused until they
+	// or the pool change: validating again would pass with a token that may
+	// read but not write, and the pool would flap between ready and not.
+	if err := r.Refusals.current(pool, backend, r.SyncPeriod); err != nil {
+		return r.notReady(ctx, pool, err)
 	}
 	var usage backends.Usage
 	if r.needsValidation(pool, wasReady) {
@@ -267,10 +273,14 @@ func (r *PoolReconciler) recovered(pool Pool) {
 // and are validated again every sync period.
 func (r *PoolReconciler) notReady(ctx context.Context, pool Pool, err error) (ctrl.Result, error) {
 	reason := poolReason(err)
-	prev := conditions.Get(pool, v1alpha1.ReadyCondition)
+	// A copy: conditions.Get points into the status that Set changes.
+	var prev metav1.Condition
+	if c := conditions.Get(pool, v1alpha1.ReadyCondition); c != nil {
+		prev = *c
+	}
 	conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: err.Error()})
 	pool.GetPoolStatus().ObservedGeneration = pool.GetGeneration()
-	if prev == nil || prev.Reason != reason || prev.Message != err.Error() {
+	if prev.Reason != reason || prev.Message != err.Error() {
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, reason, "Validate", "%v", err)
 	}
 	r.forgetValidation(pool)
@@ -317,6 +327,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 		return waitFor(fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n))
 	}
 	r.Backends.Forget(pool)
+	r.Refusals.forget(pool)
 	r.forgetValidation(pool)
 	r.mu.Lock()
 	delete(r.counted, pool.GetUID())
@@ -371,23 +382,15 @@ func (r *PoolReconciler) forgetValidation(pool Pool) {
 
 // secretToPools maps a Secret to the pools that read it.
 func (r *PoolReconciler) secretToPools(ctx context.Context, o client.Object) []reconcile.Request {
-	if !r.Kind.Namespaced && o.GetNamespace() != r.Backends.ManagerNamespace {
-		return nil
-	}
-	pools := r.Kind.NewList()
-	opts := []client.ListOption{client.MatchingFields{secretNameField: o.GetName()}}
-	if r.Kind.Namespaced {
-		opts = append(opts, client.InNamespace(o.GetNamespace()))
-	}
-	if err := r.Client.List(ctx, pools, opts...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing pools of Secret", "Secret", o.GetName())
+	pools, err := poolsOfSecret(ctx, r.Client, r.Kind, r.Backends.ManagerNamespace, o)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Validating the pools of a changed Secret")
 		return nil
 	}
 	var requests []reconcile.Request
-	_ = meta.EachListItem(pools, func(obj runtime.Object) error {
-		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj.(client.Object))})
-		return nil
-	})
+	for _, pool := range pools {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pool)})
+	}
 	// A changed Secret yields a new backend (see Backends.For), whose first
 	// use validates the pool afresh.
 	return requests

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -41,11 +39,9 @@ type SecretReconciler struct {
 // kind, mapping a pool to the Secret it names now and the one it named
 // before an edit.
 func (r *SecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	secret := &metav1.PartialObjectMetadata{}
-	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("credentials-secret").
-		For(secret, builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		For(secretMetadata(), builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[v1alpha1.CredentialsLabel] == "true" || controllerutil.ContainsFinalizer(o, v1alpha1.CredentialsInUseFinalizer)
 		})))
 	for _, kind := range r.Kinds {
@@ -57,8 +53,7 @@ func (r *SecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile adds the finalizer while a pool names the Secret and removes it
 // once none does.
 func (r *SecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	secret := &metav1.PartialObjectMetadata{}
-	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	secret := secretMetadata()
 	if err := r.Client.Get(ctx, req.NamespacedName, secret); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -26,6 +26,15 @@ type system interface {
 	poolKind(global bool) string
 	// secretData holds credentials the system accepts.
 	secretData() map[string][]byte
+	// revokeCredentials makes the system refuse the credentials of
+	// secretData, as an IPAM team revoking a token or changing a password.
+	revokeCredentials()
+	// rotateCredentials makes new credentials valid and returns them, as
+	// secretData returns them from then on.
+	rotateCredentials() map[string][]byte
+	// readOnlyCredentials makes new credentials valid that may read but not
+	// write, and returns them.
+	readOnlyCredentials() map[string][]byte
 	// seedNetwork creates network cidr with its first usable address held
 	// as the gateway.
 	seedNetwork(cidr string)
@@ -102,6 +111,20 @@ func (s *netboxSystem) poolKind(global bool) string {
 
 func (s *netboxSystem) secretData() map[string][]byte {
 	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
+}
+
+func (s *netboxSystem) revokeCredentials() { s.target.RemoveToken(s.token) }
+
+func (s *netboxSystem) rotateCredentials() map[string][]byte {
+	s.token = randomHex(20)
+	s.target.AddToken(s.token, true)
+	return s.secretData()
+}
+
+func (s *netboxSystem) readOnlyCredentials() map[string][]byte {
+	s.token = randomHex(20)
+	s.target.AddToken(s.token, false)
+	return s.secretData()
 }
 
 func (s *netboxSystem) seedNetwork(cidr string) {
@@ -232,6 +255,23 @@ func (s *infobloxSystem) secretData() map[string][]byte {
 		v1alpha1.InfobloxPasswordKey: []byte(s.password),
 		v1alpha1.CABundleKey:         s.sim.CACertPEM(),
 	}
+}
+
+// revokeCredentials changes the user's password behind the provider's back.
+func (s *infobloxSystem) revokeCredentials() {
+	s.sim.AddUser("capi", "revoked-"+randomHex(8), wapisim.Permissions{Write: true, Superuser: true})
+}
+
+func (s *infobloxSystem) rotateCredentials() map[string][]byte {
+	s.password = "pw-" + randomHex(8)
+	s.sim.AddUser("capi", s.password, wapisim.Permissions{Write: true, Superuser: true})
+	return s.secretData()
+}
+
+func (s *infobloxSystem) readOnlyCredentials() map[string][]byte {
+	s.password = "ro-" + randomHex(8)
+	s.sim.AddUser("capi", s.password, wapisim.Permissions{})
+	return s.secretData()
 }
 
 func (s *infobloxSystem) seedNetwork(cidr string) {

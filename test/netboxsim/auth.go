@@ -30,6 +30,13 @@ func (s *Server) AddToken(token string, writeEnabled bool) {
 	s.tokens[token] = tokenInfo{writeEnabled: writeEnabled, v2: strings.HasPrefix(token, v2TokenPrefix)}
 }
 
+// RemoveToken revokes an API token, as an administrator deleting it.
+func (s *Server) RemoveToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tokens, token)
+}
+
 // authenticate returns "" when the request may proceed, otherwise the detail
 // of the 403. As on NetBox 4.7.3, "Token" and "Bearer" both introduce a
 // token and the token itself picks its version: "nbt_…" is v2, anything

@@ -100,6 +100,14 @@ func (r *realNetBox) AddToken(token string, writeEnabled bool) {
 	}
 }
 
+// RemoveToken forgets a test token's alias: it then reaches NetBox as it is,
+// and NetBox refuses it as an unknown token.
+func (r *realNetBox) RemoveToken(token string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.aliases, token)
+}
+
 // serve forwards one request to NetBox, with faults as the simulator has them.
 func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 	done, admitted := r.throttle.Admit(w, req, &r.calls, netboxsim.WriteFaultStatus)

@@ -22,6 +22,8 @@ type Target interface {
 
 	// AddToken makes token valid for the provider: read-write or read-only.
 	AddToken(token string, writeEnabled bool)
+	// RemoveToken revokes token: NetBox refuses it from then on.
+	RemoveToken(token string)
 	AddVRF(name, rd string) int32
 	AddTenant(name, slug string) int32
 	AddTag(name, slug string) int32

@@ -1,0 +1,168 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Credentials take effect at once, in both directions:
+//   - a claim whose request the IPAM system refuses as unauthenticated or
+//     forbidden reports it to its pool, which says so at once
+//     (AuthenticationFailed, PermissionDenied) instead of at its next
+//     validation, and keeps saying so until its credentials or its spec
+//     change;
+//   - a changed Secret wakes the claims that wait on the pools reading it,
+//     whatever their backoff, and the pools validate it (secretToPools).
+
+// CredentialRefusals carries the refusals claims meet to their pools' reconcilers.
+type CredentialRefusals struct {
+	mu       sync.Mutex
+	byPool   map[types.UID]refusal
+	channels map[string]chan event.GenericEvent
+}
+
+// refusal is the last refused request of a pool's claims, with the backend
+// (pool spec and Secret version) that sent it.
+type refusal struct {
+	backend backends.Backend
+	err     error
+	at      time.Time
+}
+
+// refusalQueue is how many reports may wait for the pool reconciler; a
+// report beyond it is still recorded, and read at the pool's next reconcile.
+const refusalQueue = 256
+
+// NewCredentialRefusals returns an empty CredentialRefusals.
+func NewCredentialRefusals() *CredentialRefusals {
+	return &CredentialRefusals{byPool: map[types.UID]refusal{}, channels: map[string]chan event.GenericEvent{}}
+}
+
+// IsRefusal says whether err is the IPAM system refusing the credentials.
+func IsRefusal(err error) bool {
+	return errors.Is(err, backends.ErrUnauthorized) || errors.Is(err, backends.ErrForbidden)
+}
+
+// Report records that backend's request for claim was refused with err and
+// has the pool reconciled at once.
+func (c *CredentialRefusals) Report(kind PoolKind, pool Pool, backend backends.Backend, claim *ipamv1.IPAddressClaim, err error) {
+	c.mu.Lock()
+	c.byPool[pool.GetUID()] = refusal{backend: backend, at: time.Now(),
+		err: fmt.Errorf("the IPAM system refused the request of claim %s/%s: %w", claim.Namespace, claim.Name, err)}
+	ch := c.channelLocked(kind)
+	c.mu.Unlock()
+	select {
+	case ch <- event.GenericEvent{Object: pool}:
+	default:
+	}
+}
+
+// current returns the refusal that still applies to the pool with backend:
+// one made with this very backend, within maxAge. A new backend (new
+// credentials or spec) or an old refusal is forgotten, and the pool is
+// validated as usual.
+func (c *CredentialRefusals) current(pool Pool, backend backends.Backend, maxAge time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.byPool[pool.GetUID()]
+	if !ok {
+		return nil
+	}
+	if r.backend != backend || time.Since(r.at) >= maxAge {
+		delete(c.byPool, pool.GetUID())
+		return nil
+	}
+	return r.err
+}
+
+// forget drops a deleted pool's refusal.
+func (c *CredentialRefusals) forget(pool Pool) {
+	c.mu.Lock()
+	delete(c.byPool, pool.GetUID())
+	c.mu.Unlock()
+}
+
+// source is what the pool reconciler of kind watches for reports.
+func (c *CredentialRefusals) source(kind PoolKind) source.Source {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return source.Channel(c.channelLocked(kind), &handler.EnqueueRequestForObject{})
+}
+
+func (c *CredentialRefusals) channelLocked(kind PoolKind) chan event.GenericEvent {
+	ch, ok := c.channels[kind.Kind]
+	if !ok {
+		ch = make(chan event.GenericEvent, refusalQueue)
+		c.channels[kind.Kind] = ch
+	}
+	return ch
+}
+
+// secretMetadata is a Secret as the manager watches it: metadata only, so
+// that no credentials are cached.
+func secretMetadata() *metav1.PartialObjectMetadata {
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return secret
+}
+
+// poolsOfSecret lists the pools of kind that read their credentials from
+// secret: namespaced pools in its namespace, cluster-scoped ones when it is
+// in the manager's namespace.
+func poolsOfSecret(ctx context.Context, c client.Reader, kind PoolKind, managerNamespace string, secret client.Object) ([]client.Object, error) {
+	if !kind.Namespaced && secret.GetNamespace() != managerNamespace {
+		return nil, nil
+	}
+	list := kind.NewList()
+	opts := []client.ListOption{client.MatchingFields{secretNameField: secret.GetName()}}
+	if kind.Namespaced {
+		opts = append(opts, client.InNamespace(secret.GetNamespace()))
+	}
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing the %ss of Secret %s/%s: %w", kind.Kind, secret.GetNamespace(), secret.GetName(), err)
+	}
+	var pools []client.Object
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		pools = append(pools, o.(client.Object))
+		return nil
+	})
+	return pools, nil
+}
+
+// secretToWaitingClaims wakes the claims that wait on a pool reading the
+// Secret: new credentials may be what they wait for.
+func (r *ClaimReconciler) secretToWaitingClaims(ctx context.Context, secret client.Object) []reconcile.Request {
+	var requests []reconcile.Request
+	for _, kind := range r.Kinds {
+		pools, err := poolsOfSecret(ctx, r.Client, kind, r.Backends.ManagerNamespace, secret)
+		if err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Waking the claims of a changed Secret")
+			continue
+		}
+		for _, pool := range pools {
+			ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind.Kind, Name: pool.GetName()}
+			requests = append(requests, r.waitingClaims(ctx, ref, pool.GetNamespace())...)
+		}
+	}
+	return requests
+}

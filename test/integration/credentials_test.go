@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+)
+
+const (
+	// refusalNoticed bounds how long a pool may say Ready after a claim's
+	// request was refused; the suite validates pools only once a minute.
+	refusalNoticed = 15 * time.Second
+	// backoffGrowth is how long claims wait on a pool that is not ready
+	// before its credentials are rotated: their backoff (1s, 2s, 4s, ...)
+	// has then grown past newCredentialsNoticed, so only the rotation can
+	// wake them within it.
+	backoffGrowth = 20 * time.Second
+	// newCredentialsNoticed bounds how long after a Secret update its
+	// waiting claims bind (the target is 5 s).
+	newCredentialsNoticed = 10 * time.Second
+)
+
+// TestCredentialsTakeEffectAtOnce: the IPAM team revokes the pool's
+// credentials while the pool is idle. The first claim refused marks the
+// pool AuthenticationFailed at once, not at its next validation. Rotated
+// credentials wake the waiting claims at once, not at their next backoff.
+// Read-only credentials pass the pool's validation but not a claim's
+// reservation: the pool says PermissionDenied, and keeps saying it until
+// the credentials change, instead of flapping back to ready.
+func TestCredentialsTakeEffectAtOnce(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.31.0.0/24")
+		pool := f.createPool("rotated", "10.31.0.0/24")
+		f.waitPoolReady(pool)
+
+		f.sys.revokeCredentials()
+		claims := []*ipamv1.IPAddressClaim{f.createClaim("m-0", pool.GetName()), f.createClaim("m-1", pool.GetName())}
+		f.waitPoolReasonWithin(pool, v1alpha1.AuthenticationFailedReason, refusalNoticed)
+		f.waitEvent(f.ns, pool.GetName(), v1alpha1.AuthenticationFailedReason)
+		for _, c := range claims {
+			f.waitClaimReason(c, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
+		}
+
+		time.Sleep(backoffGrowth)
+		f.rotateSecret(f.sys.rotateCredentials())
+		rotated := time.Now()
+		for _, c := range claims {
+			f.waitBoundWithin(c, newCredentialsNoticed)
+		}
+		t.Logf("%s: claims bound %s after the Secret update", f.sys.name(), time.Since(rotated).Round(10*time.Millisecond))
+
+		// Read-only credentials: the pool validates, the reservation is
+		// refused, and the pool says why until the credentials change.
+		f.rotateSecret(f.sys.readOnlyCredentials())
+		late := f.createClaim("m-2", pool.GetName())
+		f.waitPoolReasonWithin(pool, v1alpha1.PermissionDeniedReason, refusalNoticed)
+		f.waitClaimReason(late, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
+		require.Never(t, func() bool {
+			got := pool.DeepCopyObject().(controllers.Pool)
+			return k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got) == nil && conditions.IsTrue(got, v1alpha1.ReadyCondition)
+		}, 5*time.Second, 200*time.Millisecond, "the pool flapped back to ready with credentials that may not write")
+
+		f.rotateSecret(f.sys.rotateCredentials())
+		f.waitBoundWithin(late, newCredentialsNoticed)
+		f.waitPoolReady(pool)
+	})
+}
+
+// rotateSecret writes data into the fixture's credentials Secret.
+func (f *fixture) rotateSecret(data map[string][]byte) {
+	f.t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.secret}}
+	f.update(secret, func() { secret.Data = data })
+}
+
+func (f *fixture) waitPoolReasonWithin(pool controllers.Pool, reason string, within time.Duration) {
+	f.t.Helper()
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := pool.DeepCopyObject().(controllers.Pool)
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+		cond := conditions.Get(got, v1alpha1.ReadyCondition)
+		require.NotNil(c, cond)
+		assert.Equal(c, reason, cond.Reason, cond.Message)
+		assert.Equal(c, metav1.ConditionFalse, cond.Status)
+	}, within, pollInterval)
+}
+
+func (f *fixture) waitBoundWithin(claim *ipamv1.IPAddressClaim, within time.Duration) {
+	f.t.Helper()
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := &ipamv1.IPAddressClaim{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
+		assert.Equal(c, claim.Name, got.Status.AddressRef.Name, "Ready: %+v", conditions.Get(got, ipamv1.IPAddressClaimReadyCondition))
+	}, within, pollInterval)
+}
