@@ -40,4 +40,8 @@ var (
 	ErrUnreachable = errors.New("record not reachable from the pool")
 	// ErrAddressTaken: another record, not the claim's, holds the address.
 	ErrAddressTaken = errors.New("address held by another record")
+	// ErrUnusableAnswer: the system reserved an address the pool must never
+	// bind (outside its sources, or its gateway); the reservation was
+	// released.
+	ErrUnusableAnswer = errors.New("the IPAM system answered an address the pool may not give")
 )

@@ -61,8 +61,9 @@ type ClaimReconciler struct {
 	Client client.Client
 	// InFlight keeps allocations and pool deletions apart.
 	InFlight *InFlight
-	// Refusals tells a pool at once that its credentials were refused.
-	Refusals *CredentialRefusals
+	// Alarms tells a pool at once that its credentials were refused, or
+	// that its IPAM system answered what the pool may not give.
+	Alarms *PoolAlarms
 	// Tombstones learns of the grace periods releases start, for the audit.
 	Tombstones *Tombstones
 	Recorder   events.EventRecorder
@@ -367,8 +368,13 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	}
 	alloc, err := backend.Allocate(ctx, r.backendClaim(claim))
 	if err != nil {
-		if IsRefusal(err) {
-			r.Refusals.Report(kind, pool, backend, claim, err)
+		switch {
+		case IsRefusal(err):
+			r.Alarms.Refused(kind, pool, backend, claim, err)
+		case errors.Is(err, backends.ErrUnusableAnswer):
+			r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, UnusableAddressAnsweredReason, "Allocate",
+				"Claim %s/%s: %v", claim.Namespace, claim.Name, err)
+			r.Alarms.Revalidate(kind, pool)
 		}
 		return r.allocationFailed(claim, err)
 	}
@@ -480,7 +486,7 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressCl
 		err = backend.Release(ctx, r.backendClaim(claim), last)
 	}
 	if backend != nil && IsRefusal(err) {
-		r.Refusals.Report(kind, pool, backend, claim, err)
+		r.Alarms.Refused(kind, pool, backend, claim, err)
 	}
 	// A record left in the IPAM system is never silent: a condition, an
 	// event on the claim and on the pool (which outlives it), and a metric.

@@ -188,6 +188,7 @@ func outcome(err error) string {
 		{backends.ErrUnreachable, "unreachable"},
 		{backends.ErrOutsidePool, "outside_pool"},
 		{backends.ErrAddressTaken, "address_taken"},
+		{backends.ErrUnusableAnswer, "unusable_answer"},
 	} {
 		if errors.Is(err, o.err) {
 			return o.name

@@ -60,8 +60,9 @@ type PoolReconciler struct {
 	// InFlight counts the allocations under way, so that a deleted pool is
 	// let go only when none can still write an IPAddress for it.
 	InFlight *InFlight
-	// Refusals are the claims' requests refused for the pool's credentials.
-	Refusals *CredentialRefusals
+	// Alarms are what the claims met: requests refused for the pool's
+	// credentials, answers the pool may not give.
+	Alarms *PoolAlarms
 
 	mu sync.Mutex
 	// validated remembers when each pool was last validated, so that the
@@ -122,7 +123,7 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 		}).
 		Watches(secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
 		// A claim's request refused for the pool's credentials.
-		WatchesRawSource(r.Refusals.source(r.Kind)).
+		WatchesRawSource(r.Alarms.source(r.Kind)).
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(addressToPool(r.Kind)),
 			builder.WithPredicates(predicate.Funcs{
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
@@ -180,11 +181,11 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 	// Credentials a claim's request was refused with stay refused until they
 	// or the pool change: validating again would pass with a token that may
 	// read but not write, and the pool would flap between ready and not.
-	if err := r.Refusals.current(pool, backend, r.SyncPeriod); err != nil {
+	if err := r.Alarms.current(pool, backend, r.SyncPeriod); err != nil {
 		return r.notReady(ctx, pool, err)
 	}
 	var usage backends.Usage
-	if r.needsValidation(pool, wasReady) {
+	if r.Alarms.revalidationDue(pool) || r.needsValidation(pool, wasReady) {
 		if usage, err = backend.Validate(ctx); err != nil {
 			return r.failed(ctx, pool, err)
 		}
@@ -327,7 +328,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 		return waitFor(fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n))
 	}
 	r.Backends.Forget(pool)
-	r.Refusals.forget(pool)
+	r.Alarms.forget(pool)
 	r.forgetValidation(pool)
 	r.mu.Lock()
 	delete(r.counted, pool.GetUID())

@@ -34,6 +34,10 @@ const (
 	// ReservationOutsidePoolReason: a record carries the claim's marker but
 	// lies outside the pool's sources, so nothing is handed out.
 	ReservationOutsidePoolReason = "ReservationOutsidePool"
+	// UnusableAddressAnsweredReason: the IPAM system reserved an address
+	// outside the pool's sources, or its gateway; it was released, never
+	// bound, and the pool is validated at once.
+	UnusableAddressAnsweredReason = "UnusableAddressAnswered"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 	// ReservationRestoredReason (event): an audit found a bound claim's
@@ -76,6 +80,8 @@ func claimReason(err error) string {
 		return ipamv1.IPAddressClaimReadyPoolExhaustedReason
 	case errors.Is(err, backends.ErrOutsidePool):
 		return ReservationOutsidePoolReason
+	case errors.Is(err, backends.ErrUnusableAnswer):
+		return UnusableAddressAnsweredReason
 	case errors.As(err, &secretErr):
 		return ipamv1.IPAddressClaimReadyPoolNotReadyReason
 	default:

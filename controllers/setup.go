@@ -74,12 +74,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Options:          opts.Backend,
 	}
 	inFlight := &InFlight{}
-	refusals := NewCredentialRefusals()
+	alarms := NewPoolAlarms()
 	tombstones := &Tombstones{}
 	claims := &ClaimReconciler{
 		Client:                  mgr.GetClient(),
 		InFlight:                inFlight,
-		Refusals:                refusals,
+		Alarms:                  alarms,
 		Tombstones:              tombstones,
 		Recorder:                mgr.GetEventRecorder("ipam-bridge-claim-controller"),
 		Kinds:                   kinds,
@@ -110,7 +110,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			MaxRetryInterval:        opts.MaxRetryInterval,
 			RefreshInterval:         opts.PoolRefreshInterval,
 			InFlight:                inFlight,
-			Refusals:                refusals,
+			Alarms:                  alarms,
 		}
 		if err := pools.SetupWithManager(ctx, mgr); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind.Kind, err)

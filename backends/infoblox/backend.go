@@ -177,10 +177,17 @@ func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Al
 func (b *Backend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
 	// Prepared first: NIOS refuses a search on an undefined attribute, and
 	// a pool that does not validate fails its own claims only.
-	if _, err := b.prepared(ctx); err != nil {
+	sources, err := b.prepared(ctx)
+	if err != nil {
 		return backends.Allocation{}, err
 	}
-	return b.allocations.Do(ctx, claim)
+	alloc, err := b.allocations.Do(ctx, claim)
+	if err != nil {
+		return alloc, err
+	}
+	return backends.CheckAnswer(ctx, b, claim, alloc, func(a netip.Addr) bool {
+		return slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.contains(a) })
+	})
 }
 
 // allocateOne is Allocate for a claim that arrived alone.

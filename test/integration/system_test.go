@@ -2,6 +2,7 @@ package integration
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +50,11 @@ type system interface {
 	disown(r record)
 	// deleteRecord deletes a record, as a human in the IPAM system would.
 	deleteRecord(r record)
+	// deleteAt deletes whatever holds addr, marked or not, as a human would
+	// (for example the record that holds a gateway).
+	deleteAt(addr netip.Addr)
+	// holdGateway records addr as held, as seedNetwork records a gateway.
+	holdGateway(addr netip.Addr)
 	// holds says whether any record holds addr, marked or not.
 	holds(addr netip.Addr) bool
 	// reserveForeign makes a marked reservation of addr as another
@@ -163,6 +169,18 @@ func (s *netboxSystem) disown(r record) {
 }
 
 func (s *netboxSystem) deleteRecord(r record) { s.target.DeleteIPAddress(r.id) }
+
+func (s *netboxSystem) deleteAt(addr netip.Addr) {
+	for _, ip := range s.target.IPAddresses() {
+		if p, err := netip.ParsePrefix(ip.Address); err == nil && p.Addr() == addr {
+			s.target.DeleteIPAddress(ip.ID)
+		}
+	}
+}
+
+func (s *netboxSystem) holdGateway(addr netip.Addr) {
+	s.target.AddIPAddress(netip.PrefixFrom(addr, 24).String(), netboxsim.IPOptions{Status: "reserved"})
+}
 
 func (s *netboxSystem) holds(addr netip.Addr) bool {
 	for _, ip := range s.target.IPAddresses() {
@@ -321,6 +339,18 @@ func (s *infobloxSystem) records() []record {
 func (s *infobloxSystem) disown(r record) { s.sim.RemoveEA(r.ref, infoblox.DefaultMarkerEA) }
 
 func (s *infobloxSystem) deleteRecord(r record) { s.sim.DeleteObject(r.ref) }
+
+func (s *infobloxSystem) deleteAt(addr netip.Addr) {
+	for _, o := range s.objects() {
+		if slices.Contains(o.Addresses, addr) {
+			s.sim.DeleteObject(o.Ref)
+		}
+	}
+}
+
+func (s *infobloxSystem) holdGateway(addr netip.Addr) {
+	s.sim.AddFixedAddress("default", addr.String(), nil)
+}
 
 func (s *infobloxSystem) holds(addr netip.Addr) bool {
 	for _, o := range s.objects() {

@@ -34,10 +34,13 @@ import (
 //   - a changed Secret wakes the claims that wait on the pools reading it,
 //     whatever their backoff, and the pools validate it (secretToPools).
 
-// CredentialRefusals carries the refusals claims meet to their pools' reconcilers.
-type CredentialRefusals struct {
+// PoolAlarms carries what claims meet to their pools' reconcilers:
+// refused credentials, and answers that suggest the pool no longer holds
+// (see Revalidate).
+type PoolAlarms struct {
 	mu       sync.Mutex
 	byPool   map[types.UID]refusal
+	due      map[types.UID]bool
 	channels map[string]chan event.GenericEvent
 }
 
@@ -53,9 +56,9 @@ type refusal struct {
 // report beyond it is still recorded, and read at the pool's next reconcile.
 const refusalQueue = 256
 
-// NewCredentialRefusals returns an empty CredentialRefusals.
-func NewCredentialRefusals() *CredentialRefusals {
-	return &CredentialRefusals{byPool: map[types.UID]refusal{}, channels: map[string]chan event.GenericEvent{}}
+// NewPoolAlarms returns an empty PoolAlarms.
+func NewPoolAlarms() *PoolAlarms {
+	return &PoolAlarms{byPool: map[types.UID]refusal{}, due: map[types.UID]bool{}, channels: map[string]chan event.GenericEvent{}}
 }
 
 // IsRefusal says whether err is the IPAM system refusing the credentials.
@@ -63,12 +66,37 @@ func IsRefusal(err error) bool {
 	return errors.Is(err, backends.ErrUnauthorized) || errors.Is(err, backends.ErrForbidden)
 }
 
-// Report records that backend's request for claim was refused with err and
+// Refused records that backend's request for claim was refused with err and
 // has the pool reconciled at once.
-func (c *CredentialRefusals) Report(kind PoolKind, pool Pool, backend backends.Backend, claim *ipamv1.IPAddressClaim, err error) {
+func (c *PoolAlarms) Refused(kind PoolKind, pool Pool, backend backends.Backend, claim *ipamv1.IPAddressClaim, err error) {
 	c.mu.Lock()
 	c.byPool[pool.GetUID()] = refusal{backend: backend, at: time.Now(),
 		err: fmt.Errorf("the IPAM system refused the request of claim %s/%s: %w", claim.Namespace, claim.Name, err)}
+	c.mu.Unlock()
+	c.notify(kind, pool)
+}
+
+// Revalidate has the pool validated at once: the IPAM system answered a
+// claim with an address the pool may not give, which a pool whose gateway
+// record was deleted, or whose prefix was resized, would.
+func (c *PoolAlarms) Revalidate(kind PoolKind, pool Pool) {
+	c.mu.Lock()
+	c.due[pool.GetUID()] = true
+	c.mu.Unlock()
+	c.notify(kind, pool)
+}
+
+// revalidationDue says, once, whether Revalidate asked for the pool.
+func (c *PoolAlarms) revalidationDue(pool Pool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	due := c.due[pool.GetUID()]
+	delete(c.due, pool.GetUID())
+	return due
+}
+
+func (c *PoolAlarms) notify(kind PoolKind, pool Pool) {
+	c.mu.Lock()
 	ch := c.channelLocked(kind)
 	c.mu.Unlock()
 	select {
@@ -81,7 +109,7 @@ func (c *CredentialRefusals) Report(kind PoolKind, pool Pool, backend backends.B
 // one made with this very backend, within maxAge. A new backend (new
 // credentials or spec) or an old refusal is forgotten, and the pool is
 // validated as usual.
-func (c *CredentialRefusals) current(pool Pool, backend backends.Backend, maxAge time.Duration) error {
+func (c *PoolAlarms) current(pool Pool, backend backends.Backend, maxAge time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.byPool[pool.GetUID()]
@@ -96,20 +124,21 @@ func (c *CredentialRefusals) current(pool Pool, backend backends.Backend, maxAge
 }
 
 // forget drops a deleted pool's refusal.
-func (c *CredentialRefusals) forget(pool Pool) {
+func (c *PoolAlarms) forget(pool Pool) {
 	c.mu.Lock()
 	delete(c.byPool, pool.GetUID())
+	delete(c.due, pool.GetUID())
 	c.mu.Unlock()
 }
 
 // source is what the pool reconciler of kind watches for reports.
-func (c *CredentialRefusals) source(kind PoolKind) source.Source {
+func (c *PoolAlarms) source(kind PoolKind) source.Source {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return source.Channel(c.channelLocked(kind), &handler.EnqueueRequestForObject{})
 }
 
-func (c *CredentialRefusals) channelLocked(kind PoolKind) chan event.GenericEvent {
+func (c *PoolAlarms) channelLocked(kind PoolKind) chan event.GenericEvent {
 	ch, ok := c.channels[kind.Kind]
 	if !ok {
 		ch = make(chan event.GenericEvent, refusalQueue)
