@@ -39,3 +39,14 @@ func DerivedGateways(network netip.Prefix, first, last netip.Addr, prefixLength 
 	}
 	return gateways, nil
 }
+
+// CheckPrefixLength refuses a prefixLength longer than the source's family
+// allows (say 64 on an IPv4 network): every address of the source would
+// be reserved and then fail, and nothing else says so before a claim comes.
+func CheckPrefixLength(prefixLength int, network netip.Prefix, source string) error {
+	if prefixLength > network.Addr().BitLen() {
+		return fmt.Errorf("%w: prefixLength %d is longer than an IPv%d address (%d bits) of %s",
+			ErrInvalidConfig, prefixLength, map[bool]int{true: 4, false: 6}[network.Addr().Is4()], network.Addr().BitLen(), source)
+	}
+	return nil
+}

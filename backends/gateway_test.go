@@ -44,3 +44,26 @@ func TestDerivedGateways(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckPrefixLength(t *testing.T) {
+	tests := []struct {
+		network      string
+		prefixLength int
+		wantErr      bool
+	}{
+		{"10.0.0.0/24", 0, false},
+		{"10.0.0.0/24", 32, false},
+		{"10.0.0.0/24", 33, true},
+		{"10.0.0.0/24", 64, true},
+		{"2001:db8::/48", 64, false},
+		{"2001:db8::/48", 128, false},
+	}
+	for _, tt := range tests {
+		err := backends.CheckPrefixLength(tt.prefixLength, netip.MustParsePrefix(tt.network), "source "+tt.network)
+		if tt.wantErr {
+			assert.ErrorIs(t, err, backends.ErrInvalidConfig, "%s with %d", tt.network, tt.prefixLength)
+		} else {
+			assert.NoError(t, err, "%s with %d", tt.network, tt.prefixLength)
+		}
+	}
+}

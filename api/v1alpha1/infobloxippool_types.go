@@ -19,6 +19,7 @@ const (
 
 // InfobloxIPPoolSpec describes where an Infoblox pool takes addresses from
 // and what it creates in the grid for each claim.
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixLength) || self.prefixLength <= 32 || self.sources.all(s, has(s.network) ? (isCIDR(s.network.cidr) && cidr(s.network.cidr).ip().family() == 6) : (isIP(s.range.start) && ip(s.range.start).family() == 6))",message="prefixLength must be at most 32 when a source is IPv4"
 type InfobloxIPPoolSpec struct {
 	// connection says how to reach the grid's WAPI.
 	// +required

@@ -14,7 +14,9 @@ const (
 )
 
 // NetboxIPPoolSpec describes where a NetBox pool takes addresses from and what
-// it records on each reservation.
+// it records on each reservation. A source named by id is checked when the
+// pool is validated instead.
+// +kubebuilder:validation:XValidation:rule="!has(self.prefixLength) || self.prefixLength <= 32 || self.sources.all(s, !(has(s.prefix) && has(s.prefix.cidr) && isCIDR(s.prefix.cidr) && cidr(s.prefix.cidr).ip().family() == 4) && !(has(s.ipRange) && has(s.ipRange.start) && isIP(s.ipRange.start) && ip(s.ipRange.start).family() == 4))",message="prefixLength must be at most 32 when a source is IPv4"
 type NetboxIPPoolSpec struct {
 	// connection says how to reach NetBox.
 	// +required

@@ -130,6 +130,11 @@ func (b *Backend) prepare(ctx context.Context) ([]resolvedSource, error) {
 	if err := b.checkZone(ctx); err != nil {
 		return nil, err
 	}
+	for _, s := range sources {
+		if err := backends.CheckPrefixLength(b.cfg.PrefixLength, s.network, s.Source.String()); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.checkGateway(ctx, sources); err != nil {
 		return nil, err
 	}

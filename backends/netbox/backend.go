@@ -103,6 +103,11 @@ func (b *Backend) prepare(ctx context.Context) (preparation, error) {
 	if err != nil {
 		return preparation{}, err
 	}
+	for _, s := range sources {
+		if err := backends.CheckPrefixLength(b.cfg.PrefixLength, s.network, s.display); err != nil {
+			return preparation{}, err
+		}
+	}
 	if err := b.checkGateway(ctx, sources); err != nil {
 		return preparation{}, err
 	}

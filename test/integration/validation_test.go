@@ -117,6 +117,16 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 			reason: v1alpha1.InvalidConfigurationReason, inMessage: "gateway 10.44.1.1",
 		},
 		{
+			// The API server cannot see the family of a prefix named by id.
+			name: "prefixLength longer than the family of a prefix named by id",
+			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
+				id := f.seedPrefix("10.45.0.0/24", netboxsim.PrefixOptions{})
+				return f.createNetboxPool("pool", "", withSources(v1alpha1.NetboxAddressSource{Prefix: &v1alpha1.NetboxPrefixSource{ID: ptr.To(id)}}),
+					func(s *v1alpha1.NetboxIPPoolSpec) { s.PrefixLength = ptr.To[int32](64) })
+			},
+			reason: v1alpha1.InvalidConfigurationReason, inMessage: "prefixLength 64 is longer than an IPv4 address",
+		},
+		{
 			name: "unknown tenant",
 			setup: func(f *fixture) *v1alpha1.NetboxIPPool {
 				return f.createNetboxPool("pool", "10.40.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
@@ -303,5 +313,52 @@ func TestTokensNeverLeak(t *testing.T) {
 	require.NotEmpty(t, readable.String())
 	for _, token := range []string{wrong, f.token, "leakcheck12"} {
 		assert.NotContains(t, readable.String(), token)
+	}
+}
+
+// TestPrefixLengthBeyondTheFamilyIsRefused: a prefixLength longer than an
+// IPv4 source's addresses is refused by the API server, before anything is
+// reserved; an IPv6 source takes it.
+func TestPrefixLengthBeyondTheFamilyIsRefused(t *testing.T) {
+	f := newFixture(t)
+	secret := v1alpha1.SecretReference{Name: "netbox"}
+	netboxSpec := func(cidr string) v1alpha1.NetboxIPPoolSpec {
+		return v1alpha1.NetboxIPPoolSpec{
+			Connection:   v1alpha1.NetboxConnection{URL: "https://netbox.example.com", CredentialsSecretRef: secret},
+			Sources:      []v1alpha1.NetboxAddressSource{prefixSource(cidr)},
+			PrefixLength: ptr.To[int32](64),
+		}
+	}
+	infobloxSpec := func(cidr string) v1alpha1.InfobloxIPPoolSpec {
+		return v1alpha1.InfobloxIPPoolSpec{
+			Connection:   v1alpha1.InfobloxConnection{Host: "gm.example.com", CredentialsSecretRef: secret},
+			Sources:      []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr}}},
+			PrefixLength: ptr.To[int32](64),
+		}
+	}
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: f.ns, Name: name} }
+	global := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: f.ns + "-" + name} }
+	tests := []struct {
+		name    string
+		pool    client.Object
+		refused bool
+	}{
+		{"NetboxIPPool, IPv4", &v1alpha1.NetboxIPPool{ObjectMeta: meta("nb4"), Spec: netboxSpec("10.46.0.0/24")}, true},
+		{"GlobalNetboxIPPool, IPv4", &v1alpha1.GlobalNetboxIPPool{ObjectMeta: global("nb4"), Spec: netboxSpec("10.46.0.0/24")}, true},
+		{"InfobloxIPPool, IPv4", &v1alpha1.InfobloxIPPool{ObjectMeta: meta("ib4"), Spec: infobloxSpec("10.46.0.0/24")}, true},
+		{"GlobalInfobloxIPPool, IPv4", &v1alpha1.GlobalInfobloxIPPool{ObjectMeta: global("ib4"), Spec: infobloxSpec("10.46.0.0/24")}, true},
+		{"NetboxIPPool, IPv6", &v1alpha1.NetboxIPPool{ObjectMeta: meta("nb6"), Spec: netboxSpec("2001:db8:46::/48")}, false},
+		{"InfobloxIPPool, IPv6", &v1alpha1.InfobloxIPPool{ObjectMeta: meta("ib6"), Spec: infobloxSpec("2001:db8:46::/48")}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := k8s.Create(f.ctx, tt.pool, client.DryRunAll)
+			if !tt.refused {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "prefixLength must be at most 32 when a source is IPv4")
+		})
 	}
 }
