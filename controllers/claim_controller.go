@@ -59,6 +59,9 @@ const (
 // backend only to allocate, look up and release.
 type ClaimReconciler struct {
 	Client client.Client
+	// APIReader reads past the cache where a decision must not rest on a
+	// stale view.
+	APIReader client.Reader
 	// InFlight keeps allocations and pool deletions apart.
 	InFlight *InFlight
 	// Alarms tells a pool at once that its credentials were refused, or
@@ -385,6 +388,9 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	}
 	recordReservation(address, alloc)
 	if err := r.Client.Create(ctx, address); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return r.lostToAnotherWriter(ctx, claim, backend, alloc)
+		}
 		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
 			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
@@ -399,6 +405,32 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 	setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
 	return ctrl.Result{}, nil
+}
+
+// lostToAnotherWriter handles an IPAddress that another writer created
+// between this reconcile's read and its create: a second manager running
+// without leader election, say, that reserved its own record for the claim
+// at the same time. If that IPAddress holds another address, this
+// reservation is released at once rather than left for the audit; either
+// way the IPAddress's event brings the claim back to be bound to it.
+func (r *ClaimReconciler) lostToAnotherWriter(ctx context.Context, claim *ipamv1.IPAddressClaim, backend backends.Backend, alloc backends.Allocation) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	existing := &ipamv1.IPAddress{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading the IPAddress another writer created: %w", err)
+	}
+	if existing.Spec.Address == alloc.Address.Addr().String() || !addressBelongsTo(existing, claim) {
+		// The same reservation, or not this claim's: nothing of ours to undo.
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
+	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
+	if err := backend.Delete(ctx, rec); err != nil {
+		return ctrl.Result{}, fmt.Errorf("releasing %s (%s), reserved while another writer bound the claim to %s: %w",
+			alloc.Address, alloc.Reference, existing.Spec.Address, err)
+	}
+	log.Info("Another writer bound the claim first; released this reservation", "released", alloc.Address.String(),
+		"reference", alloc.Reference, "bound", existing.Spec.Address)
+	return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 }
 
 func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) ctrl.Result {

@@ -78,6 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	tombstones := &Tombstones{}
 	claims := &ClaimReconciler{
 		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
 		InFlight:                inFlight,
 		Alarms:                  alarms,
 		Tombstones:              tombstones,
