@@ -118,6 +118,10 @@ type Allocation struct {
 	Reference string
 	// Endpoint is the system that holds the record (Backend.Endpoint).
 	Endpoint string
+	// Scope names the address space of the record within its system (a
+	// NetBox VRF, an Infoblox network view): one address may be held once
+	// per scope, and in several scopes at once.
+	Scope string
 }
 
 // Reservation is where the allocation lives, for a later release.

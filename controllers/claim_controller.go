@@ -382,6 +382,14 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		return r.allocationFailed(claim, err)
 	}
 
+	holder, err := r.heldInCluster(ctx, claim, alloc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if holder != nil {
+		return r.handOver(ctx, claim, kind, pool, backend, alloc, holder)
+	}
+
 	address, err := r.newIPAddress(claim, pool, alloc)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -561,6 +569,9 @@ func recordReservation(obj metav1.Object, alloc backends.Allocation) {
 	}
 	a[v1alpha1.ReservationEndpointAnnotation] = alloc.Endpoint
 	a[v1alpha1.ReservationRecordAnnotation] = alloc.Reference
+	if alloc.Scope != "" {
+		a[v1alpha1.ReservationScopeAnnotation] = alloc.Scope
+	}
 	obj.SetAnnotations(a)
 }
 

@@ -56,6 +56,9 @@ func SetupIndexes(ctx context.Context, mgr manager.Manager, kinds PoolKinds) err
 	}); err != nil {
 		return fmt.Errorf("indexing addresses by pool: %w", err)
 	}
+	if err := indexer.IndexField(ctx, &ipamv1.IPAddress{}, addressScopeField, addressScopeKeys); err != nil {
+		return fmt.Errorf("indexing addresses by the address they hold: %w", err)
+	}
 	for _, kind := range kinds {
 		if err := indexer.IndexField(ctx, kind.New(), secretNameField, func(o client.Object) []string {
 			return []string{kind.SecretName(o.(Pool))}

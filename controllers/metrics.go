@@ -53,6 +53,11 @@ var (
 		Help: "Records left in the IPAM system when their claim was deleted, by pool kind and reason (ReleaseSkipped: no longer carries the marker; ReleaseLeft: out of the pool's reach).",
 	}, []string{"pool_kind", "reason"})
 
+	addressConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "capi_ipam_bridge_address_conflicts_total",
+		Help: "Addresses the IPAM system reserved for a claim while another live IPAddress of this management cluster held them in the same scope; never bound, the record was handed to the holder.",
+	}, []string{"pool_kind"})
+
 	auditRuns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "capi_ipam_bridge_audit_runs_total",
 		Help: "Audits of pools, by pool kind and outcome (succeeded, failed).",
@@ -77,7 +82,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests,
-			claimBindSeconds, poolAddresses, recordsLeft, waiting, auditRuns, auditActions, auditFindings)
+			claimBindSeconds, poolAddresses, recordsLeft, addressConflicts, waiting, auditRuns, auditActions, auditFindings)
 		// The endpoint limiters' wait, throttled answers and requests in flight.
 		ctrlmetrics.Registry.MustRegister(backendhttp.Collectors()...)
 	})

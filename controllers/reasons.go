@@ -38,6 +38,11 @@ const (
 	// outside the pool's sources, or its gateway; it was released, never
 	// bound, and the pool is validated at once.
 	UnusableAddressAnsweredReason = "UnusableAddressAnswered"
+	// AddressHeldInClusterReason: the IPAM system reserved an address that
+	// another live IPAddress of this management cluster holds in the same
+	// scope; the record was handed to that claim and this claim gets
+	// another address.
+	AddressHeldInClusterReason = "AddressHeldInCluster"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 	// ReservationRestoredReason (event): an audit found a bound claim's

@@ -75,6 +75,11 @@ const (
 	// ReservationRecordAnnotation is the record's reference there
 	// (ipam/ip-addresses/<id>, or the WAPI _ref naming object type and view).
 	ReservationRecordAnnotation = "ipam-bridge.github.io/record"
+	// ReservationScopeAnnotation is the address space of the record in its
+	// system (vrf/<id> or vrf/global in NetBox, view/<network view> in
+	// Infoblox): the provider never binds an address that another live
+	// IPAddress holds in the same system and scope.
+	ReservationScopeAnnotation = "ipam-bridge.github.io/scope"
 )
 
 // MachineNameAnnotation on an IPAddressClaim holds the name of the Machine

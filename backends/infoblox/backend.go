@@ -629,7 +629,8 @@ func (b *Backend) toAllocation(o object, sources []resolvedSource) (backends.All
 	if err != nil {
 		return backends.Allocation{}, fmt.Errorf("%w: prefix length %d for %s: %v", backends.ErrInvalidConfig, bits, addr, err)
 	}
-	alloc := backends.Allocation{Address: netip.PrefixFrom(addr, prefix.Bits()), Reference: o.Ref, Endpoint: b.Endpoint()}
+	alloc := backends.Allocation{Address: netip.PrefixFrom(addr, prefix.Bits()), Reference: o.Ref, Endpoint: b.Endpoint(),
+		Scope: "view/" + b.cfg.NetworkView}
 	switch {
 	case b.cfg.Gateway.None:
 	case b.cfg.Gateway.Address.IsValid():

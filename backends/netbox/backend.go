@@ -564,7 +564,16 @@ func (b *Backend) toAllocation(r ipRecord) (backends.Allocation, error) {
 		Gateway:   b.gatewayFor(p),
 		Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID),
 		Endpoint:  b.baseURL,
+		Scope:     vrfScope(vrfIDOf(r.VRF)),
 	}, nil
+}
+
+// vrfScope names a VRF as an allocation's scope; 0 is the global table.
+func vrfScope(id int32) string {
+	if id == 0 {
+		return "vrf/global"
+	}
+	return fmt.Sprintf("vrf/%d", id)
 }
 
 // gatewayFor applies the gateway rule to an allocated address.

@@ -55,6 +55,9 @@ type system interface {
 	deleteAt(addr netip.Addr)
 	// holdGateway records addr as held, as seedNetwork records a gateway.
 	holdGateway(addr netip.Addr)
+	// moveRecord changes a record's address, as the IPAM team editing it;
+	// the record keeps its marker.
+	moveRecord(r record, to netip.Addr)
 	// holds says whether any record holds addr, marked or not.
 	holds(addr netip.Addr) bool
 	// reserveForeign makes a marked reservation of addr as another
@@ -176,6 +179,10 @@ func (s *netboxSystem) deleteAt(addr netip.Addr) {
 			s.target.DeleteIPAddress(ip.ID)
 		}
 	}
+}
+
+func (s *netboxSystem) moveRecord(r record, to netip.Addr) {
+	s.target.EditIPAddress(r.id, func(ip *netboxsim.IPAddress) { ip.Address = netip.PrefixFrom(to, r.Address.Bits()).String() })
 }
 
 func (s *netboxSystem) holdGateway(addr netip.Addr) {
@@ -347,6 +354,8 @@ func (s *infobloxSystem) deleteAt(addr netip.Addr) {
 		}
 	}
 }
+
+func (s *infobloxSystem) moveRecord(r record, to netip.Addr) { s.sim.MoveAddress(r.ref, to.String()) }
 
 func (s *infobloxSystem) holdGateway(addr netip.Addr) {
 	s.sim.AddFixedAddress("default", addr.String(), nil)

@@ -414,7 +414,12 @@ func (r *realNetBox) EditIPAddress(id int32, edit func(*netboxsim.IPAddress)) {
 	for _, slug := range ip.Tags {
 		tags = append(tags, map[string]string{"slug": slug})
 	}
+	var vrf any // the global table
+	if ip.VRF != 0 {
+		vrf = ip.VRF
+	}
 	r.do(http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, map[string]any{
+		"address": ip.Address, "vrf": vrf,
 		"description": ip.Description, "dns_name": ip.DNSName, "status": ip.Status,
 		"custom_fields": ip.CustomFields, "tags": tags,
 	}, nil)

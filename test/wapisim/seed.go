@@ -242,6 +242,18 @@ func (s *Server) RemoveEA(ref, name string) {
 	delete(s.mustObj(ref).eas, name)
 }
 
+// MoveAddress changes a fixed address's IP, as a grid admin editing it:
+// the object keeps its attributes, and its reference changes with its
+// address, as NIOS's do. It returns the new reference.
+func (s *Server) MoveAddress(ref, ip string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.mustObj(ref)
+	s.db.remove(o)
+	o.addr = mustAddr(ip)
+	return s.db.insert(o).ref
+}
+
 // DeleteObject removes an object; it reports whether it existed.
 func (s *Server) DeleteObject(ref string) bool {
 	s.mu.Lock()

@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// The guard in the cluster: whatever the IPAM system answers, the provider
+// never binds an address that another live IPAddress of this management
+// cluster holds in the same system and scope (VRF, network view). The IPAM
+// system can answer one when its team moved, readdressed or deleted a bound
+// claim's record: the machine still uses the address, the system thinks it
+// free. The guard reads the cache only, and costs the IPAM system nothing.
+
+// addressScopeField indexes IPAddresses by the address they hold, in their
+// system and scope (see addressScopeKey).
+const addressScopeField = "ipam-bridge.address-in-scope"
+
+// addressScopeKey is the index value of an address held in a system's scope.
+func addressScopeKey(endpoint, scope, address string) string {
+	return endpoint + "|" + scope + "|" + address
+}
+
+// addressScopeKeys indexes an IPAddress by the reservation recorded on it.
+func addressScopeKeys(o client.Object) []string {
+	address := o.(*ipamv1.IPAddress)
+	endpoint := address.Annotations[v1alpha1.ReservationEndpointAnnotation]
+	scope := address.Annotations[v1alpha1.ReservationScopeAnnotation]
+	if endpoint == "" || scope == "" || address.Spec.Address == "" {
+		return nil
+	}
+	return []string{addressScopeKey(endpoint, scope, address.Spec.Address)}
+}
+
+// heldInCluster returns a live IPAddress of another claim that holds the
+// allocation's address in the same system and scope, or nil.
+func (r *ClaimReconciler) heldInCluster(ctx context.Context, claim *ipamv1.IPAddressClaim, alloc backends.Allocation) (*ipamv1.IPAddress, error) {
+	if alloc.Scope == "" {
+		return nil, nil
+	}
+	addresses := &ipamv1.IPAddressList{}
+	key := addressScopeKey(alloc.Endpoint, alloc.Scope, alloc.Address.Addr().String())
+	if err := r.Client.List(ctx, addresses, client.MatchingFields{addressScopeField: key}); err != nil {
+		return nil, fmt.Errorf("listing the IPAddresses that hold %s: %w", alloc.Address.Addr(), err)
+	}
+	for i := range addresses.Items {
+		a := &addresses.Items[i]
+		if a.Namespace == claim.Namespace && a.Spec.ClaimRef.Name == claim.Name {
+			continue
+		}
+		if a.DeletionTimestamp.IsZero() {
+			return a, nil
+		}
+	}
+	return nil, nil
+}
+
+// handOver gives a record that the IPAM system reserved for claim, at an
+// address holder's machine uses, to holder's claim: it now keeps the
+// machine's address reserved in the IPAM system, and claim, whose marker it
+// no longer carries, gets another address at its next attempt. Both claims
+// and the pool say so, and a metric counts it.
+func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool,
+	backend backends.Backend, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
+	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
+	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
+	holderMarker := backends.Marker(r.Identity, holderKey.Namespace, holderKey.Name)
+	if err := backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
+		return ctrl.Result{}, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
+	}
+	addressConflicts.WithLabelValues(kind.Kind).Inc()
+	msg := fmt.Sprintf("%s reserved %s (%s) for this claim, but IPAddress %s of claim %s holds that address in this management cluster; the record now holds it for that claim, and this claim gets another address",
+		alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey)
+	ctrl.LoggerFrom(ctx).Info("The IPAM system answered an address another claim holds; handed the record to it", "address", alloc.Address.Addr().String(),
+		"reference", alloc.Reference, "holder", holderKey.String())
+	setClaimReady(claim, metav1.ConditionFalse, AddressHeldInClusterReason, msg)
+	r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", msg)
+	r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", claim.Namespace, claim.Name, msg)
+	holderClaim := &ipamv1.IPAddressClaim{}
+	if err := r.Client.Get(ctx, holderKey, holderClaim); err == nil {
+		r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate",
+			"%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine; record %s holds it for this claim again",
+			alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name, alloc.Reference)
+	}
+	return r.wait(claim), nil
+}

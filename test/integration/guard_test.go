@@ -1,0 +1,56 @@
+package integration
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+)
+
+// TestAnAddressHeldInTheClusterIsNeverBoundAgain: claim a is bound to .2.
+// The IPAM team moves a's record to .200 and keeps the marker, so the IPAM
+// system thinks .2 free and answers it to the next claim, b. The provider
+// never binds .2 to b while a's IPAddress holds it: the record at .2 is
+// handed to a, whose machine uses that address, b gets the next address,
+// and both claims and the pool say what happened.
+func TestAnAddressHeldInTheClusterIsNeverBoundAgain(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		network := netip.MustParsePrefix("10.35.0.0/24")
+		f.seedNetwork(network.String())
+		pool := f.createPool("guard", network.String())
+		f.waitPoolReady(pool)
+		a := f.createClaim("a", pool.GetName())
+		held := netip.MustParseAddr(f.waitBound(a).Spec.Address)
+		moved := netip.MustParseAddr("10.35.0.200")
+
+		records := f.recordsWithMarker(f.marker(a.Name))
+		require.Len(t, records, 1)
+		f.sys.moveRecord(records[0], moved)
+
+		b := f.createClaim("b", pool.GetName())
+		bAddress := f.waitBound(b)
+		assert.NotEqual(t, held.String(), bAddress.Spec.Address, "b was bound to the address a's machine uses")
+		aAddress := &ipamv1.IPAddress{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(a), aAddress))
+		assert.Equal(t, held.String(), aAddress.Spec.Address, "a keeps its address")
+
+		f.waitEvent(f.ns, b.Name, controllers.AddressHeldInClusterReason)
+		f.waitEvent(f.ns, a.Name, controllers.AddressHeldInClusterReason)
+		f.waitEvent(f.ns, pool.GetName(), controllers.AddressHeldInClusterReason)
+		// The IPAM system holds a's machine's address for a again, and b's
+		// address for b.
+		var aHolds, bHolds bool
+		for _, r := range f.markedRecords() {
+			aHolds = aHolds || (r.Marker == f.marker(a.Name) && r.Address.Addr() == held)
+			bHolds = bHolds || (r.Marker == f.marker(b.Name) && r.Address.Addr().String() == bAddress.Spec.Address)
+		}
+		assert.True(t, aHolds, "no record holds %s for a", held)
+		assert.True(t, bHolds, "no record holds %s for b", bAddress.Spec.Address)
+	})
+}
