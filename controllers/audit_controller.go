@@ -189,7 +189,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool Pool) (ctrl.Result, er
 		log.Info("Audit failed, retrying at the next interval", "error", err.Error())
 		return ctrl.Result{RequeueAfter: min(r.Interval, DefaultMaxRetryInterval)}, nil
 	}
-	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now()}
+	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now(), movedSeen: map[types.NamespacedName]bool{}}
 	if err := a.judge(ctx, records); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -226,6 +226,8 @@ type auditRun struct {
 	// pendingAt is the earliest time a finding becomes actionable (minAge
 	// or a tombstone's grace period ends).
 	pendingAt time.Time
+	// movedSeen are the claims whose moved records the listing holds.
+	movedSeen map[types.NamespacedName]bool
 }
 
 func (a *auditRun) minAge() time.Duration {
@@ -274,12 +276,21 @@ func (a *auditRun) judge(ctx context.Context, records []backends.Record) error {
 				}
 			}
 		case state.bound.IsValid():
+			// Records elsewhere are duplicates only while the claim's
+			// address is held too and no record of the claim was moved:
+			// a record the IPAM team moved is reported, never deleted.
+			atBound := slices.ContainsFunc(recs, func(rec backends.Record) bool { return rec.Address.Addr() == state.bound })
 			for _, rec := range recs {
-				if rec.Address.Addr() == state.bound {
-					continue
-				}
-				if err := a.duplicate(ctx, key, rec); err != nil {
-					return err
+				switch {
+				case rec.Address.Addr() == state.bound:
+				case state.moved || !atBound:
+					a.status.Drifted++
+					a.addFinding(v1alpha1.FindingMoved, rec, false)
+					a.movedSeen[key] = true
+				default:
+					if err := a.duplicate(ctx, key, rec); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -295,6 +306,8 @@ type claimState struct {
 	// bound is the address of the claim's IPAddress, when the claim is
 	// bound and neither it nor its IPAddress is being deleted.
 	bound netip.Addr
+	// moved: the IPAddress says the claim's record was moved.
+	moved bool
 }
 
 // claimState reads the claim from the cache; a claim the cache lacks is
@@ -325,7 +338,8 @@ func (a *auditRun) claimState(ctx context.Context, key types.NamespacedName) (cl
 	if err != nil {
 		return claimState{}, nil
 	}
-	return claimState{bound: p.Addr()}, nil
+	_, moved := address.Annotations[v1alpha1.RecordMovedAnnotation]
+	return claimState{bound: p.Addr(), moved: moved}, nil
 }
 
 // orphan reports a record without a claim and, under the Release policy,
@@ -477,16 +491,26 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		return err
 	}
 	claim := backendClaim(a.Identity, liveClaim)
-	if found, err := a.backend.Lookup(ctx, claim); err == nil || !errors.Is(err, backends.ErrNotFound) {
-		// Found after all (bound after the listing), or not decidable now.
-		if err == nil && found.Address.Addr() == p.Addr() {
-			return a.markReserved(ctx, address, true, "")
-		}
+	movedTo := ""
+	switch found, err := a.backend.Lookup(ctx, claim); {
+	case err == nil && found.Address.Addr() == p.Addr():
+		// Found after all: bound after the listing.
+		return a.markReserved(ctx, address, true, "")
+	case err == nil:
+		// The IPAM team moved the claim's record to another address.
+		movedTo = fmt.Sprintf("%s (%s)", found.Address.Addr(), found.Reference)
+	case errors.Is(err, backends.ErrOutsidePool):
+		// Or into another VRF or network, out of the pool's scope.
+		movedTo = err.Error()
+	case !errors.Is(err, backends.ErrNotFound):
+		// Not decidable now.
 		return nil
 	}
 	rec := backends.Record{Address: p, Marker: claim.Marker}
 	alloc, err := a.backend.Restore(ctx, claim, p)
 	switch {
+	case err == nil && movedTo != "":
+		return a.recordMoved(ctx, address, p, movedTo, alloc)
 	case err == nil:
 		a.status.Drifted++
 		rec.Reference = alloc.Reference
@@ -514,6 +538,43 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	}
 }
 
+// recordMoved reports a bound claim whose record the IPAM team moved,
+// after the machine's address was held for it again: the IPAddress
+// remembers it, so that later audits never take the moved record for a
+// duplicate; the claim's condition and events name what changed.
+func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, movedTo string, alloc backends.Allocation) error {
+	key := client.ObjectKeyFromObject(address)
+	if !a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}] {
+		// Moved out of the listing's scope (another VRF or network):
+		// the finding names the claim's address.
+		a.status.Drifted++
+		a.addFinding(v1alpha1.FindingMoved, backends.Record{Address: p, Marker: backends.Marker(a.Identity, key.Namespace, address.Spec.ClaimRef.Name)}, false)
+	}
+	auditActions.WithLabelValues(a.Kind.Kind, "restored").Inc()
+	a.actions = append(a.actions, fmt.Sprintf("held %s for claim %s again: its record was moved to %s", p.Addr(), key, movedTo))
+	msg := fmt.Sprintf("the record of this claim's address %s was moved in the IPAM system to %s; the machine still uses %s, which is held for it again (%s). To move the machine, replace it",
+		p.Addr(), movedTo, p.Addr(), alloc.Reference)
+	a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.RecordMovedReason, "Audit", "%s", msg)
+	a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.RecordMovedReason, "Audit", "Claim %s: %s", key, msg)
+	if err := markRecordMoved(ctx, a.Client, address, movedTo); err != nil {
+		return err
+	}
+	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, msg)
+}
+
+// markRecordMoved notes on an IPAddress where its claim's record was moved.
+func markRecordMoved(ctx context.Context, c client.Client, address *ipamv1.IPAddress, movedTo string) error {
+	base := address.DeepCopy()
+	if address.Annotations == nil {
+		address.Annotations = map[string]string{}
+	}
+	address.Annotations[v1alpha1.RecordMovedAnnotation] = movedTo
+	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("noting on IPAddress %s that its record was moved: %w", address.Name, err)
+	}
+	return nil
+}
+
 // markReserved sets the claim's AddressReserved condition when it changes:
 // a claim whose record is fine and that never drifted is not written.
 func (a *auditRun) markReserved(ctx context.Context, address *ipamv1.IPAddress, reserved bool, msg string) error {
@@ -528,16 +589,26 @@ func (a *auditRun) markReserved(ctx context.Context, address *ipamv1.IPAddress, 
 	if !reserved && prev != nil && prev.Status == metav1.ConditionFalse && prev.Message == msg {
 		return nil
 	}
+	if reserved {
+		return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.ReservedReason, "")
+	}
+	return a.setReserved(ctx, address, metav1.ConditionFalse, v1alpha1.AddressTakenOverReason, msg)
+}
+
+// setReserved writes the AddressReserved condition of the IPAddress's claim.
+func (a *auditRun) setReserved(ctx context.Context, address *ipamv1.IPAddress, status metav1.ConditionStatus, reason, msg string) error {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if prev := conditions.Get(claim, v1alpha1.AddressReservedCondition); prev != nil && prev.Status == status && prev.Reason == reason && prev.Message == msg {
+		return nil
+	}
 	patchHelper, err := patch.NewHelper(claim, a.Client)
 	if err != nil {
 		return err
 	}
-	cond := metav1.Condition{Type: v1alpha1.AddressReservedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReservedReason}
-	if !reserved {
-		cond = metav1.Condition{Type: v1alpha1.AddressReservedCondition, Status: metav1.ConditionFalse,
-			Reason: v1alpha1.AddressTakenOverReason, Message: msg}
-	}
-	conditions.Set(claim, cond)
+	conditions.Set(claim, metav1.Condition{Type: v1alpha1.AddressReservedCondition, Status: status, Reason: reason, Message: msg})
 	if err := patchHelper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AddressReservedCondition}}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("setting %s on claim %s: %w", v1alpha1.AddressReservedCondition, claim.Name, err)
 	}

@@ -79,6 +79,12 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	if err := backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
 		return ctrl.Result{}, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
 	}
+	// The holder's own record is elsewhere now: the audit must report it,
+	// and never take it for a duplicate of the record just handed over.
+	if err := markRecordMoved(ctx, r.Client, holder, fmt.Sprintf("another address or scope (%s answered %s to claim %s/%s)",
+		alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name)); err != nil {
+		return ctrl.Result{}, err
+	}
 	addressConflicts.WithLabelValues(kind.Kind).Inc()
 	msg := fmt.Sprintf("%s reserved %s (%s) for this claim, but IPAddress %s of claim %s holds that address in this management cluster; the record now holds it for that claim, and this claim gets another address",
 		alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey)

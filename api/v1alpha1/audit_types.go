@@ -30,6 +30,9 @@ const (
 	ReservedReason = "Reserved"
 	// AddressTakenOverReason: the claim's record is gone and another record holds its address.
 	AddressTakenOverReason = "AddressTakenOver"
+	// RecordMovedReason: the IPAM team moved the claim's record to another
+	// address or scope; the machine's address is held for the claim again.
+	RecordMovedReason = "RecordMoved"
 )
 
 // OrphanPolicy says what an audit does with an orphan: a record that
@@ -74,7 +77,7 @@ type ReleaseSettings struct {
 }
 
 // FindingType names what an audit found.
-// +kubebuilder:validation:Enum=Orphan;Duplicate;Restored;Taken
+// +kubebuilder:validation:Enum=Orphan;Duplicate;Restored;Taken;Moved
 type FindingType string
 
 const (
@@ -86,6 +89,10 @@ const (
 	FindingRestored FindingType = "Restored"
 	// FindingTaken: a bound claim's record was gone and another record holds its address.
 	FindingTaken FindingType = "Taken"
+	// FindingMoved: a bound claim's record was moved in the IPAM system to
+	// another address or scope; it is reported, never deleted, and the
+	// machine's address is held for the claim again.
+	FindingMoved FindingType = "Moved"
 )
 
 // AuditFinding is one example of what an audit found.

@@ -80,6 +80,10 @@ const (
 	// Infoblox): the provider never binds an address that another live
 	// IPAddress holds in the same system and scope.
 	ReservationScopeAnnotation = "ipam-bridge.github.io/scope"
+	// RecordMovedAnnotation on an IPAddress says that the IPAM team moved
+	// its claim's record elsewhere (what it says is where): the audit
+	// reports such records and never deletes them as duplicates.
+	RecordMovedAnnotation = "ipam-bridge.github.io/record-moved"
 )
 
 // MachineNameAnnotation on an IPAddressClaim holds the name of the Machine

@@ -140,7 +140,10 @@ func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Al
 	if _, _, err := b.prepared(ctx); err != nil {
 		return backends.Allocation{}, err
 	}
-	records, err := b.findByMarker(ctx, claim.Marker, true)
+	// The scope allocation uses: a record moved into another VRF or out of
+	// the sources is not the claim's reservation in this pool
+	// (ErrOutsidePool says where it is).
+	records, err := b.findOwn(ctx, claim.Marker)
 	if err != nil {
 		return backends.Allocation{}, err
 	}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
 // The audit compares what the IPAM system holds under this management
@@ -329,4 +331,90 @@ func TestGracePeriodHoldsTheAddressAcrossARestart(t *testing.T) {
 		third := f.createClaim("third", "pool")
 		assert.Equal(t, released, f.waitBound(third).Spec.Address, "and the address is free again")
 	})
+}
+
+// TestAuditReportsAMovedRecordAndNeverDeletesIt: the IPAM team moves a
+// bound claim's record to another address and keeps the marker. The audit
+// holds the machine's address for the claim again, names what changed on
+// the claim (AddressReserved, RecordMoved) and in a Moved finding, and never
+// deletes the moved record as a duplicate, however often it runs.
+func TestAuditReportsAMovedRecordAndNeverDeletesIt(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.137.0.0/24")
+		pool := f.createPool("pool", "10.137.0.0/24")
+		f.setAuditSpec(pool, noMinAge, v1alpha1.ReleaseSettings{})
+		claim := f.createClaim("machine", "pool")
+		address := f.waitBound(claim)
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+		moved := netip.MustParseAddr("10.137.0.200")
+		f.sys.moveRecord(records[0], moved)
+
+		report := f.audit(pool)
+		require.Len(t, findings(report, v1alpha1.FindingMoved), 1, "%+v", report.Findings)
+		cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordMovedReason)
+		assert.Contains(t, cond.Message, moved.String(), "the condition names where the record went")
+		f.waitEvent(f.ns, address.Name, v1alpha1.RecordMovedReason)
+		assertHeld := func() {
+			t.Helper()
+			var at []string
+			for _, r := range f.recordsWithMarker(f.marker("machine")) {
+				at = append(at, r.Address.Addr().String())
+			}
+			assert.ElementsMatch(t, []string{address.Spec.Address, moved.String()}, at,
+				"the machine's address is held again and the moved record is kept")
+		}
+		assertHeld()
+
+		for range 2 {
+			report = f.audit(pool)
+			assert.Zero(t, report.Duplicates, "a moved record is no duplicate")
+			require.Len(t, findings(report, v1alpha1.FindingMoved), 1)
+			assertHeld()
+		}
+	})
+}
+
+// TestAuditReportsARecordMovedIntoAnotherVRF: the IPAM team moves a bound
+// claim's record, same address, into another VRF. The pool's scope no
+// longer holds the machine's address: the audit holds it there again and
+// says so, and the next claim is never bound to it.
+func TestAuditReportsARecordMovedIntoAnotherVRF(t *testing.T) {
+	f := newFixture(t)
+	f.seedPrefix("10.138.0.0/24", netboxsim.PrefixOptions{})
+	vrf := f.sim.AddVRF("elsewhere-"+f.ns, "")
+	pool := f.createPool("pool", "10.138.0.0/24")
+	f.setAuditSpec(pool, noMinAge, v1alpha1.ReleaseSettings{})
+	claim := f.createClaim("machine", "pool")
+	address := f.waitBound(claim)
+	records := f.recordsWithMarker(f.marker("machine"))
+	require.Len(t, records, 1)
+	f.sim.EditIPAddress(records[0].id, func(ip *netboxsim.IPAddress) { ip.VRF = vrf })
+
+	report := f.audit(pool)
+	require.Len(t, findings(report, v1alpha1.FindingMoved), 1, "%+v", report.Findings)
+	cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordMovedReason)
+	assert.Contains(t, cond.Message, "VRF")
+	held := false
+	for _, ip := range f.sim.IPAddresses() {
+		held = held || (strings.HasPrefix(ip.Address, address.Spec.Address+"/") && ip.VRF == 0)
+	}
+	assert.True(t, held, "the machine's address is held in the pool's VRF again")
+
+	next := f.waitBound(f.createClaim("next", "pool"))
+	assert.NotEqual(t, address.Spec.Address, next.Spec.Address)
+}
+
+// waitClaimCondition waits for a condition of the claim to have reason.
+func (f *fixture) waitClaimCondition(claim *ipamv1.IPAddressClaim, conditionType, reason string) *metav1.Condition {
+	f.t.Helper()
+	var cond *metav1.Condition
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := &ipamv1.IPAddressClaim{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
+		cond = conditions.Get(got, conditionType)
+		require.NotNil(c, cond)
+		assert.Equal(c, reason, cond.Reason, cond.Message)
+	}, waitTimeout, pollInterval)
+	return cond
 }
