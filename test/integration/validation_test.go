@@ -207,14 +207,17 @@ func TestReadOnlyTokenGivesAClearCondition(t *testing.T) {
 		cond := f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.SetupRequiredReason)
 		assert.Contains(t, cond.Message, `tag "cluster-api-ipam"`)
 	})
-	t.Run("with them, allocation fails with the permission named", func(t *testing.T) {
+	t.Run("with them, the first refused allocation marks the pool with the permission named", func(t *testing.T) {
 		f.sim.AddTag("cluster-api-ipam", "cluster-api-ipam")
 		f.sim.AddCustomField("capi_ipam_claim", "exact")
 		pool := f.createNetboxPool("pool", "10.42.0.0/24", func(s *v1alpha1.NetboxIPPoolSpec) {
 			s.Connection.CredentialsSecretRef.Name = "read-only"
 		})
 		f.waitPoolReady(pool)
-		cond := f.waitClaimReason(f.createClaim("machine", "pool"), ipamv1.IPAddressClaimReadyAllocationFailedReason)
+		claim := f.createClaim("machine", "pool")
+		poolCond := f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.PermissionDeniedReason)
+		assert.Contains(t, poolCond.Message, "You do not have permission to perform this action.")
+		cond := f.waitClaimReason(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 		assert.Contains(t, cond.Message, "You do not have permission to perform this action.")
 	})
 }
