@@ -38,7 +38,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: envtest
-envtest: ## Build (once) and print the directory of envtest's kube-apiserver and etcd.
+envtest: ## Build (once) and print the directory of envtest's kube-apiserver, etcd and kube-controller-manager.
 	@hack/envtest-binaries.sh
 
 .PHONY: demo
@@ -66,7 +66,7 @@ test-sim: ## Run the unit tests, the integration suite, the operator, Metal3 and
 .PHONY: test-real-netbox
 test-real-netbox: ## Run the integration suite, the Metal3 and CAPV end-to-end tests and a short chaos run against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
 	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/ ./test/gc/; \
 	(cd test/metal3e2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...); \
 	(cd test/capve2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...); \
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real $(CHAOS_SHORT_FLAGS)

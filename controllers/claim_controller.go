@@ -473,7 +473,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 		}
 		address = nil
 	}
-	if address != nil && !addressBelongsTo(address, claim) {
+	if address != nil && !addressBelongsTo(address, claim) && !strippedOfItsClaim(address, claim) {
 		address = nil
 	}
 
@@ -764,6 +764,16 @@ func matchesWatchFilter(o client.Object, value string) bool {
 // predecessor's IPAddress (clusterctl move rewrites owner UIDs).
 func addressBelongsTo(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
 	return metav1.IsControlledBy(address, claim) &&
+		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
+}
+
+// strippedOfItsClaim says whether the IPAddress is the claim's own, written
+// for it, whose owner reference to the claim the garbage collector removed:
+// in a foreground deletion of the claim (or of its owners), the collector
+// does not delete a dependent that another owner, the pool, still holds,
+// but takes the deleted owner's reference off it.
+func strippedOfItsClaim(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
+	return metav1.GetControllerOf(address) == nil &&
 		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
 }
 

@@ -129,6 +129,13 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
+		// A deleted pool waits for its claims' releases too.
+		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(claimToPool(r.Kind)),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		Complete(r)
 }
 
@@ -327,6 +334,17 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 	if n > 0 {
 		return waitFor(fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n))
 	}
+	// A claim whose IPAddress went first (a namespace deletion deletes
+	// every kind at once) still holds its reservation: it is released
+	// through this pool, which must outlive it.
+	claims := &ipamv1.IPAddressClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(pool.GetNamespace()),
+		client.MatchingFields{poolRefField: poolRefKey(ref)}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the claims of the pool: %w", err)
+	}
+	if n := countWithFinalizer(claims.Items, ClaimFinalizer); n > 0 {
+		return waitFor(fmt.Sprintf("waiting for %d claims of the pool to release their addresses", n))
+	}
 	r.Backends.Forget(pool)
 	r.Alarms.forget(pool)
 	r.forgetValidation(pool)
@@ -395,6 +413,33 @@ func (r *PoolReconciler) secretToPools(ctx context.Context, o client.Object) []r
 	// A changed Secret yields a new backend (see Backends.For), whose first
 	// use validates the pool afresh.
 	return requests
+}
+
+// countWithFinalizer counts the claims that carry finalizer.
+func countWithFinalizer(claims []ipamv1.IPAddressClaim, finalizer string) int {
+	n := 0
+	for i := range claims {
+		if controllerutil.ContainsFinalizer(&claims[i], finalizer) {
+			n++
+		}
+	}
+	return n
+}
+
+// claimToPool maps a deleted claim to its pool of kind, which may be
+// waiting for it before it goes.
+func claimToPool(kind PoolKind) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		ref := o.(*ipamv1.IPAddressClaim).Spec.PoolRef
+		if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != kind.Kind {
+			return nil
+		}
+		key := client.ObjectKey{Name: ref.Name}
+		if kind.Namespaced {
+			key.Namespace = o.GetNamespace()
+		}
+		return []reconcile.Request{{NamespacedName: key}}
+	}
 }
 
 // addressToPool maps an IPAddress to its pool of kind, if it has one: the
