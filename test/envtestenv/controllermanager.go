@@ -84,7 +84,7 @@ func StartControllerManager(ctx context.Context, cfg *rest.Config) (*ControllerM
 		return nil, err
 	}
 	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
+	if err := WriteKubeconfig(cfg, kubeconfig); err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
@@ -205,15 +205,16 @@ func (m *ControllerManager) Stop() error {
 	return nil
 }
 
-// writeKubeconfig writes cfg, with its client certificate or token, as a
-// kubeconfig file.
-func writeKubeconfig(cfg *rest.Config, path string) error {
+// WriteKubeconfig writes cfg, with its client certificate, token or basic
+// credentials, as a kubeconfig file for a process of its own.
+func WriteKubeconfig(cfg *rest.Config, path string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{
+	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{
 		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
+		Username: cfg.Username, Password: cfg.Password,
 	}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
 	kc.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*kc, path)
 }

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 )
@@ -47,15 +45,7 @@ func FreeAddr() (string, error) {
 // WriteKubeconfig writes a kubeconfig for envtest's API server, which the
 // manager reads through $KUBECONFIG.
 func WriteKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["envtest"] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
-		Username: cfg.Username, Password: cfg.Password,
-	}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "envtest"}
-	kc.CurrentContext = "envtest"
-	return clientcmd.WriteToFile(*kc, path)
+	return envtestenv.WriteKubeconfig(cfg, path)
 }
 
 // Process is the manager binary running as a process of its own, killed

@@ -3,14 +3,11 @@ package operatore2e
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -283,7 +280,7 @@ func TestOperatorInstallsAndConfiguresTheManager(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz"} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			require.True(c, mgr.Running(), "the manager exited")
-			code, body, err := get(ctx, plain, "http://"+health+path, "")
+			code, body, err := managerproc.Get(ctx, plain, "http://"+health+path, "")
 			require.NoError(c, err)
 			assert.Equal(c, http.StatusOK, code, "%s: %s", path, body)
 		}, waitTimeout, poll, "the manager answers %s on --health-addr", path)
@@ -296,7 +293,7 @@ func TestOperatorInstallsAndConfiguresTheManager(t *testing.T) {
 		assert.Equal(c, int32(20), ptr.Deref(lease.Spec.LeaseDurationSeconds, 0))
 	}, waitTimeout, poll, "the manager holds the lease spec.manager.leaderElection names")
 
-	code, _, err := get(ctx, plain, "http://"+profiler+"/debug/pprof/", "")
+	code, _, err := managerproc.Get(ctx, plain, "http://"+profiler+"/debug/pprof/", "")
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusOK, code, "the manager serves pprof on --profiler-address")
 
@@ -320,12 +317,12 @@ func TestOperatorInstallsAndConfiguresTheManager(t *testing.T) {
 	}}
 	metricsURL := "https://" + diagnostics + "/metrics"
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		code, body, err := get(ctx, secure, metricsURL, "")
+		code, body, err := managerproc.Get(ctx, secure, metricsURL, "")
 		require.NoError(c, err)
 		assert.Equal(c, http.StatusUnauthorized, code, body)
 	}, waitTimeout, poll, "metrics without a token")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		code, body, err := get(ctx, secure, metricsURL, tr.Status.Token)
+		code, body, err := managerproc.Get(ctx, secure, metricsURL, tr.Status.Token)
 		require.NoError(c, err)
 		require.Equal(c, http.StatusOK, code, body)
 		assert.Contains(c, body, "controller_runtime_reconcile_total", "the manager's metrics are served")
@@ -365,27 +362,12 @@ func managerContainer(t *testing.T, d *appsv1.Deployment) corev1.Container {
 	return corev1.Container{}
 }
 
-// effectiveArgs are the container's arguments as the kubelet passes them:
-// $(VAR) expanded from the container's literal environment.
+// effectiveArgs are the container's arguments as the kubelet passes them.
 func effectiveArgs(t *testing.T, c corev1.Container) []string {
 	t.Helper()
-	env := map[string]string{}
-	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			env[e.Name] = e.Value
-		}
-	}
-	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
-	var out []string
-	for _, a := range c.Args {
-		out = append(out, ref.ReplaceAllStringFunc(a, func(m string) string {
-			name := ref.FindStringSubmatch(m)[1]
-			v, ok := env[name]
-			assert.True(t, ok, "argument %q refers to $(%s), which the container does not define", a, name)
-			return v
-		}))
-	}
-	return out
+	args, err := managerproc.ContainerArgs(c)
+	assert.NoError(t, err)
+	return args
 }
 
 // setPodEnv gives the manager process the container's environment as the
@@ -410,22 +392,4 @@ func freeAddr(t *testing.T) string {
 	addr, err := managerproc.FreeAddr()
 	require.NoError(t, err)
 	return addr
-}
-
-// get GETs url, with a bearer token when one is given.
-func get(ctx context.Context, c *http.Client, url, token string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(body)), err
 }

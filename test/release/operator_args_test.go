@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -146,20 +145,7 @@ func TestManagerTakesTheOperatorsArguments(t *testing.T) {
 
 	plain := &http.Client{Timeout: 5 * time.Second}
 	get := func(c *http.Client, url, token string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return 0, "", err
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
+		return managerproc.Get(ctx, c, url, token)
 	}
 
 	t.Run("answers its probes", func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/hack/release/components"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )
 
 const (
@@ -362,29 +362,12 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 	})
 }
 
-// effectiveArgs expands $(VAR) references in the container's arguments from
-// its literal environment, as the kubelet does; a reference to a variable
-// the container does not define is an error here (the kubelet would leave it
-// unexpanded).
+// effectiveArgs are the container's arguments as the kubelet passes them.
 func effectiveArgs(t *testing.T, c corev1.Container) []string {
 	t.Helper()
-	env := map[string]string{}
-	for _, e := range c.Env {
-		if e.ValueFrom == nil {
-			env[e.Name] = e.Value
-		}
-	}
-	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
-	var out []string
-	for _, a := range c.Args {
-		out = append(out, ref.ReplaceAllStringFunc(a, func(m string) string {
-			name := ref.FindStringSubmatch(m)[1]
-			v, ok := env[name]
-			assert.True(t, ok, "argument %q refers to $(%s), which the container does not define", a, name)
-			return v
-		}))
-	}
-	return out
+	args, err := managerproc.ContainerArgs(c)
+	assert.NoError(t, err)
+	return args
 }
 
 func deployment(t *testing.T, objs []unstructured.Unstructured) *appsv1.Deployment {
