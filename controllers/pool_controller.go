@@ -342,7 +342,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 		client.MatchingFields{poolRefField: poolRefKey(ref)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the claims of the pool: %w", err)
 	}
-	if n := countWithFinalizer(claims.Items, ClaimFinalizer); n > 0 {
+	if n := countReleasing(claims.Items); n > 0 {
 		return waitFor(fmt.Sprintf("waiting for %d claims of the pool to release their addresses", n))
 	}
 	r.Backends.Forget(pool)
@@ -415,11 +415,18 @@ func (r *PoolReconciler) secretToPools(ctx context.Context, o client.Object) []r
 	return requests
 }
 
-// countWithFinalizer counts the claims that carry finalizer.
-func countWithFinalizer(claims []ipamv1.IPAddressClaim, finalizer string) int {
+// countReleasing counts the claims that may still release an address
+// through the pool: those with the release finalizer that are being
+// deleted, or that were bound or keep a reservation (an IPAddress let go
+// before them). A claim that never got an address holds nothing.
+func countReleasing(claims []ipamv1.IPAddressClaim) int {
 	n := 0
 	for i := range claims {
-		if controllerutil.ContainsFinalizer(&claims[i], finalizer) {
+		c := &claims[i]
+		if !controllerutil.ContainsFinalizer(c, ClaimFinalizer) {
+			continue
+		}
+		if !c.DeletionTimestamp.IsZero() || c.Status.AddressRef.Name != "" || c.Annotations[v1alpha1.ReservationRecordAnnotation] != "" {
 			n++
 		}
 	}

@@ -153,7 +153,10 @@ func TestInfobloxSetupRequiredClearsOnceTheAttributeExists(t *testing.T) {
 	f.waitBound(f.createClaim("machine", "pool"))
 }
 
-func TestInfobloxReadOnlyUserGivesAllocationFailed(t *testing.T) {
+// The first claim refused for a user that may read but not write makes the
+// pool PermissionDenied at once; the claim waits for the pool, with its
+// message.
+func TestInfobloxReadOnlyUserGivesPermissionDenied(t *testing.T) {
 	f := newInfobloxFixture(t)
 	f.seedNetwork("10.63.0.0/24")
 	f.wapi().AddEADefinition(infoblox.DefaultMarkerEA, "STRING")
@@ -166,7 +169,10 @@ func TestInfobloxReadOnlyUserGivesAllocationFailed(t *testing.T) {
 	})
 	f.waitPoolReady(pool)
 
-	cond := f.waitClaimReason(f.createClaim("machine", "pool"), ipamv1.IPAddressClaimReadyAllocationFailedReason)
+	claim := f.createClaim("machine", "pool")
+	poolCond := f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.PermissionDeniedReason)
+	assert.Contains(t, poolCond.Message, "HTTP 403")
+	cond := f.waitClaimReason(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 	assert.Contains(t, cond.Message, "HTTP 403")
 	assert.Empty(t, f.markedRecords())
 }
