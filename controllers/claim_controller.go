@@ -451,10 +451,16 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 	reason := claimReason(err)
 	setClaimReady(claim, metav1.ConditionFalse, reason, err.Error())
 	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%v", err)
-	if reason == ipamv1.IPAddressClaimReadyPoolExhaustedReason {
+	switch reason {
+	case ipamv1.IPAddressClaimReadyPoolExhaustedReason:
 		// A release in this cluster wakes the claim sooner (see
 		// addressToWaitingClaims); this covers space freed in the backend.
 		return ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}, nil
+	case UnusableAddressAnsweredReason:
+		// Not a failed reconcile, retried within milliseconds: the system
+		// would answer the same address again until the pool's validation,
+		// under way, says why.
+		return r.wait(claim), nil
 	}
 	return ctrl.Result{}, err
 }

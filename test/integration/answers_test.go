@@ -46,6 +46,9 @@ func TestAnUnusableAnswerIsNeverBound(t *testing.T) {
 		err := k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), address)
 		require.True(t, apierrors.IsNotFound(err), "the claim was bound to %s (%v)", address.Spec.Address, err)
 
+		// The claim has seen the pool not ready: no allocation of it is
+		// under way that could hold the gateway for a moment.
+		f.waitClaimReason(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 		f.sys.holdGateway(gateway)
 		// A change of the pool validates it again before its sync period.
 		f.update(pool, func() { pool.SetAnnotations(map[string]string{"touched": time.Now().String()}) })
