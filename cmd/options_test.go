@@ -1,0 +1,61 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestManagerOptionsFromFlags(t *testing.T) {
+	tests := []struct {
+		name           string
+		args           []string
+		wantLeader     bool
+		wantLease      string
+		wantLeaseNS    string
+		wantClaims     int
+		wantMetrics    string
+		wantSecure     bool
+		wantErrContain string
+	}{
+		{name: "defaults", wantLeader: true, wantLease: defaultLeaderElectionID, wantLeaseNS: defaultManagerNamespace,
+			wantClaims: 10, wantMetrics: ":8443", wantSecure: true},
+		{name: "the operator's namespace/name lease", args: []string{"--leader-election-id=ops/lease"},
+			wantLeader: true, wantLease: "lease", wantLeaseNS: "ops", wantClaims: 10, wantMetrics: ":8443", wantSecure: true},
+		{name: "a lease namespace of its own", args: []string{"--leader-election-namespace=other", "--manager-namespace=mgr"},
+			wantLeader: true, wantLease: defaultLeaderElectionID, wantLeaseNS: "other", wantClaims: 10, wantMetrics: ":8443", wantSecure: true},
+		{name: "conflicting lease namespaces", args: []string{"--leader-election-id=ops/lease", "--leader-election-namespace=other"},
+			wantErrContain: `names namespace "ops"`},
+		{name: "max-concurrent-reconciles sets the claim workers", args: []string{"--max-concurrent-reconciles=5"},
+			wantLeader: true, wantLease: defaultLeaderElectionID, wantLeaseNS: defaultManagerNamespace, wantClaims: 5, wantMetrics: ":8443", wantSecure: true},
+		{name: "unless the claim workers are given", args: []string{"--max-concurrent-reconciles=5", "--ipaddressclaim-concurrency=7"},
+			wantLeader: true, wantLease: defaultLeaderElectionID, wantLeaseNS: defaultManagerNamespace, wantClaims: 7, wantMetrics: ":8443", wantSecure: true},
+		{name: "metrics-bind-addr names the same endpoint", args: []string{"--metrics-bind-addr=:9000", "--leader-elect=false"},
+			wantLease: defaultLeaderElectionID, wantLeaseNS: defaultManagerNamespace, wantClaims: 10, wantMetrics: ":9000", wantSecure: true},
+		{name: "insecure diagnostics", args: []string{"--insecure-diagnostics"},
+			wantLeader: true, wantLease: defaultLeaderElectionID, wantLeaseNS: defaultManagerNamespace, wantClaims: 10, wantMetrics: ":8443"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("POD_NAMESPACE", "")
+			fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+			o := newOptions()
+			o.addFlags(fs)
+			require.NoError(t, fs.Parse(tt.args))
+			opts, err := o.managerOptions()
+			if tt.wantErrContain != "" {
+				require.ErrorContains(t, err, tt.wantErrContain)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantLeader, opts.LeaderElection)
+			assert.Equal(t, tt.wantLease, opts.LeaderElectionID)
+			assert.Equal(t, tt.wantLeaseNS, opts.LeaderElectionNamespace)
+			assert.Equal(t, tt.wantClaims, o.controllers.ClaimConcurrency)
+			assert.Equal(t, tt.wantMetrics, opts.Metrics.BindAddress)
+			assert.Equal(t, tt.wantSecure, opts.Metrics.SecureServing)
+		})
+	}
+}
