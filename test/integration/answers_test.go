@@ -26,7 +26,7 @@ import (
 // claim gets the next address.
 func TestAnUnusableAnswerIsNeverBound(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
-		network := netip.MustParsePrefix("10.33.0.0/24")
+		network := netip.MustParsePrefix("10.142.0.0/24")
 		gateway := network.Addr().Next()
 		f.seedNetwork(network.String())
 		pool := f.createPool("answers", network.String())

@@ -40,8 +40,8 @@ const (
 // the credentials change, instead of flapping back to ready.
 func TestCredentialsTakeEffectAtOnce(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
-		f.seedNetwork("10.31.0.0/24")
-		pool := f.createPool("rotated", "10.31.0.0/24")
+		f.seedNetwork("10.141.0.0/24")
+		pool := f.createPool("rotated", "10.141.0.0/24")
 		f.waitPoolReady(pool)
 
 		f.sys.revokeCredentials()

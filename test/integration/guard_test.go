@@ -21,13 +21,13 @@ import (
 // and both claims and the pool say what happened.
 func TestAnAddressHeldInTheClusterIsNeverBoundAgain(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
-		network := netip.MustParsePrefix("10.35.0.0/24")
+		network := netip.MustParsePrefix("10.144.0.0/24")
 		f.seedNetwork(network.String())
 		pool := f.createPool("guard", network.String())
 		f.waitPoolReady(pool)
 		a := f.createClaim("a", pool.GetName())
 		held := netip.MustParseAddr(f.waitBound(a).Spec.Address)
-		moved := netip.MustParseAddr("10.35.0.200")
+		moved := netip.MustParseAddr("10.144.0.200")
 
 		records := f.recordsWithMarker(f.marker(a.Name))
 		require.Len(t, records, 1)

@@ -28,8 +28,8 @@ func TestTwoManagersLeaveOneRecordPerClaim(t *testing.T) {
 			_, err := startManager(f.ctx, f.filter, "", nil)
 			require.NoError(t, err)
 		}
-		f.seedNetwork("10.34.0.0/24")
-		pool := f.createPool("replicas", "10.34.0.0/24")
+		f.seedNetwork("10.143.0.0/24")
+		pool := f.createPool("replicas", "10.143.0.0/24")
 		f.waitPoolReady(pool)
 
 		claims := f.createClaimsAtOnce(20, pool.GetName())
