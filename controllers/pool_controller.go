@@ -437,15 +437,7 @@ func countReleasing(claims []ipamv1.IPAddressClaim) int {
 // waiting for it before it goes.
 func claimToPool(kind PoolKind) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
-		ref := o.(*ipamv1.IPAddressClaim).Spec.PoolRef
-		if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != kind.Kind {
-			return nil
-		}
-		key := client.ObjectKey{Name: ref.Name}
-		if kind.Namespaced {
-			key.Namespace = o.GetNamespace()
-		}
-		return []reconcile.Request{{NamespacedName: key}}
+		return poolRequest(kind, o.(*ipamv1.IPAddressClaim).Spec.PoolRef, o.GetNamespace())
 	}
 }
 
@@ -454,14 +446,19 @@ func claimToPool(kind PoolKind) handler.MapFunc {
 // gone, and the audit deletes a tombstone on time.
 func addressToPool(kind PoolKind) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
-		ref := o.(*ipamv1.IPAddress).Spec.PoolRef
-		if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != kind.Kind {
-			return nil
-		}
-		key := client.ObjectKey{Name: ref.Name}
-		if kind.Namespaced {
-			key.Namespace = o.GetNamespace()
-		}
-		return []reconcile.Request{{NamespacedName: key}}
+		return poolRequest(kind, o.(*ipamv1.IPAddress).Spec.PoolRef, o.GetNamespace())
 	}
+}
+
+// poolRequest is the request of the pool of kind that ref names from an
+// object in namespace, if ref names one.
+func poolRequest(kind PoolKind, ref ipamv1.IPPoolReference, namespace string) []reconcile.Request {
+	if ref.APIGroup != v1alpha1.GroupVersion.Group || ref.Kind != kind.Kind {
+		return nil
+	}
+	key := client.ObjectKey{Name: ref.Name}
+	if kind.Namespaced {
+		key.Namespace = namespace
+	}
+	return []reconcile.Request{{NamespacedName: key}}
 }
