@@ -58,6 +58,11 @@ type Backend interface {
 	// records within the pool's sources whose marker begins with prefix.
 	Records(ctx context.Context, prefix string) ([]Record, error)
 
+	// Strays lists the records whose marker begins with prefix that lie
+	// outside the pool's sources (another VRF or network view, or an
+	// address no source holds), wherever the IPAM team moved them.
+	Strays(ctx context.Context, prefix string) ([]Record, error)
+
 	// Remark sets a record's marker to marker if it still carries
 	// rec.Marker (ErrNotOwned otherwise); a tombstone marker also marks the
 	// record as no longer in use where the system can say so.

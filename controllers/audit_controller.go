@@ -189,8 +189,11 @@ func (r *AuditReconciler) audit(ctx context.Context, pool Pool) (ctrl.Result, er
 		log.Info("Audit failed, retrying at the next interval", "error", err.Error())
 		return ctrl.Result{RequeueAfter: min(r.Interval, DefaultMaxRetryInterval)}, nil
 	}
-	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now(), movedSeen: map[types.NamespacedName]bool{}}
+	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now(), movedSeen: map[types.NamespacedName]string{}}
 	if err := a.judge(ctx, records); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := a.findStrays(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := a.findDrift(ctx, records); err != nil {
@@ -226,8 +229,9 @@ type auditRun struct {
 	// pendingAt is the earliest time a finding becomes actionable (minAge
 	// or a tombstone's grace period ends).
 	pendingAt time.Time
-	// movedSeen are the claims whose moved records the listing holds.
-	movedSeen map[types.NamespacedName]bool
+	// movedSeen are the claims whose moved records the listings hold,
+	// with where each record went.
+	movedSeen map[types.NamespacedName]string
 }
 
 func (a *auditRun) minAge() time.Duration {
@@ -286,7 +290,7 @@ func (a *auditRun) judge(ctx context.Context, records []backends.Record) error {
 				case state.moved || !atBound:
 					a.status.Drifted++
 					a.addFinding(v1alpha1.FindingMoved, rec, false)
-					a.movedSeen[key] = true
+					a.movedSeen[key] = movedPlace(rec)
 				default:
 					if err := a.duplicate(ctx, key, rec); err != nil {
 						return err
@@ -443,6 +447,73 @@ func (a *auditRun) drop(ctx context.Context, rec backends.Record, action string)
 	return true, nil
 }
 
+// findStrays reports the records of this cluster that lie outside the
+// pool's sources, where Records does not reach: a record of one of the
+// pool's bound claims that the IPAM team moved into another VRF, network
+// view or network is drift; a record whose claim is gone is a stray. Neither
+// is deleted: outside its sources the pool cannot tell what else uses the
+// address. A namespaced pool lists the markers of its namespace only; a
+// Global pool, whose claims live anywhere, leaves the strays of gone claims
+// to the pools of their namespaces.
+func (a *auditRun) findStrays(ctx context.Context) error {
+	prefix := a.Identity + "/"
+	if ns := a.pool.GetNamespace(); ns != "" {
+		prefix += ns + "/"
+	}
+	records, err := a.backend.Strays(ctx, prefix)
+	if err != nil {
+		a.failures = append(a.failures, fmt.Errorf("listing this cluster's records outside the sources: %w", err))
+		return nil
+	}
+	for _, rec := range records {
+		if _, _, tombstone := backends.ParseTombstone(rec.Marker); tombstone {
+			continue
+		}
+		ns, name, ok := backends.ParseMarker(a.Identity, rec.Marker)
+		if !ok {
+			continue
+		}
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		claim := &ipamv1.IPAddressClaim{}
+		err := a.Client.Get(ctx, key, claim)
+		if apierrors.IsNotFound(err) {
+			err = a.APIReader.Get(ctx, key, claim)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			if a.pool.GetNamespace() == "" {
+				continue
+			}
+			a.status.Strays++
+			a.addFinding(v1alpha1.FindingStray, rec, false)
+		case err != nil:
+			return fmt.Errorf("reading claim %s: %w", key, err)
+		case claim.Spec.PoolRef.Kind != a.Kind.Kind || claim.Spec.PoolRef.Name != a.pool.GetName() ||
+			(a.pool.GetNamespace() != "" && claim.Namespace != a.pool.GetNamespace()):
+			// Another pool's claim: that pool's audit judges it.
+		default:
+			state, err := a.claimState(ctx, key)
+			if err != nil {
+				return err
+			}
+			if !state.bound.IsValid() {
+				// Not bound yet: its own reconcile reports the record
+				// (ReservationOutsidePool).
+				continue
+			}
+			a.status.Drifted++
+			a.addFinding(v1alpha1.FindingMoved, rec, false)
+			a.movedSeen[key] = movedPlace(rec)
+		}
+	}
+	return nil
+}
+
+// movedPlace names where a moved record is, for messages.
+func movedPlace(rec backends.Record) string {
+	return fmt.Sprintf("%s (%s)", rec.Address.Addr(), rec.Reference)
+}
+
 // findDrift restores the records of bound claims of this pool that the
 // listing lacks. Each candidate is confirmed by a marker search, so a claim
 // bound after the listing is not misjudged.
@@ -505,6 +576,10 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	case !errors.Is(err, backends.ErrNotFound):
 		// Not decidable now.
 		return nil
+	default:
+		// Not in the pool's scope; the listing of strays may have seen
+		// where it went (another network view).
+		movedTo = a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}]
 	}
 	rec := backends.Record{Address: p, Marker: claim.Marker}
 	alloc, err := a.backend.Restore(ctx, claim, p)
@@ -544,7 +619,7 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 // duplicate; the claim's condition and events name what changed.
 func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, movedTo string, alloc backends.Allocation) error {
 	key := client.ObjectKeyFromObject(address)
-	if !a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}] {
+	if _, seen := a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}]; !seen {
 		// Moved out of the listing's scope (another VRF or network):
 		// the finding names the claim's address.
 		a.status.Drifted++
@@ -683,9 +758,9 @@ func (a *auditRun) report(ctx context.Context) error {
 	a.status.ObservedGeneration = pool.GetGeneration()
 	slices.SortFunc(a.status.Findings, func(x, y v1alpha1.AuditFinding) int { return strings.Compare(x.Address, y.Address) })
 	s := a.status
-	summary := fmt.Sprintf("%d records: %d orphans, %d duplicates, %d drifted, %d tombstones", s.Records, s.Orphans, s.Duplicates, s.Drifted, s.Tombstones)
+	summary := fmt.Sprintf("%d records: %d orphans, %d duplicates, %d drifted, %d strays, %d tombstones", s.Records, s.Orphans, s.Duplicates, s.Drifted, s.Strays, s.Tombstones)
 	cond := metav1.Condition{Type: v1alpha1.AuditedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.AuditCleanReason, Message: summary}
-	if s.Orphans+s.Duplicates+s.Drifted > 0 {
+	if s.Orphans+s.Duplicates+s.Drifted+s.Strays > 0 {
 		cond.Reason = v1alpha1.FindingsReportedReason
 	}
 	if len(a.failures) > 0 {

@@ -152,6 +152,13 @@ func (i *instrumented) Records(ctx context.Context, prefix string) ([]backends.R
 	return r, err
 }
 
+func (i *instrumented) Strays(ctx context.Context, prefix string) ([]backends.Record, error) {
+	start := time.Now()
+	r, err := i.Backend.Strays(ctx, prefix)
+	i.observe("strays", start, err)
+	return r, err
+}
+
 func (i *instrumented) Remark(ctx context.Context, rec backends.Record, marker string) error {
 	start := time.Now()
 	err := i.Backend.Remark(ctx, rec, marker)
@@ -264,7 +271,7 @@ func forgetPoolAddresses(kind string, pool Pool) {
 }
 
 func setAuditFindings(kind string, pool Pool, s v1alpha1.AuditStatus) {
-	for t, v := range map[string]int32{"orphans": s.Orphans, "duplicates": s.Duplicates, "drifted": s.Drifted, "tombstones": s.Tombstones} {
+	for t, v := range map[string]int32{"orphans": s.Orphans, "duplicates": s.Duplicates, "drifted": s.Drifted, "strays": s.Strays, "tombstones": s.Tombstones} {
 		auditFindings.WithLabelValues(kind, pool.GetNamespace(), pool.GetName(), t).Set(float64(v))
 	}
 }

@@ -77,7 +77,7 @@ type ReleaseSettings struct {
 }
 
 // FindingType names what an audit found.
-// +kubebuilder:validation:Enum=Orphan;Duplicate;Restored;Taken;Moved
+// +kubebuilder:validation:Enum=Orphan;Duplicate;Restored;Taken;Moved;Stray
 type FindingType string
 
 const (
@@ -93,6 +93,10 @@ const (
 	// another address or scope; it is reported, never deleted, and the
 	// machine's address is held for the claim again.
 	FindingMoved FindingType = "Moved"
+	// FindingStray: a record carries this cluster's marker outside the
+	// pool's sources (another VRF or network view, or another network) and
+	// no claim of that name exists; it is reported, never deleted.
+	FindingStray FindingType = "Stray"
 )
 
 // AuditFinding is one example of what an audit found.
@@ -142,6 +146,10 @@ type AuditStatus struct {
 	Duplicates int32 `json:"duplicates"`
 	// drifted is the number of bound claims whose record was gone: restored, or taken by another record.
 	Drifted int32 `json:"drifted"`
+	// strays is the number of records with this cluster's marker outside
+	// the pool's sources whose claim is gone.
+	// +optional
+	Strays int32 `json:"strays,omitempty"`
 	// tombstones is the number of released records kept for the grace period.
 	Tombstones int32 `json:"tombstones"`
 	// nextTombstoneExpiry is when the next tombstone's grace period ends.

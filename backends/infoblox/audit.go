@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,26 +29,64 @@ func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record
 	if err != nil {
 		return nil, err
 	}
+	return b.listMarked(ctx, prefix, b.cfg.NetworkView, func(o object, addr netip.Addr) (netip.Prefix, bool) {
+		for _, s := range sources {
+			if s.contains(addr) {
+				return netip.PrefixFrom(addr, s.network.Bits()), true
+			}
+		}
+		return netip.Prefix{}, false
+	})
+}
+
+// Strays lists the objects whose marker begins with prefix that lie outside
+// the pool's sources: in another network view, or at an address none of
+// them holds. Its searches name no network view, so they reach wherever
+// the IPAM team may have moved an object.
+func (b *Backend) Strays(ctx context.Context, prefix string) ([]backends.Record, error) {
+	sources, err := b.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.listMarked(ctx, prefix, "", func(o object, addr netip.Addr) (netip.Prefix, bool) {
+		if o.NetworkView == b.cfg.NetworkView && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.contains(addr) }) {
+			return netip.Prefix{}, false
+		}
+		return netip.PrefixFrom(addr, addr.BitLen()), true
+	})
+}
+
+// listMarked pages through the pool's object types in view ("" for every
+// view) whose marker begins with prefix, keeping those keep accepts, with
+// the prefix length keep gives.
+func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func(object, netip.Addr) (netip.Prefix, bool)) ([]backends.Record, error) {
 	var out []backends.Record
 	for _, t := range b.objectTypes() {
 		search := map[string]string{
 			"*" + b.cfg.MarkerEA + "~": "^" + regexp.QuoteMeta(prefix),
-			"network_view":             b.cfg.NetworkView,
 			"_paging":                  "1",
 			"_return_as_object":        "1",
 			"_max_results":             strconv.Itoa(auditPage),
+		}
+		if view != "" {
+			search["network_view"] = view
 		}
 		for {
 			var page struct {
 				Result     []object `json:"result"`
 				NextPageID string   `json:"next_page_id"`
 			}
-			if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
+			if err := b.get(ctx, newObject(t, append(b.returnFieldsFor(t), "network_view")...), "", search, &page); err != nil {
 				return nil, fmt.Errorf("listing %s marked %s=%q: %w", t, b.cfg.MarkerEA, prefix+"…", err)
 			}
 			for _, o := range page.Result {
-				if r, ok := b.record(o, prefix, sources); ok {
-					out = append(out, r)
+				marker := o.ExtAttrs.get(b.cfg.MarkerEA)
+				addr, err := o.address()
+				if err != nil || !strings.HasPrefix(marker, prefix) {
+					continue
+				}
+				if p, ok := keep(o, addr); ok {
+					out = append(out, backends.Record{Address: p, Marker: marker, Reference: o.Ref})
 				}
 			}
 			if page.NextPageID == "" {
@@ -57,22 +96,6 @@ func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record
 		}
 	}
 	return out, nil
-}
-
-// record turns a listed object into a Record if it is in the pool's sources
-// and its marker begins with prefix.
-func (b *Backend) record(o object, prefix string, sources []resolvedSource) (backends.Record, bool) {
-	marker := o.ExtAttrs.get(b.cfg.MarkerEA)
-	addr, err := o.address()
-	if err != nil || !strings.HasPrefix(marker, prefix) {
-		return backends.Record{}, false
-	}
-	for _, s := range sources {
-		if s.contains(addr) {
-			return backends.Record{Address: netip.PrefixFrom(addr, s.network.Bits()), Marker: marker, Reference: o.Ref}, true
-		}
-	}
-	return backends.Record{}, false
 }
 
 // Remark sets the object's marker attribute if it still carries rec.Marker.

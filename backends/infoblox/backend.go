@@ -165,7 +165,7 @@ func (b *Backend) Lookup(ctx context.Context, claim backends.Claim) (backends.Al
 	if err != nil {
 		return backends.Allocation{}, err
 	}
-	found, err := b.findByMarker(ctx, claim.Marker)
+	found, err := b.findByMarker(ctx, claim.Marker, inPoolView)
 	if err != nil {
 		return backends.Allocation{}, err
 	}
@@ -274,7 +274,7 @@ func (b *Backend) adoptExisting(ctx context.Context, claim backends.Claim) (obje
 	if err != nil {
 		return object{}, false, err
 	}
-	all, err := b.findByMarker(ctx, claim.Marker)
+	all, err := b.findByMarker(ctx, claim.Marker, inPoolView)
 	if err != nil {
 		return object{}, false, err
 	}
@@ -337,7 +337,7 @@ func (b *Backend) Retire(ctx context.Context, claim backends.Claim, last backend
 
 // release finds the claim's objects and lets drop delete or retire each.
 func (b *Backend) release(ctx context.Context, claim backends.Claim, last backends.Reservation, drop func(context.Context, object) error) error {
-	found, searchErr := b.findByMarker(ctx, claim.Marker)
+	found, searchErr := b.findByMarker(ctx, claim.Marker, inEveryView)
 	return b.settleRelease(ctx, claim, last, found, searchErr, drop)
 }
 
@@ -498,11 +498,14 @@ func (b *Backend) returnFieldsFor(objectType string) []string {
 // findByMarker searches the pool's object types for the marker: one
 // server-side extensible attribute search per type, whatever the network
 // size. Results are sorted by address.
-func (b *Backend) findByMarker(ctx context.Context, marker string) ([]object, error) {
+func (b *Backend) findByMarker(ctx context.Context, marker string, scope markerScope) ([]object, error) {
 	var found []object
 	for _, t := range b.objectTypes() {
 		var page []object
-		search := map[string]string{"*" + b.cfg.MarkerEA: marker, "network_view": b.cfg.NetworkView}
+		search := map[string]string{"*" + b.cfg.MarkerEA: marker}
+		if scope == inPoolView {
+			search["network_view"] = b.cfg.NetworkView
+		}
 		if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
 			return nil, fmt.Errorf("searching %s for %s=%q: %w", t, b.cfg.MarkerEA, marker, err)
 		}
@@ -516,6 +519,19 @@ func (b *Backend) findByMarker(ctx context.Context, marker string) ([]object, er
 	sortByAddress(found)
 	return found, nil
 }
+
+// markerScope says where a marker search looks.
+type markerScope int
+
+const (
+	// inPoolView: the pool's network view, where Lookup and allocation
+	// adopt a reservation.
+	inPoolView markerScope = iota
+	// inEveryView: every network view. A release deletes the claim's
+	// objects wherever the IPAM team moved them: the marker names this
+	// cluster and claim, so they are the claim's and nobody else's.
+	inEveryView
+)
 
 // findByAddress returns the pool's objects that hold addr.
 func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]object, error) {

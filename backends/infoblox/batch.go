@@ -72,7 +72,7 @@ func (b *Backend) adoptPending(ctx context.Context, pending []pendingClaim, sour
 	for i, p := range pending {
 		markers[i] = p.claim.Marker
 	}
-	found, err := b.findByMarkers(ctx, markers)
+	found, err := b.findByMarkers(ctx, markers, inPoolView)
 	if err != nil {
 		return nil, fmt.Errorf("looking up the markers of %d claims: %w", len(markers), err)
 	}
@@ -282,7 +282,7 @@ func (b *Backend) releaseBatch(ctx context.Context, calls []releaseCall) []backe
 	for i, c := range calls {
 		markers[i] = c.claim.Marker
 	}
-	found, searchErr := b.findByMarkers(ctx, markers)
+	found, searchErr := b.findByMarkers(ctx, markers, inEveryView)
 	if searchErr != nil {
 		searchErr = fmt.Errorf("looking up the markers of %d claims: %w", len(markers), searchErr)
 	}
@@ -329,7 +329,7 @@ func (b *Backend) deleteAll(ctx context.Context, found map[string][]object) map[
 
 // findByMarkers searches the pool's object types for each marker with one
 // request object; each marker's objects are sorted by address.
-func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[string][]object, error) {
+func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope markerScope) (map[string][]object, error) {
 	types := b.objectTypes()
 	if len(markers) == 0 || len(types) == 0 {
 		return map[string][]object{}, nil
@@ -337,10 +337,14 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[stri
 	var ops []*ibclient.RequestBody
 	for _, m := range markers {
 		for _, t := range types {
+			search := map[string]any{"*" + b.cfg.MarkerEA: m}
+			if scope == inPoolView {
+				search["network_view"] = b.cfg.NetworkView
+			}
 			ops = append(ops, &ibclient.RequestBody{
 				Method: http.MethodGet,
 				Object: t,
-				Data:   map[string]any{"*" + b.cfg.MarkerEA: m, "network_view": b.cfg.NetworkView},
+				Data:   search,
 				Args:   map[string]string{"_return_fields": strings.Join(b.returnFieldsFor(t), ",")},
 			})
 		}

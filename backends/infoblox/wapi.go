@@ -254,6 +254,8 @@ type object struct {
 	IPv4Addrs []hostV4 `json:"ipv4addrs"`
 	IPv6Addrs []hostV6 `json:"ipv6addrs"`
 	ExtAttrs  eaValues `json:"extattrs"`
+	// NetworkView is read only where a search spans every view.
+	NetworkView string `json:"network_view"`
 }
 
 type hostV4 struct {

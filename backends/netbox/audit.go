@@ -45,29 +45,52 @@ func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record
 	for _, vrf := range vrfs {
 		q := url.Values{"parent": parents[vrf]}
 		q.Set("vrf_id", vrfFilter(vrf))
-		q.Set("cf_"+b.cfg.MarkerField+"__isw", prefix)
-		q.Set("ordering", "id")
-		q.Set("limit", strconv.Itoa(maxPage))
-		for offset := 0; ; offset += maxPage {
-			q.Set("offset", strconv.Itoa(offset))
-			var p page[ipRecord]
-			if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
-				return nil, fmt.Errorf("listing the records marked %q: %w", prefix+"…", err)
-			}
-			for _, r := range p.Results {
-				r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
-				addr, err := netip.ParsePrefix(r.Address)
-				if err != nil || !strings.HasPrefix(r.Marker, prefix) || !inSources(r, sources) {
-					continue
-				}
-				out = append(out, backends.Record{Address: addr, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID)})
-			}
-			if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
-				break
-			}
+		found, err := b.listMarked(ctx, prefix, q, func(r ipRecord) bool { return inSources(r, sources) })
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, found...)
 	}
 	return out, nil
+}
+
+// Strays lists the records whose marker begins with prefix that lie outside
+// the pool's sources: in another VRF, or at an address none of them holds.
+// It is one listing filtered by the marker alone, so it reaches wherever
+// the IPAM team may have moved a record.
+func (b *Backend) Strays(ctx context.Context, prefix string) ([]backends.Record, error) {
+	sources, _, err := b.prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return b.listMarked(ctx, prefix, url.Values{}, func(r ipRecord) bool { return !inSources(r, sources) })
+}
+
+// listMarked pages through the IP addresses that q selects and whose marker
+// begins with prefix, keeping those keep accepts.
+func (b *Backend) listMarked(ctx context.Context, prefix string, q url.Values, keep func(ipRecord) bool) ([]backends.Record, error) {
+	var out []backends.Record
+	q.Set("cf_"+b.cfg.MarkerField+"__isw", prefix)
+	q.Set("ordering", "id")
+	q.Set("limit", strconv.Itoa(maxPage))
+	for offset := 0; ; offset += maxPage {
+		q.Set("offset", strconv.Itoa(offset))
+		var p page[ipRecord]
+		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+			return nil, fmt.Errorf("listing the records marked %q: %w", prefix+"…", err)
+		}
+		for _, r := range p.Results {
+			r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+			addr, err := netip.ParsePrefix(r.Address)
+			if err != nil || !strings.HasPrefix(r.Marker, prefix) || !keep(r) {
+				continue
+			}
+			out = append(out, backends.Record{Address: addr, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID)})
+		}
+		if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
+			return out, nil
+		}
+	}
 }
 
 // Remark sets the record's marker; a tombstone also gets status deprecated,

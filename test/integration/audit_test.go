@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,6 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
 // The audit compares what the IPAM system holds under this management
@@ -375,34 +373,74 @@ func TestAuditReportsAMovedRecordAndNeverDeletesIt(t *testing.T) {
 	})
 }
 
-// TestAuditReportsARecordMovedIntoAnotherVRF: the IPAM team moves a bound
-// claim's record, same address, into another VRF. The pool's scope no
-// longer holds the machine's address: the audit holds it there again and
-// says so, and the next claim is never bound to it.
-func TestAuditReportsARecordMovedIntoAnotherVRF(t *testing.T) {
-	f := newFixture(t)
-	f.seedPrefix("10.138.0.0/24", netboxsim.PrefixOptions{})
-	vrf := f.sim.AddVRF("elsewhere-"+f.ns, "")
-	pool := f.createPool("pool", "10.138.0.0/24")
-	f.setAuditSpec(pool, noMinAge, v1alpha1.ReleaseSettings{})
-	claim := f.createClaim("machine", "pool")
-	address := f.waitBound(claim)
-	records := f.recordsWithMarker(f.marker("machine"))
-	require.Len(t, records, 1)
-	f.sim.EditIPAddress(records[0].id, func(ip *netboxsim.IPAddress) { ip.VRF = vrf })
+// TestAuditReportsARecordMovedIntoAnotherScope: the IPAM team moves a bound
+// claim's record, same address and marker, into another VRF (NetBox) or
+// network view (Infoblox). The pool's scope no longer holds the machine's
+// address: the audit holds it there again and reports one move, the next
+// claim is never bound to it, and the claim's release deletes both records.
+func TestAuditReportsARecordMovedIntoAnotherScope(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.138.0.0/24")
+		pool := f.createPool("pool", "10.138.0.0/24")
+		f.setAuditSpec(pool, noMinAge, v1alpha1.ReleaseSettings{})
+		claim := f.createClaim("machine", "pool")
+		address := f.waitBound(claim)
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+		scope := f.sys.moveOutOfScope(records[0])
 
-	report := f.audit(pool)
-	require.Len(t, findings(report, v1alpha1.FindingMoved), 1, "%+v", report.Findings)
-	cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordMovedReason)
-	assert.Contains(t, cond.Message, "VRF")
-	held := false
-	for _, ip := range f.sim.IPAddresses() {
-		held = held || (strings.HasPrefix(ip.Address, address.Spec.Address+"/") && ip.VRF == 0)
-	}
-	assert.True(t, held, "the machine's address is held in the pool's VRF again")
+		report := f.audit(pool)
+		require.Len(t, findings(report, v1alpha1.FindingMoved), 1, "%+v", report.Findings)
+		assert.Empty(t, findings(report, v1alpha1.FindingRestored), "a move is one finding, not a restore too")
+		assert.EqualValues(t, 1, report.Drifted)
+		cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordMovedReason)
+		assert.Contains(t, cond.Message, scope, "the condition names where the record went")
+		var at []string
+		for _, r := range f.recordsWithMarker(f.marker("machine")) {
+			at = append(at, r.Address.Addr().String())
+		}
+		assert.Equal(t, []string{address.Spec.Address, address.Spec.Address}, at,
+			"the machine's address is held in the pool's scope again, and the moved record is kept")
 
-	next := f.waitBound(f.createClaim("next", "pool"))
-	assert.NotEqual(t, address.Spec.Address, next.Spec.Address)
+		report = f.audit(pool)
+		assert.Zero(t, report.Duplicates+report.Strays, "%+v", report.Findings)
+		require.Len(t, findings(report, v1alpha1.FindingMoved), 1)
+
+		next := f.waitBound(f.createClaim("next", "pool"))
+		assert.NotEqual(t, address.Spec.Address, next.Spec.Address)
+
+		f.deleteClaim(claim)
+		assert.Empty(t, f.recordsWithMarker(f.marker("machine")), "the release reaches the moved record too")
+	})
+}
+
+// TestAuditReportsStraysOutsideTheSourcesAndDeletesNone: records with this
+// cluster's marker outside the pool's sources, whose claims are gone, are
+// reported as strays by the pools of the claims' namespace, and never
+// deleted, even under the Release policy: outside its sources a pool cannot
+// tell what else uses the address.
+func TestAuditReportsStraysOutsideTheSourcesAndDeletesNone(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.146.0.0/24")
+		f.seedNetwork("10.146.1.0/24")
+		pool := f.createPool("pool", "10.146.0.0/24")
+		f.setAuditSpec(pool, v1alpha1.Orphans{Policy: v1alpha1.OrphansRelease, MinAge: &metav1.Duration{}}, v1alpha1.ReleaseSettings{})
+		f.waitBound(f.createClaim("machine", "pool"))
+		f.sys.reserveForeign(netip.MustParsePrefix("10.146.1.7/24"), f.marker("gone"))
+		// A gone claim of another namespace: its namespace's pools report it.
+		f.sys.reserveForeign(netip.MustParsePrefix("10.146.1.8/24"), clusterIdentity+"/elsewhere-"+f.ns+"/gone")
+
+		for range 2 {
+			report := f.audit(pool)
+			strays := findings(report, v1alpha1.FindingStray)
+			require.Len(t, strays, 1, "%+v", report.Findings)
+			assert.Equal(t, "10.146.1.7", strays[0].Address)
+			assert.False(t, strays[0].Released)
+			assert.EqualValues(t, 1, report.Strays)
+			assert.Zero(t, report.Orphans+report.Drifted+report.Duplicates, "%+v", report.Findings)
+			assert.True(t, f.sys.holds(netip.MustParseAddr("10.146.1.7")), "a stray is never deleted")
+		}
+	})
 }
 
 // waitClaimCondition waits for a condition of the claim to have reason.

@@ -58,6 +58,10 @@ type system interface {
 	// moveRecord changes a record's address, as the IPAM team editing it;
 	// the record keeps its marker.
 	moveRecord(r record, to netip.Addr)
+	// moveOutOfScope moves a record, same address and marker, into another
+	// scope of the system: a new VRF (NetBox) or network view (Infoblox),
+	// which gets a network like the record's. It names the new scope.
+	moveOutOfScope(r record) string
 	// holds says whether any record holds addr, marked or not.
 	holds(addr netip.Addr) bool
 	// reserveForeign makes a marked reservation of addr as another
@@ -183,6 +187,13 @@ func (s *netboxSystem) deleteAt(addr netip.Addr) {
 
 func (s *netboxSystem) moveRecord(r record, to netip.Addr) {
 	s.target.EditIPAddress(r.id, func(ip *netboxsim.IPAddress) { ip.Address = netip.PrefixFrom(to, r.Address.Bits()).String() })
+}
+
+func (s *netboxSystem) moveOutOfScope(r record) string {
+	name := "elsewhere-" + randomHex(4)
+	vrf := s.target.AddVRF(name, "")
+	s.target.EditIPAddress(r.id, func(ip *netboxsim.IPAddress) { ip.VRF = vrf })
+	return name
 }
 
 func (s *netboxSystem) holdGateway(addr netip.Addr) {
@@ -341,6 +352,13 @@ func (s *infobloxSystem) records() []record {
 		}
 	}
 	return out
+}
+
+func (s *infobloxSystem) moveOutOfScope(r record) string {
+	view := "elsewhere-" + randomHex(4)
+	s.sim.AddNetwork(view, r.Address.Masked().String(), nil)
+	s.sim.MoveToNetworkView(r.ref, view)
+	return view
 }
 
 func (s *infobloxSystem) disown(r record) { s.sim.RemoveEA(r.ref, infoblox.DefaultMarkerEA) }

@@ -254,6 +254,26 @@ func (s *Server) MoveAddress(ref, ip string) string {
 	return s.db.insert(o).ref
 }
 
+// MoveToNetworkView moves a fixed address into another network view, as a
+// grid admin recreating it there with the same attributes (NIOS does not
+// let an object change its view in place). The view must hold a network
+// with the address. It returns the new reference.
+func (s *Server) MoveToNetworkView(ref, view string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.mustObj(ref)
+	if o.typ != typeFixed && o.typ != typeFixed6 {
+		panic(fmt.Sprintf("wapisim: MoveToNetworkView moves fixed addresses, not %s", o.typ))
+	}
+	n := s.db.networkContaining(view, o.addr)
+	if n == nil {
+		panic(fmt.Sprintf("wapisim: no network of view %q holds %s", view, o.addr))
+	}
+	s.db.remove(o)
+	o.netView, o.prefix = view, n.prefix
+	return s.db.insert(o).ref
+}
+
 // DeleteObject removes an object; it reports whether it existed.
 func (s *Server) DeleteObject(ref string) bool {
 	s.mu.Lock()
