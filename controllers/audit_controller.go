@@ -595,7 +595,8 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		a.actions = append(a.actions, fmt.Sprintf("restored %s for claim %s", p.Addr(), key))
 		a.Recorder.Eventf(address, a.pool, corev1.EventTypeNormal, ReservationRestoredReason, "Audit",
 			"No record in the IPAM system held %s under this cluster's marker; it is held for the claim again (%s)", p.Addr(), alloc.Reference)
-		return a.markReserved(ctx, address, true, "")
+		return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordDeletedReason, fmt.Sprintf(
+			"the record of this claim's address %s was deleted in the IPAM system; the machine still uses it, and it is held for it again (%s)", p.Addr(), alloc.Reference))
 	case errors.Is(err, backends.ErrAddressTaken):
 		a.status.Drifted++
 		a.addFinding(v1alpha1.FindingTaken, rec, false)
@@ -676,10 +677,16 @@ func (a *auditRun) setReserved(ctx context.Context, address *ipamv1.IPAddress, s
 	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
 		return client.IgnoreNotFound(err)
 	}
+	return setAddressReserved(ctx, a.Client, claim, status, reason, msg)
+}
+
+// setAddressReserved writes a claim's AddressReserved condition, which says
+// whether the IPAM system still holds the machine's address for it.
+func setAddressReserved(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, msg string) error {
 	if prev := conditions.Get(claim, v1alpha1.AddressReservedCondition); prev != nil && prev.Status == status && prev.Reason == reason && prev.Message == msg {
 		return nil
 	}
-	patchHelper, err := patch.NewHelper(claim, a.Client)
+	patchHelper, err := patch.NewHelper(claim, c)
 	if err != nil {
 		return err
 	}

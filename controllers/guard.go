@@ -95,9 +95,12 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", claim.Namespace, claim.Name, msg)
 	holderClaim := &ipamv1.IPAddressClaim{}
 	if err := r.Client.Get(ctx, holderKey, holderClaim); err == nil {
-		r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate",
-			"%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine; record %s holds it for this claim again",
+		held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 			alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name, alloc.Reference)
+		r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", held)
+		if err := setAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, AddressHeldInClusterReason, held); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	return r.wait(claim), nil
 }

@@ -33,6 +33,9 @@ const (
 	// RecordMovedReason: the IPAM team moved the claim's record to another
 	// address or scope; the machine's address is held for the claim again.
 	RecordMovedReason = "RecordMoved"
+	// RecordDeletedReason: the claim's record was deleted in the IPAM
+	// system; the audit reserved the machine's address for it again.
+	RecordDeletedReason = "RecordDeleted"
 )
 
 // OrphanPolicy says what an audit does with an orphan: a record that

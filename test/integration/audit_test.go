@@ -231,6 +231,9 @@ func TestAuditRestoresARecordDeletedInTheIPAMSystem(t *testing.T) {
 		require.Len(t, records, 1, "reserved again, with the marker")
 		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String(), "at the same address")
 		f.waitEvent(f.ns, address.Name, controllers.ReservationRestoredReason)
+		cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordDeletedReason)
+		assert.Equal(t, metav1.ConditionTrue, cond.Status)
+		assert.Contains(t, cond.Message, address.Spec.Address, "the claim says which record was deleted")
 
 		after := &ipamv1.IPAddress{}
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), after))

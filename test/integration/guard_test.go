@@ -6,10 +6,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
@@ -43,6 +45,9 @@ func TestAnAddressHeldInTheClusterIsNeverBoundAgain(t *testing.T) {
 		f.waitEvent(f.ns, b.Name, controllers.AddressHeldInClusterReason)
 		f.waitEvent(f.ns, a.Name, controllers.AddressHeldInClusterReason)
 		f.waitEvent(f.ns, pool.GetName(), controllers.AddressHeldInClusterReason)
+		cond := f.waitClaimCondition(a, v1alpha1.AddressReservedCondition, controllers.AddressHeldInClusterReason)
+		assert.Equal(t, metav1.ConditionTrue, cond.Status, "a's machine's address is held for it again")
+		assert.Contains(t, cond.Message, "b", "a's condition names the claim the address was answered to")
 		// The IPAM system holds a's machine's address for a again, and b's
 		// address for b.
 		var aHolds, bHolds bool
