@@ -62,6 +62,7 @@ func chaos() int {
 		workDir      = flag.String("workdir", "", "directory for the manager's logs and kubeconfig; a new temporary one when empty")
 		out          = flag.String("out", "", "also write the table to this file")
 		managerArgs  = flag.String("manager-args", "", "extra manager flags, space-separated")
+		ipamTeam     = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records, and rotate the credentials (see docs/chaos.md)")
 	)
 	flag.Parse()
 
@@ -120,7 +121,7 @@ func chaos() int {
 			s := settings{
 				backend: backend, seed: seed, claims: *claims, pools: *pools, kills: *kills,
 				faultRate: *faultRate, deleteRate: *deleteRate, slowMax: *slowMax, slowRequest: *slowRequest, outage: *outage, stall: *stall,
-				faultMax: *faultMax, liveness: *liveness, concurrency: *concurrency, extraArgs: strings.Fields(*managerArgs),
+				faultMax: *faultMax, liveness: *liveness, concurrency: *concurrency, extraArgs: strings.Fields(*managerArgs), ipamTeam: *ipamTeam,
 			}
 			fmt.Fprintf(os.Stderr, "\n===== %s, seed %d: %d claims in %d pools, %d kills per burst, fault rate %.2f\n",
 				backend, seed, s.claims, s.pools, s.kills, s.faultRate)
@@ -163,10 +164,11 @@ func printTable(w io.Writer, results []*result, faultRate float64) bool {
 		if r.failed() {
 			verdict, failed = "FAIL", true
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%d/%d/%d\t%s\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%s\t%d/%d/%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
 			r.backend, r.seed, r.claims, r.counts.requests, r.counts.faults[fault5xx], r.counts.faults[faultResetBefore],
 			r.counts.faults[faultResetAfter], r.counts.faults[faultSlow], r.counts.outages, r.counts.outageRequests, r.kills, r.deleted,
-			duration(r.bound), r.audit.Duplicates, r.audit.Orphans, r.audit.Drifted, duration(r.released), r.duplicates, r.leaks, r.mismatches, r.stuck, verdict)
+			duration(r.bound), r.teamSummary(), r.audit.Duplicates, r.audit.Orphans, r.audit.Drifted, duration(r.released),
+			r.duplicates, r.leaks, r.mismatches, r.unreported, r.stuck, verdict)
 	}
 	_ = tw.Flush()
 	for _, r := range results {

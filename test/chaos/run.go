@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -52,6 +53,7 @@ type settings struct {
 	liveness    time.Duration
 	concurrency int
 	extraArgs   []string
+	ipamTeam    bool
 }
 
 // result is what one run measured and found.
@@ -68,6 +70,13 @@ type result struct {
 	leaks      int
 	mismatches int
 	stuck      int
+	// unreported counts the IPAM team's edits whose claims did not report
+	// them after an audit.
+	unreported int
+	// edits counts the IPAM team's edits by kind; rotated says whether it
+	// rotated the credentials.
+	edits   map[edit]int
+	rotated bool
 	// audit sums what the audits after the burst found: duplicates
 	// deleted, orphans, records restored or taken.
 	audit      v1alpha1.AuditStatus
@@ -77,7 +86,19 @@ type result struct {
 }
 
 func (r *result) failed() bool {
-	return r.err != nil || r.duplicates+r.leaks+r.mismatches+r.stuck > 0
+	return r.err != nil || r.duplicates+r.leaks+r.mismatches+r.unreported+r.stuck > 0
+}
+
+// teamSummary is the table's cell for the IPAM team's phase.
+func (r *result) teamSummary() string {
+	if r.edits == nil {
+		return "off"
+	}
+	rotated := "no"
+	if r.rotated {
+		rotated = "yes"
+	}
+	return fmt.Sprintf("%d/%d/%d, %s", r.edits[editReaddress], r.edits[editRescope], r.edits[editDelete], rotated)
 }
 
 func (r *result) violate(counter *int, format string, args ...any) {
@@ -115,6 +136,7 @@ type run struct {
 	pools      []controllers.Pool
 	// deleted are the IPAddresses the run deleted, as they were.
 	deleted map[types.NamespacedName]*ipamv1.IPAddress
+	team    ipamTeam
 }
 
 func (h *harness) runOne(ctx context.Context, s settings) *result {
@@ -131,6 +153,12 @@ func (h *harness) runOne(ctx context.Context, s settings) *result {
 	}
 	if r.px != nil {
 		r.res.counts = r.px.counts()
+	}
+	if s.ipamTeam {
+		r.res.edits, r.res.rotated = map[edit]int{}, r.team.rotated
+		for _, kind := range r.team.edited {
+			r.res.edits[kind]++
+		}
 	}
 	r.teardown()
 	if r.res.failed() && r.mgr != nil {
@@ -159,6 +187,11 @@ func (r *run) execute(ctx context.Context) error {
 	// duplicates, and the check after it holds the provider to that.
 	if err := r.auditPools(ctx); err != nil {
 		return err
+	}
+	if r.s.ipamTeam {
+		if err := r.checkEditsReported(ctx); err != nil {
+			return err
+		}
 	}
 	if err := r.checkBound(ctx); err != nil {
 		return err
@@ -526,10 +559,14 @@ func (r *run) allocate(ctx context.Context) error {
 		}
 		return n
 	}, func(st *state) {
+		r.sampleHeldOnce(st)
+		if r.s.ipamTeam {
+			r.ipamTeamActs(ctx, st, r.countReady(st), rng)
+		}
 		// Delete some IPAddresses once bound; the claim must rebuild each
 		// one, identical, from the reservation's marker.
 		for _, key := range r.claimKeys {
-			if considered[key] || !r.ready(st, key) {
+			if _, edited := r.team.edited[key]; considered[key] || edited || !r.ready(st, key) {
 				continue
 			}
 			considered[key] = true
@@ -687,7 +724,7 @@ func (r *run) checkBound(ctx context.Context) error {
 	}
 	for _, key := range r.claimKeys {
 		held := byClaim[key]
-		if len(held) > 1 {
+		if len(held) > r.expectedRecords(key) {
 			var list []string
 			for _, rec := range held {
 				list = append(list, fmt.Sprintf("%s (%s)", rec.Address, rec.ID))
@@ -698,11 +735,13 @@ func (r *run) checkBound(ctx context.Context) error {
 		if !bound {
 			continue // counted as stuck
 		}
+		holdsIt := slices.ContainsFunc(held, func(rec record) bool {
+			return rec.Address.Addr().String() == address.Spec.Address && int32(rec.Address.Bits()) == ptr.Deref(address.Spec.Prefix, -1)
+		})
 		switch {
 		case len(held) == 0:
 			r.res.violate(&r.res.mismatches, "claim %s has IPAddress %s but no record in the IPAM system", key, address.Spec.Address)
-		case len(held) == 1 && (held[0].Address.Addr().String() != address.Spec.Address ||
-			int32(held[0].Address.Bits()) != ptr.Deref(address.Spec.Prefix, -1)):
+		case !holdsIt:
 			r.res.violate(&r.res.mismatches, "claim %s: IPAddress %s/%d but its record %s holds %s", key, address.Spec.Address,
 				ptr.Deref(address.Spec.Prefix, -1), held[0].ID, held[0].Address)
 		}
@@ -747,7 +786,7 @@ func (r *run) release(ctx context.Context) error {
 		}
 		return n
 	}
-	if _, err := r.phase(ctx, "release", deleted, gone, nil); err != nil {
+	if _, err := r.phase(ctx, "release", deleted, gone, r.sampleHeldOnce); err != nil {
 		return err
 	}
 	if deleteErr != nil {

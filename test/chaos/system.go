@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -47,6 +48,16 @@ type system interface {
 	poolKind() string
 	// records lists every reservation held in the system.
 	records() ([]record, error)
+	// readdress, rescope and deleteRecord edit a record as the IPAM team
+	// does, straight in the system: readdress moves it to another address
+	// of its network, rescope into another VRF or network view (same
+	// address), and both keep its marker.
+	readdress(rec record, to netip.Addr) error
+	rescope(rec record) error
+	deleteRecord(rec record) error
+	// rotateCredentials makes the system refuse the credentials secretData
+	// gave and returns the Secret data of new ones.
+	rotateCredentials(proxyCA []byte) map[string][]byte
 	close()
 }
 
@@ -56,6 +67,9 @@ type netboxSystem struct {
 	target netboxtarget.Target
 	token  string
 	tb     *netboxtarget.Harness
+	// elsewhere is the VRF rescoped records go to (0: not made yet).
+	elsewhere int32
+	rotations int
 }
 
 func newNetboxSim() *netboxSystem {
@@ -128,6 +142,55 @@ func (s *netboxSystem) records() (out []record, err error) {
 	return out, nil
 }
 
+func (s *netboxSystem) recordID(rec record) (int32, error) {
+	id, err := strconv.Atoi(rec.ID)
+	if err != nil {
+		return 0, fmt.Errorf("NetBox IP address id %q: %w", rec.ID, err)
+	}
+	return int32(id), nil
+}
+
+// edit runs an edit of a record; a real NetBox's harness fails by panicking.
+func (s *netboxSystem) edit(rec record, do func(id int32)) (err error) {
+	if s.tb != nil {
+		defer s.tb.RecoverFatal(&err)
+	}
+	id, err := s.recordID(rec)
+	if err != nil {
+		return err
+	}
+	do(id)
+	return nil
+}
+
+func (s *netboxSystem) readdress(rec record, to netip.Addr) error {
+	return s.edit(rec, func(id int32) {
+		s.target.EditIPAddress(id, func(ip *netboxsim.IPAddress) { ip.Address = netip.PrefixFrom(to, rec.Address.Bits()).String() })
+	})
+}
+
+func (s *netboxSystem) rescope(rec record) error {
+	return s.edit(rec, func(id int32) {
+		if s.elsewhere == 0 {
+			s.elsewhere = s.target.AddVRF(fmt.Sprintf("chaos-elsewhere-%d", time.Now().UnixNano()), "")
+		}
+		s.target.EditIPAddress(id, func(ip *netboxsim.IPAddress) { ip.VRF = s.elsewhere })
+	})
+}
+
+func (s *netboxSystem) deleteRecord(rec record) error {
+	return s.edit(rec, func(id int32) { s.target.DeleteIPAddress(id) })
+}
+
+func (s *netboxSystem) rotateCredentials([]byte) map[string][]byte {
+	old := s.token
+	s.rotations++
+	s.token = fmt.Sprintf("%040x", uint64(time.Now().UnixNano())+uint64(s.rotations))
+	s.target.AddToken(s.token, true)
+	s.target.RemoveToken(old)
+	return s.secretData(nil)
+}
+
 func (s *netboxSystem) close() {
 	if s.tb != nil {
 		s.tb.Close()
@@ -142,6 +205,8 @@ func (s *netboxSystem) close() {
 type wapiSystem struct {
 	sim      *wapisim.Server
 	password string
+	// rescoped are the networks made in the view rescoped objects go to.
+	rescoped map[netip.Prefix]bool
 }
 
 func newWapiSim() *wapiSystem {
@@ -201,6 +266,42 @@ func (s *wapiSystem) records() ([]record, error) {
 		}
 	}
 	return out, nil
+}
+
+// elsewhereView is the network view rescoped objects go to.
+const elsewhereView = "chaos-elsewhere"
+
+func (s *wapiSystem) readdress(rec record, to netip.Addr) error {
+	s.sim.MoveAddress(rec.ID, to.String())
+	return nil
+}
+
+func (s *wapiSystem) rescope(rec record) error {
+	network := rec.Address.Masked()
+	if s.rescoped == nil {
+		s.rescoped = map[netip.Prefix]bool{}
+	}
+	if !s.rescoped[network] {
+		s.sim.AddNetwork(elsewhereView, network.String(), nil)
+		s.rescoped[network] = true
+	}
+	s.sim.MoveToNetworkView(rec.ID, elsewhereView)
+	return nil
+}
+
+func (s *wapiSystem) deleteRecord(rec record) error {
+	if !s.sim.DeleteObject(rec.ID) {
+		return fmt.Errorf("no object %s", rec.ID)
+	}
+	return nil
+}
+
+// rotateCredentials changes the user's password, as a grid admin does:
+// the old one fails at once.
+func (s *wapiSystem) rotateCredentials(proxyCA []byte) map[string][]byte {
+	s.password += "-rotated"
+	s.sim.AddUser("capi", s.password, wapisim.Permissions{Write: true, Superuser: true})
+	return s.secretData(proxyCA)
 }
 
 func (s *wapiSystem) close() { s.sim.Close() }
