@@ -231,8 +231,10 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: o.GetName()}, crd))
 			labels := crd.GetLabels()
-			assert.Equal(t, "", labels[clusterctlv1.ClusterctlMoveHierarchyLabel], "%s", crd.Name)
-			assert.Contains(t, labels, clusterctlv1.ClusterctlMoveHierarchyLabel, "%s", crd.Name)
+			assert.Equal(t, "", labels[clusterctlv1.ClusterctlMoveLabel], "%s", crd.Name)
+			assert.Contains(t, labels, clusterctlv1.ClusterctlMoveLabel, "%s", crd.Name)
+			assert.NotContains(t, labels, clusterctlv1.ClusterctlMoveHierarchyLabel,
+				"%s: clusterctl move would leave a Global pool's IPAddresses in the source", crd.Name)
 			contract, ok := labels["cluster.x-k8s.io/v1beta2"]
 			assert.True(t, ok, "%s has no cluster.x-k8s.io/v1beta2 label", crd.Name)
 			for _, v := range strings.Split(contract, "_") {
