@@ -49,7 +49,7 @@ demo: ## Run the demo: a local API server, the NetBox simulator and the manager 
 test: test-sim test-real-netbox ## Run every test: unit and simulator suites, then the integration suite against a real NetBox.
 
 .PHONY: test-sim
-test-sim: ## Run the unit tests, the integration suite, the operator, Metal3 and CAPV end-to-end tests against the simulators, on a real kube-apiserver and etcd, then a short chaos run.
+test-sim: ## Run the unit tests, the integration suite, the clusterctl move round trip, the operator, Metal3 and CAPV end-to-end tests against the simulators, on a real kube-apiserver and etcd, then a short chaos run.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 	# The WAPI simulator's fidelity cases with infoblox-go-client v2.11.0 (a nested module).
 	cd test/wapifidelity && go test $(GO_TEST_FLAGS) ./...
@@ -64,9 +64,9 @@ test-sim: ## Run the unit tests, the integration suite, the operator, Metal3 and
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim $(CHAOS_SHORT_FLAGS)
 
 .PHONY: test-real-netbox
-test-real-netbox: ## Run the integration suite, the Metal3 and CAPV end-to-end tests and a short chaos run against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
+test-real-netbox: ## Run the integration suite, the clusterctl move round trip, the Metal3 and CAPV end-to-end tests and a short chaos run against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.
 	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/ ./test/gc/; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/ ./test/gc/ ./test/move/; \
 	(cd test/metal3e2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...); \
 	(cd test/capve2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...); \
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real $(CHAOS_SHORT_FLAGS)
