@@ -50,3 +50,14 @@ func CheckPrefixLength(prefixLength int, network netip.Prefix, source string) er
 	}
 	return nil
 }
+
+// FirstUsable is the gateway a pool derives for an allocated address: the
+// address after the network address of the address's own prefix (narrowed
+// by prefixLength where the pool sets one), or none when the prefix is too
+// small to hold a gateway besides the address itself.
+func FirstUsable(p netip.Prefix) netip.Addr {
+	if p.Bits() >= p.Addr().BitLen()-1 {
+		return netip.Addr{}
+	}
+	return p.Masked().Addr().Next()
+}

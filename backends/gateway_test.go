@@ -67,3 +67,27 @@ func TestCheckPrefixLength(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstUsable(t *testing.T) {
+	for _, tc := range []struct {
+		prefix string
+		want   string
+	}{
+		{"10.0.0.7/24", "10.0.0.1"},
+		{"10.0.1.9/23", "10.0.0.1"},
+		{"10.0.1.9/24", "10.0.1.1"},
+		{"10.0.0.10/29", "10.0.0.9"},
+		{"10.0.0.4/31", ""},
+		{"10.0.0.4/32", ""},
+		{"2001:db8::42/64", "2001:db8::1"},
+	} {
+		t.Run(tc.prefix, func(t *testing.T) {
+			got := backends.FirstUsable(netip.MustParsePrefix(tc.prefix))
+			if tc.want == "" {
+				assert.False(t, got.IsValid(), "no gateway fits %s, got %s", tc.prefix, got)
+				return
+			}
+			assert.Equal(t, tc.want, got.String())
+		})
+	}
+}

@@ -652,7 +652,8 @@ func (b *Backend) toAllocation(o object, sources []resolvedSource) (backends.All
 	case b.cfg.Gateway.Address.IsValid():
 		alloc.Gateway = b.cfg.Gateway.Address
 	default:
-		alloc.Gateway = network.Masked().Addr().Next()
+		// The address's own subnet: prefixLength may narrow the network.
+		alloc.Gateway = backends.FirstUsable(alloc.Address)
 	}
 	return alloc, nil
 }

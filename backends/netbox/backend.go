@@ -587,14 +587,6 @@ func (b *Backend) gatewayFor(p netip.Prefix) netip.Addr {
 	case b.cfg.Gateway.None:
 		return netip.Addr{}
 	}
-	return firstUsable(p)
+	return backends.FirstUsable(p)
 }
 
-// firstUsable is the address after the network address, or none when the
-// prefix is too small to hold a gateway besides the address itself.
-func firstUsable(p netip.Prefix) netip.Addr {
-	if p.Bits() >= p.Addr().BitLen()-1 {
-		return netip.Addr{}
-	}
-	return p.Masked().Addr().Next()
-}

@@ -210,7 +210,7 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 				}
 				continue
 			}
-			gw = firstUsable(s.network)
+			gw = backends.FirstUsable(s.network)
 			if !gw.IsValid() {
 				continue
 			}

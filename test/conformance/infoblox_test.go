@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go4.org/netipx"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
@@ -34,15 +35,16 @@ type infobloxHarness struct {
 	objectType infoblox.ObjectType
 }
 
-func (h *infobloxHarness) backend(t *testing.T, cidr, password string) backends.Backend {
+func (h *infobloxHarness) backend(t *testing.T, cidr, password string, prefixLength ...int) backends.Backend {
 	port, err := strconv.Atoi(h.sim.Port())
 	require.NoError(t, err)
 	b, err := infoblox.New(infoblox.Config{
 		Host: h.sim.Host(), Port: port, Username: "capi", Password: password,
-		CABundle:    h.sim.CACertPEM(),
-		Sources:     []infoblox.Source{{Network: netip.MustParsePrefix(cidr)}},
-		Reservation: infoblox.Reservation{ObjectType: h.objectType},
-		HTTP:        infoblox.HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+		CABundle:     h.sim.CACertPEM(),
+		Sources:      []infoblox.Source{{Network: netip.MustParsePrefix(cidr)}},
+		Reservation:  infoblox.Reservation{ObjectType: h.objectType},
+		PrefixLength: append(prefixLength, 0)[0],
+		HTTP:         infoblox.HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 	})
 	require.NoError(t, err)
 	return b
@@ -59,6 +61,24 @@ func (h *infobloxHarness) seed(cidr string) {
 func (h *infobloxHarness) Pool(t *testing.T, cidr string) backends.Backend {
 	h.seed(cidr)
 	return h.backend(t, cidr, "secret")
+}
+
+func (h *infobloxHarness) NarrowedPool(t *testing.T, cidr string, prefixLength int) backends.Backend {
+	h.seed(cidr)
+	for _, gw := range narrowedGateways(t, cidr, prefixLength)[1:] {
+		h.sim.AddFixedAddress("default", gw.String(), nil)
+	}
+	return h.backend(t, cidr, "secret", prefixLength)
+}
+
+// narrowedGateways are the gateways prefixLength carves out of cidr, the
+// first of which the harnesses' seed already holds.
+func narrowedGateways(t *testing.T, cidr string, prefixLength int) []netip.Addr {
+	network := netip.MustParsePrefix(cidr)
+	gateways, err := backends.DerivedGateways(network, network.Addr(), netipx.PrefixLastIP(network), prefixLength)
+	require.NoError(t, err)
+	require.NotEmpty(t, gateways)
+	return gateways
 }
 
 func (h *infobloxHarness) RetiredPool(t *testing.T, cidr string) backends.Backend {

@@ -30,9 +30,9 @@ type netboxHarness struct {
 	target netboxtarget.Target
 }
 
-func (h *netboxHarness) backend(t *testing.T, cidr, token string) backends.Backend {
+func (h *netboxHarness) backend(t *testing.T, cidr, token string, prefixLength ...int) backends.Backend {
 	b, err := netbox.New(netbox.Config{
-		URL: h.target.URL(), Token: token,
+		URL: h.target.URL(), Token: token, PrefixLength: append(prefixLength, 0)[0],
 		Sources: []netbox.Source{{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)}},
 		HTTP:    netbox.HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 	})
@@ -43,6 +43,14 @@ func (h *netboxHarness) backend(t *testing.T, cidr, token string) backends.Backe
 func (h *netboxHarness) Pool(t *testing.T, cidr string) backends.Backend {
 	h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 	return h.backend(t, cidr, netboxToken)
+}
+
+func (h *netboxHarness) NarrowedPool(t *testing.T, cidr string, prefixLength int) backends.Backend {
+	h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
+	for _, gw := range narrowedGateways(t, cidr, prefixLength)[1:] {
+		h.target.AddIPAddress(netip.PrefixFrom(gw, netip.MustParsePrefix(cidr).Bits()).String(), netboxsim.IPOptions{Status: "reserved"})
+	}
+	return h.backend(t, cidr, netboxToken, prefixLength)
 }
 
 func (h *netboxHarness) RetiredPool(t *testing.T, cidr string) backends.Backend {

@@ -34,6 +34,11 @@ type Harness interface {
 	// Pool creates network cidr in the system, with its first usable address
 	// recorded as the gateway, and returns a backend allocating from it.
 	Pool(t *testing.T, cidr string) backends.Backend
+	// NarrowedPool creates network cidr with the first usable address of
+	// each of its prefixLength sub-networks recorded as held (their
+	// gateways), and returns a backend allocating from it with
+	// prefixLength.
+	NarrowedPool(t *testing.T, cidr string, prefixLength int) backends.Backend
 	// RetiredPool returns a backend for cidr, a network that does not exist
 	// in the system (a source the IPAM team has retired): it cannot validate.
 	RetiredPool(t *testing.T, cidr string) backends.Backend
@@ -78,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 		{"RestoreReservesTheSameAddress", "10.201.13.0/28", restoreReservesTheSameAddress},
 		{"RetireKeepsATombstone", "10.201.14.0/28", retireKeepsATombstone},
 		{"BurstWithALostAnswerLeavesOneRecordEach", "10.201.15.0/27", burstWithALostAnswerLeavesOneRecordEach},
+		{"GatewayIsTheFirstUsableAddressOfTheNarrowedNetwork", "10.201.17.0/28", gatewayOfTheNarrowedNetwork},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
@@ -200,6 +206,28 @@ func burstWithALostAnswerLeavesOneRecordEach(t *testing.T, h Harness, cidr strin
 		assert.Len(t, markedWith(rs, c.Marker), 1, "%s was not released", c.Marker)
 	}
 	assert.Len(t, rs, n-released)
+}
+
+// gatewayOfTheNarrowedNetwork: a source narrowed by prefixLength (a /28
+// split into /29s) gives each address the first usable address of its own
+// /29 as gateway, never one outside the machine's subnet.
+func gatewayOfTheNarrowedNetwork(t *testing.T, h Harness, cidr string) {
+	b := h.NarrowedPool(t, cidr, 29)
+	validated(t, b)
+	ctx := context.Background()
+	var inSecond int
+	for i := range 8 {
+		alloc, err := b.Allocate(ctx, claim(fmt.Sprintf("narrowed-%d", i)))
+		require.NoError(t, err)
+		require.Equal(t, 29, alloc.Address.Bits(), "the prefix is the narrowed one")
+		subnet := alloc.Address.Masked()
+		assert.Equal(t, subnet.Addr().Next(), alloc.Gateway, "%s: the gateway is its own /29's first usable address", alloc.Address)
+		assert.NotEqual(t, alloc.Gateway, alloc.Address.Addr(), "a gateway is never handed out")
+		if subnet != netip.PrefixFrom(netip.MustParsePrefix(cidr).Addr(), 29) {
+			inSecond++
+		}
+	}
+	require.NotZero(t, inSecond, "some addresses come from the second /29")
 }
 
 func lookupFindsTheMarker(t *testing.T, h Harness, cidr string) {
