@@ -8,13 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
@@ -138,37 +134,6 @@ func TestRetriedReservationKeepsOne(t *testing.T) {
 	})
 }
 
-func TestClusterctlMoveFindsTheSameAddress(t *testing.T) {
-	forEachSystem(t, func(t *testing.T, f *fixture) {
-		f.seedNetwork("10.23.0.0/24")
-		f.createPool("pool", "10.23.0.0/24")
-		cluster := f.createCluster("workload")
-		claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
-		before := f.waitBound(claim)
-
-		// clusterctl move pauses the Cluster, recreates the objects in the target
-		// management cluster (new UIDs, same namespace and name) and deletes the
-		// source objects without running their finalizers.
-		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), cluster))
-		cluster.Spec.Paused = ptr.To(true)
-		require.NoError(t, k8s.Update(f.ctx, cluster))
-		f.waitPaused(claim)
-		for _, obj := range []client.Object{before, claim} {
-			f.update(obj, func() { obj.SetFinalizers(nil) })
-			require.NoError(t, client.IgnoreNotFound(k8s.Delete(f.ctx, obj)))
-			f.waitGone(obj)
-		}
-		require.Len(t, f.markedRecords(), 1, "the move released nothing")
-
-		moved := f.createClaim("machine", "pool", inCluster(cluster.Name))
-		unpause(t, f, cluster.Name)
-		after := f.waitBound(moved)
-
-		assert.Equal(t, before.Spec.Address, after.Spec.Address)
-		assert.Len(t, f.markedRecords(), 1)
-	})
-}
-
 func TestReleaseLeavesARecordWhoseMarkerWasRemoved(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.seedNetwork("10.24.0.0/24")
@@ -225,69 +190,6 @@ func TestManagementClustersAreApartByDefault(t *testing.T) {
 		f.deleteClaim(claim)
 		assert.Empty(t, f.recordsWithMarker(f.marker("machine")))
 		assert.Len(t, f.markedRecords(), 2, "the other clusters' records are untouched")
-	})
-}
-
-// clusterctl move carries a bound claim and its IPAddress to a management
-// cluster of another identity. The moved claim is bound by its IPAddress,
-// and its release there deletes the record it holds, made under the source
-// cluster's marker: the same claim, holding the very same address.
-func TestMovedClaimIsReleasedInTheTargetCluster(t *testing.T) {
-	forEachSystem(t, func(t *testing.T, f *fixture) {
-		f.filter = "source-" + f.ns
-		_, err := startManager(f.ctx, f.filter, "mgmt-source", nil)
-		require.NoError(t, err)
-		f.seedNetwork("10.28.0.0/24")
-		pool := f.createPool("pool", "10.28.0.0/24")
-		cluster := f.createCluster("workload")
-		claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
-		address := f.waitBound(claim)
-		require.Len(t, f.recordsWithMarker("mgmt-source/"+f.ns+"/machine"), 1)
-
-		// The move: with the Cluster paused, the objects reappear under the
-		// target manager's watch filter with new UIDs, their metadata carried
-		// over; the source objects go without their finalizers running.
-		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), cluster))
-		f.update(cluster, func() { cluster.Spec.Paused = ptr.To(true) })
-		f.waitPaused(claim)
-		claim = f.getClaim(claim)
-		target := "target-" + f.ns
-		for _, obj := range []client.Object{claim, address} {
-			f.update(obj, func() { obj.SetFinalizers(nil) })
-			require.NoError(t, client.IgnoreNotFound(k8s.Delete(f.ctx, obj)))
-			f.waitGone(obj)
-		}
-		got := pool.DeepCopyObject().(controllers.Pool)
-		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
-		f.update(got, func() { got.SetLabels(map[string]string{clusterv1.WatchLabel: target}) })
-
-		moved := claim.DeepCopy()
-		moved.ObjectMeta = metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name, Finalizers: claim.Finalizers,
-			Annotations: claim.Annotations, Labels: map[string]string{clusterv1.WatchLabel: target}}
-		moved.Status = ipamv1.IPAddressClaimStatus{}
-		require.NoError(t, k8s.Create(f.ctx, moved))
-		movedAddress := address.DeepCopy()
-		movedAddress.ObjectMeta = metav1.ObjectMeta{Namespace: address.Namespace, Name: address.Name,
-			Finalizers: address.Finalizers, Annotations: address.Annotations, Labels: address.Labels}
-		require.NoError(t, controllerutil.SetControllerReference(moved, movedAddress, testScheme))
-		require.NoError(t, k8s.Create(f.ctx, movedAddress))
-
-		f.filter = target
-		_, err = startManager(f.ctx, f.filter, "mgmt-target", nil)
-		require.NoError(t, err)
-		unpause(t, f, cluster.Name)
-		bound := f.waitBound(moved)
-		assert.Equal(t, address.Spec.Address, bound.Spec.Address)
-
-		// The target's audit marks the moved record as its own, so that the
-		// source cluster's audit no longer lists it as an orphan.
-		report := f.audit(got)
-		assert.Equal(t, int32(1), report.Drifted)
-		assert.Len(t, f.recordsWithMarker("mgmt-target/"+f.ns+"/machine"), 1)
-		assert.Empty(t, f.recordsWithMarker("mgmt-source/"+f.ns+"/machine"))
-
-		f.deleteClaim(moved)
-		assert.Empty(t, f.markedRecords(), "the target released the record made by the source")
 	})
 }
 
