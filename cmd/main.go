@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolkinds"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -68,6 +69,7 @@ func main() {
 		os.Exit(1)
 	}
 	ctx := ctrl.SetupSignalHandler()
+	o.controllers.Kinds = poolkinds.All()
 	if err := controllers.Setup(ctx, mgr, o.controllers); err != nil {
 		log.Error(err, "Setting up the controllers")
 		os.Exit(1)

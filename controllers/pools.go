@@ -39,6 +39,9 @@ type BackendOptions struct {
 	// MaxBatchSize caps how many claims allocated or released at once
 	// share one request (0: backends.DefaultMaxBatchSize; 1: no batching).
 	MaxBatchSize int
+	// Observe returns the hook that counts a backend's HTTP requests, by
+	// method and status, in the manager's metrics (Setup sets it).
+	Observe func(backend string) func(method string, code int)
 }
 
 // PoolKind describes one pool kind: how to make its objects, where its

@@ -39,6 +39,10 @@ type Options struct {
 	MaxRetryInterval time.Duration
 
 	Backend BackendOptions
+
+	// Kinds are the pool kinds to serve (see package poolkinds); at
+	// least one.
+	Kinds PoolKinds
 }
 
 // The manager's secure diagnostics endpoint (--diagnostics-address) asks the
@@ -60,10 +64,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	registerMetrics()
+	opts.Backend.Observe = observeRequests
 	if opts.Backend.Limits == nil {
 		opts.Backend.Limits = backendhttp.NewLimits()
 	}
-	kinds := append(NetboxPoolKinds(), InfobloxPoolKinds()...)
+	kinds := opts.Kinds
+	if len(kinds) == 0 {
+		return fmt.Errorf("no pool kinds to serve")
+	}
 	if err := SetupIndexes(ctx, mgr, kinds); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolkinds"
 )
 
 // capiCRDs are the CAPI CRDs, relative to the cluster-api module.
@@ -99,6 +100,9 @@ func StartManager(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme,
 // example.
 func StartManagerWith(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts controllers.Options,
 	setup func(manager.Manager) error, mutate ...func(*manager.Options)) (<-chan struct{}, error) {
+	if len(opts.Kinds) == 0 {
+		opts.Kinds = poolkinds.All()
+	}
 	mgrOpts := manager.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},

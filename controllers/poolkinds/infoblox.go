@@ -1,4 +1,4 @@
-package controllers
+package poolkinds
 
 import (
 	"crypto/tls"
@@ -13,24 +13,27 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // infobloxPool is implemented by both Infoblox pool kinds.
 type infobloxPool interface {
-	Pool
+	controllers.Pool
 	GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
 }
 
-// InfobloxPoolKinds are the Infoblox pool kinds.
-func InfobloxPoolKinds() PoolKinds {
-	secretName := func(p Pool) string {
+// Infoblox is the Infoblox pool kinds: InfobloxIPPool and GlobalInfobloxIPPool.
+func Infoblox() controllers.PoolKinds {
+	secretName := func(p controllers.Pool) string {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.CredentialsSecretRef.Name
 	}
-	rateLimit := func(p Pool) *v1alpha1.RateLimit { return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit }
-	return PoolKinds{
+	rateLimit := func(p controllers.Pool) *v1alpha1.RateLimit {
+		return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit
+	}
+	return controllers.PoolKinds{
 		{
 			Kind: "InfobloxIPPool", Namespaced: true, Backend: "infoblox",
-			New:                func() Pool { return &v1alpha1.InfobloxIPPool{} },
+			New:                func() controllers.Pool { return &v1alpha1.InfobloxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} },
 			SecretName:         secretName,
 			RateLimit:          rateLimit,
@@ -39,7 +42,7 @@ func InfobloxPoolKinds() PoolKinds {
 		},
 		{
 			Kind: "GlobalInfobloxIPPool", Namespaced: false, Backend: "infoblox",
-			New:                func() Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
+			New:                func() controllers.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} },
 			SecretName:         secretName,
 			RateLimit:          rateLimit,
@@ -49,13 +52,13 @@ func InfobloxPoolKinds() PoolKinds {
 	}
 }
 
-func infobloxInsecure(p Pool) string {
+func infobloxInsecure(p controllers.Pool) string {
 	c := p.(infobloxPool).GetInfobloxSpec().Connection
 	return insecureConnection(false, c.InsecureSkipTLSVerify)
 }
 
 // newInfobloxBackend turns an Infoblox pool and its Secret into a backend.
-func newInfobloxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (backends.Backend, error) {
+func newInfobloxBackend(pool controllers.Pool, secret *corev1.Secret, opts controllers.BackendOptions) (backends.Backend, error) {
 	spec := pool.(infobloxPool).GetInfobloxSpec()
 	creds, err := infobloxCredentials(secret)
 	if err != nil {
@@ -79,7 +82,7 @@ func newInfobloxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (
 			CommentPattern:       spec.Reservation.CommentPattern,
 			ExtensibleAttributes: spec.Reservation.ExtensibleAttributes,
 		},
-		HTTP:  infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("infoblox"), Limits: opts.Limits},
+		HTTP:  infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("infoblox"), Limits: opts.Limits},
 		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize},
 	}
 	if dns := spec.Reservation.DNS; dns != nil {
@@ -117,7 +120,7 @@ func infobloxCredentials(secret *corev1.Secret) (infobloxSecret, error) {
 		ca:       secret.Data[v1alpha1.CABundleKey],
 	}
 	invalid := func(format string, args ...any) error {
-		return &SecretError{Reason: v1alpha1.InvalidCredentialsSecretReason,
+		return &controllers.SecretError{Reason: v1alpha1.InvalidCredentialsSecretReason,
 			Message: fmt.Sprintf("Secret %s/%s: %s", secret.Namespace, secret.Name, fmt.Sprintf(format, args...))}
 	}
 	basic := s.username != "" || s.password != ""

@@ -1,4 +1,4 @@
-package controllers
+package poolkinds
 
 import (
 	"fmt"
@@ -11,22 +11,27 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // netboxPool is implemented by both NetBox pool kinds.
 type netboxPool interface {
-	Pool
+	controllers.Pool
 	GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
 }
 
-// NetboxPoolKinds are the NetBox pool kinds.
-func NetboxPoolKinds() PoolKinds {
-	secretName := func(p Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.CredentialsSecretRef.Name }
-	rateLimit := func(p Pool) *v1alpha1.RateLimit { return p.(netboxPool).GetNetboxSpec().Connection.RateLimit }
-	return PoolKinds{
+// NetBox is the NetBox pool kinds: NetboxIPPool and GlobalNetboxIPPool.
+func NetBox() controllers.PoolKinds {
+	secretName := func(p controllers.Pool) string {
+		return p.(netboxPool).GetNetboxSpec().Connection.CredentialsSecretRef.Name
+	}
+	rateLimit := func(p controllers.Pool) *v1alpha1.RateLimit {
+		return p.(netboxPool).GetNetboxSpec().Connection.RateLimit
+	}
+	return controllers.PoolKinds{
 		{
 			Kind: "NetboxIPPool", Namespaced: true, Backend: "netbox",
-			New:                func() Pool { return &v1alpha1.NetboxIPPool{} },
+			New:                func() controllers.Pool { return &v1alpha1.NetboxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} },
 			SecretName:         secretName,
 			RateLimit:          rateLimit,
@@ -35,7 +40,7 @@ func NetboxPoolKinds() PoolKinds {
 		},
 		{
 			Kind: "GlobalNetboxIPPool", Namespaced: false, Backend: "netbox",
-			New:                func() Pool { return &v1alpha1.GlobalNetboxIPPool{} },
+			New:                func() controllers.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
 			NewList:            func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} },
 			SecretName:         secretName,
 			RateLimit:          rateLimit,
@@ -45,29 +50,17 @@ func NetboxPoolKinds() PoolKinds {
 	}
 }
 
-func netboxInsecure(p Pool) string {
+func netboxInsecure(p controllers.Pool) string {
 	c := p.(netboxPool).GetNetboxSpec().Connection
 	return insecureConnection(strings.HasPrefix(strings.ToLower(c.URL), "http://"), c.InsecureSkipTLSVerify)
 }
 
-// insecureConnection describes what a plain-http or unverified connection
-// exposes.
-func insecureConnection(plainHTTP, skipVerify bool) string {
-	switch {
-	case plainHTTP:
-		return "the connection uses plain http: the credentials and every answer cross the network unencrypted"
-	case skipVerify:
-		return "insecureSkipTLSVerify is set: any server on the way can pose as the IPAM system and receive the credentials"
-	}
-	return ""
-}
-
 // newNetboxBackend turns a NetBox pool and its Secret into a backend.
-func newNetboxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (backends.Backend, error) {
+func newNetboxBackend(pool controllers.Pool, secret *corev1.Secret, opts controllers.BackendOptions) (backends.Backend, error) {
 	spec := pool.(netboxPool).GetNetboxSpec()
 	token := strings.TrimSpace(string(secret.Data[v1alpha1.NetboxTokenKey]))
 	if token == "" {
-		return nil, &SecretError{Reason: v1alpha1.InvalidCredentialsSecretReason,
+		return nil, &controllers.SecretError{Reason: v1alpha1.InvalidCredentialsSecretReason,
 			Message: fmt.Sprintf("Secret %s/%s has no %q key", secret.Namespace, secret.Name, v1alpha1.NetboxTokenKey)}
 	}
 	cfg := netbox.Config{
@@ -85,7 +78,7 @@ func newNetboxBackend(pool Pool, secret *corev1.Secret, opts BackendOptions) (ba
 			Tags:               spec.Reservation.Tags,
 			CustomFields:       spec.Reservation.CustomFields,
 		},
-		HTTP:  netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: observeRequests("netbox"), Limits: opts.Limits},
+		HTTP:  netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("netbox"), Limits: opts.Limits},
 		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize},
 	}
 	gateway, err := gatewayConfig(spec.Gateway)
@@ -133,23 +126,4 @@ func netboxSource(s v1alpha1.NetboxAddressSource) (netbox.Source, error) {
 		return src, nil
 	}
 	return netbox.Source{}, fmt.Errorf("neither prefix nor ipRange is set")
-}
-
-func gatewayConfig(g v1alpha1.Gateway) (netbox.Gateway, error) {
-	if g.Address != "" {
-		addr, err := netip.ParseAddr(g.Address)
-		if err != nil {
-			return netbox.Gateway{}, fmt.Errorf("%w: gateway address %q: %v", backends.ErrInvalidConfig, g.Address, err)
-		}
-		return netbox.Gateway{Address: addr}, nil
-	}
-	return netbox.Gateway{None: g.Policy == v1alpha1.GatewayNone}, nil
-}
-
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }

@@ -1,0 +1,51 @@
+// Package poolkinds adapts each pool kind to its backend: from the pool's
+// spec and credentials Secret to the backend's configuration. It is the only
+// place that knows both the API and a concrete IPAM system, so that the
+// controllers know neither HTTP nor any one system; cmd wires the kinds in.
+package poolkinds
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+)
+
+// All is every pool kind the manager serves.
+func All() controllers.PoolKinds {
+	return append(NetBox(), Infoblox()...)
+}
+
+// insecureConnection describes what a plain-http or unverified connection
+// exposes.
+func insecureConnection(plainHTTP, skipVerify bool) string {
+	switch {
+	case plainHTTP:
+		return "the connection uses plain http: the credentials and every answer cross the network unencrypted"
+	case skipVerify:
+		return "insecureSkipTLSVerify is set: any server on the way can pose as the IPAM system and receive the credentials"
+	}
+	return ""
+}
+
+func gatewayConfig(g v1alpha1.Gateway) (netbox.Gateway, error) {
+	if g.Address != "" {
+		addr, err := netip.ParseAddr(g.Address)
+		if err != nil {
+			return netbox.Gateway{}, fmt.Errorf("%w: gateway address %q: %v", backends.ErrInvalidConfig, g.Address, err)
+		}
+		return netbox.Gateway{Address: addr}, nil
+	}
+	return netbox.Gateway{None: g.Policy == v1alpha1.GatewayNone}, nil
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
