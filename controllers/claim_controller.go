@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,11 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
@@ -214,24 +211,8 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 
 	claimPatch := newClaimPatch(claim)
 	defer func() {
-		trackWaiting(claim, kind)
-		if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
-			r.waits.forget(req.NamespacedName)
-		}
-		err := claimPatch.apply(ctx, r.Client, claim)
-		switch {
-		case apierrors.IsConflict(err) && reterr == nil:
-			// Read from a cache that had not seen the claim's last change:
-			// that change's event brings it back, this covers a missed one.
-			log.V(2).Info("The claim changed since it was read, looking again")
-			result = ctrl.Result{RequeueAfter: cacheLagRetry}
-		case err != nil:
-			reterr = kerrors.NewAggregate([]error{reterr, err})
-		case claimPatch.before.Status.AddressRef.Name == "" && claim.Status.AddressRef.Name != "":
-			r.written.Set(claim.UID, true, writtenMemory)
-		case deleting && !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) && controllerutil.ContainsFinalizer(claimPatch.before, ClaimFinalizer):
-			r.released.Set(claim.UID, true, releasedMemory)
-		}
+		r.trackOutcome(req.NamespacedName, claim, kind)
+		result, reterr = r.patchClaim(ctx, &claimPatch, claim, deleting, result, reterr)
 	}()
 
 	if paused, why := isPaused(cluster, pool); paused {
@@ -251,6 +232,38 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return r.reconcileDelete(ctx, claim, kind, pool)
 	}
 	return r.reconcileNormal(ctx, claim, kind, pool)
+}
+
+// trackOutcome counts the claim in the waiting-claims gauge, and forgets
+// the wait backoff of a claim that is Ready.
+func (r *ClaimReconciler) trackOutcome(key types.NamespacedName, claim *ipamv1.IPAddressClaim, kind PoolKind) {
+	trackWaiting(claim, kind)
+	if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
+		r.waits.forget(key)
+	}
+}
+
+// patchClaim writes what the reconcile changed on the claim, and remembers
+// the two writes a lagging cache must not make it repeat: the first
+// addressRef, and the release (the finalizer removed). A conflict means the
+// claim was read from a cache that had not seen its last change; it is
+// looked at again shortly, and is no error.
+func (r *ClaimReconciler) patchClaim(ctx context.Context, p *claimPatch, claim *ipamv1.IPAddressClaim, deleting bool,
+	result ctrl.Result, reterr error) (ctrl.Result, error) {
+	err := p.apply(ctx, r.Client, claim)
+	switch {
+	case apierrors.IsConflict(err) && reterr == nil:
+		// That change's event brings the claim back; this covers a missed one.
+		ctrl.LoggerFrom(ctx).V(2).Info("The claim changed since it was read, looking again")
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	case err != nil:
+		return result, kerrors.NewAggregate([]error{reterr, err})
+	case p.before.Status.AddressRef.Name == "" && claim.Status.AddressRef.Name != "":
+		r.written.Set(claim.UID, true, writtenMemory)
+	case deleting && !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) && controllerutil.ContainsFinalizer(p.before, ClaimFinalizer):
+		r.released.Set(claim.UID, true, releasedMemory)
+	}
+	return result, reterr
 }
 
 // reconcileNormal makes sure the claim has its IPAddress. Every outcome that
@@ -565,72 +578,6 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressCl
 	return nil
 }
 
-// recordReservation notes on the IPAddress where the claim's address lives,
-// so that a release finds that record whatever becomes of the pool's spec;
-// the claim takes the note over if the IPAddress is let go before it.
-func recordReservation(obj metav1.Object, alloc backends.Allocation) {
-	a := obj.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[v1alpha1.ReservationEndpointAnnotation] = alloc.Endpoint
-	a[v1alpha1.ReservationRecordAnnotation] = alloc.Reference
-	if alloc.Scope != "" {
-		a[v1alpha1.ReservationScopeAnnotation] = alloc.Scope
-	}
-	obj.SetAnnotations(a)
-}
-
-// recordedReservation is where the claim's address was reserved: from its
-// IPAddress, which holds it while it lives, else from the claim, which takes
-// it over when its IPAddress is let go (see keepReservation).
-func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) backends.Reservation {
-	var last backends.Reservation
-	var recorded []metav1.Object
-	if address != nil {
-		recorded = append(recorded, address)
-	}
-	for _, o := range append(recorded, claim) {
-		if ref := o.GetAnnotations()[v1alpha1.ReservationRecordAnnotation]; ref != "" {
-			last.Reference = ref
-			last.Endpoint = o.GetAnnotations()[v1alpha1.ReservationEndpointAnnotation]
-			break
-		}
-	}
-	if address != nil {
-		last.Address, _ = addressPrefix(address)
-	}
-	return last
-}
-
-// keepReservation copies where the address was reserved from an IPAddress
-// about to be let go onto its claim, so that the record is never forgotten:
-// the IPAddress carries it alone otherwise, which spares every new claim a
-// write.
-func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
-	ref := address.Annotations[v1alpha1.ReservationRecordAnnotation]
-	if ref == "" {
-		return
-	}
-	if claim.Annotations == nil {
-		claim.Annotations = map[string]string{}
-	}
-	claim.Annotations[v1alpha1.ReservationRecordAnnotation] = ref
-	claim.Annotations[v1alpha1.ReservationEndpointAnnotation] = address.Annotations[v1alpha1.ReservationEndpointAnnotation]
-}
-
-// forgetReservation drops what the claim kept of a reservation once a new
-// IPAddress holds it.
-func forgetReservation(claim *ipamv1.IPAddressClaim) {
-	delete(claim.Annotations, v1alpha1.ReservationRecordAnnotation)
-	delete(claim.Annotations, v1alpha1.ReservationEndpointAnnotation)
-}
-
-// backendClaim describes the claim to the backend.
-func (r *ClaimReconciler) backendClaim(claim *ipamv1.IPAddressClaim) backends.Claim {
-	return backendClaim(r.Identity, claim)
-}
-
 // backendClaim describes the claim to the backend, its marker naming the
 // management cluster by identity.
 func backendClaim(identity string, claim *ipamv1.IPAddressClaim) backends.Claim {
@@ -744,158 +691,6 @@ func (r *ClaimReconciler) getCluster(ctx context.Context, namespace, name string
 		return nil, fmt.Errorf("getting Cluster %s: %w", name, err)
 	}
 	return cluster, nil
-}
-
-// isPaused says whether the claim's Cluster or pool is paused, and why.
-func isPaused(cluster *clusterv1.Cluster, pool Pool) (bool, string) {
-	switch {
-	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
-		return true, fmt.Sprintf("Cluster %s has spec.paused set", cluster.Name)
-	case cluster != nil && annotations.HasPaused(cluster):
-		return true, fmt.Sprintf("Cluster %s has the %s annotation", cluster.Name, clusterv1.PausedAnnotation)
-	case pool != nil && annotations.HasPaused(pool):
-		return true, fmt.Sprintf("pool %s has the %s annotation", pool.GetName(), clusterv1.PausedAnnotation)
-	}
-	return false, ""
-}
-
-// matchesWatchFilter says whether an object carries the watch-filter label
-// value this manager serves; every object does when the value is empty.
-func matchesWatchFilter(o client.Object, value string) bool {
-	return value == "" || o.GetLabels()[clusterv1.WatchLabel] == value
-}
-
-// addressBelongsTo says whether the claim controls the IPAddress: by UID, so
-// that a claim recreated under the same name never takes over its
-// predecessor's IPAddress (clusterctl move rewrites owner UIDs).
-func addressBelongsTo(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
-	return metav1.IsControlledBy(address, claim) &&
-		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
-}
-
-// strippedOfItsClaim says whether the IPAddress is the claim's own, written
-// for it, whose owner reference to the claim the garbage collector removed:
-// in a foreground deletion of the claim (or of its owners), the collector
-// does not delete a dependent that another owner, the pool, still holds,
-// but takes the deleted owner's reference off it.
-func strippedOfItsClaim(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
-	return metav1.GetControllerOf(address) == nil &&
-		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
-}
-
-// isPredecessorsAddress says whether the IPAddress was written for an
-// earlier claim of the same name, which no longer exists.
-func isPredecessorsAddress(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
-	owner := metav1.GetControllerOf(address)
-	return owner != nil && owner.Kind == "IPAddressClaim" && owner.Name == claim.Name && owner.UID != claim.UID &&
-		address.Spec.ClaimRef.Name == claim.Name
-}
-
-func addressPrefix(address *ipamv1.IPAddress) (netip.Prefix, error) {
-	addr, err := netip.ParseAddr(address.Spec.Address)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	// PrefixFrom keeps the host bits; Addr.Prefix would mask them away.
-	return netip.PrefixFrom(addr, int(ptr.Deref(address.Spec.Prefix, int32(addr.BitLen())))), nil
-}
-
-func setClaimReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(claim, metav1.Condition{
-		Type:    ipamv1.IPAddressClaimReadyCondition,
-		Status:  status,
-		Reason:  reason,
-		Message: message,
-	})
-}
-
-// clusterToClaims maps a Cluster to the claims that belong to it.
-func (r *ClaimReconciler) clusterToClaims(ctx context.Context, o client.Object) []reconcile.Request {
-	claims := &ipamv1.IPAddressClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()),
-		client.MatchingFields{clusterNameField: o.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of Cluster", "Cluster", o.GetName())
-		return nil
-	}
-	return claimRequests(claims.Items, func(*ipamv1.IPAddressClaim) bool { return true })
-}
-
-// poolToClaims maps a pool to its claims that still wait for an address.
-func (r *ClaimReconciler) poolToClaims(kind PoolKind) handler.MapFunc {
-	return func(ctx context.Context, o client.Object) []reconcile.Request {
-		ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind.Kind, Name: o.GetName()}
-		return r.waitingClaims(ctx, ref, o.GetNamespace())
-	}
-}
-
-// addressToWaitingClaims wakes the claims waiting on the pool of a deleted
-// IPAddress: its release may have freed the space they need.
-func (r *ClaimReconciler) addressToWaitingClaims(ctx context.Context, o client.Object) []reconcile.Request {
-	ref := o.(*ipamv1.IPAddress).Spec.PoolRef
-	kind, ours := r.Kinds.For(ref)
-	if !ours {
-		return nil
-	}
-	namespace := ""
-	if kind.Namespaced {
-		namespace = o.GetNamespace()
-	}
-	return r.waitingClaims(ctx, ref, namespace)
-}
-
-func (r *ClaimReconciler) waitingClaims(ctx context.Context, ref ipamv1.IPPoolReference, namespace string) []reconcile.Request {
-	claims := &ipamv1.IPAddressClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{poolRefField: poolRefKey(ref)}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of pool", "pool", ref.Name)
-		return nil
-	}
-	// Every claim that is not Ready waits for something, bound or not: one
-	// that lost its IPAddress keeps status.addressRef.
-	return claimRequests(claims.Items, func(c *ipamv1.IPAddressClaim) bool {
-		return !conditions.IsTrue(c, ipamv1.IPAddressClaimReadyCondition) || !c.DeletionTimestamp.IsZero()
-	})
-}
-
-func claimRequests(claims []ipamv1.IPAddressClaim, keep func(*ipamv1.IPAddressClaim) bool) []reconcile.Request {
-	var requests []reconcile.Request
-	for i := range claims {
-		if keep(&claims[i]) {
-			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims[i])})
-		}
-	}
-	return requests
-}
-
-// clusterPausedChanged passes Cluster creations (a claim may wait for its
-// Cluster) and changes of the paused state, by spec or annotation, so that
-// claims record that they are paused and resume when unpaused.
-func clusterPausedChanged() predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return true },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			oldCluster, newCluster := e.ObjectOld.(*clusterv1.Cluster), e.ObjectNew.(*clusterv1.Cluster)
-			return annotations.IsPaused(oldCluster, oldCluster) != annotations.IsPaused(newCluster, newCluster)
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// poolMayUnblockClaims passes pool events that can let a waiting claim go
-// on: creation, a change of readiness, of the paused annotation, or of the
-// free count.
-func poolMayUnblockClaims() predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return true },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			oldPool, newPool := e.ObjectOld.(Pool), e.ObjectNew.(Pool)
-			return conditions.IsTrue(oldPool, v1alpha1.ReadyCondition) != conditions.IsTrue(newPool, v1alpha1.ReadyCondition) ||
-				annotations.HasPaused(oldPool) != annotations.HasPaused(newPool) ||
-				freeCount(oldPool) < freeCount(newPool)
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }
 
 func freeCount(p Pool) int64 {

@@ -7,7 +7,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
 
@@ -24,15 +23,6 @@ const (
 // poolRefKey is the index value of a pool reference.
 func poolRefKey(ref ipamv1.IPPoolReference) string {
 	return ref.APIGroup + "/" + ref.Kind + "/" + ref.Name
-}
-
-// claimClusterName is the claim's cluster: spec.clusterName, or the
-// deprecated cluster-name label.
-func claimClusterName(claim *ipamv1.IPAddressClaim) string {
-	if claim.Spec.ClusterName != "" {
-		return claim.Spec.ClusterName
-	}
-	return claim.Labels[clusterv1.ClusterNameLabel]
 }
 
 // SetupIndexes registers the field indexes the reconcilers list by.

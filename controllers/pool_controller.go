@@ -433,23 +433,6 @@ func countReleasing(claims []ipamv1.IPAddressClaim) int {
 	return n
 }
 
-// claimToPool maps a deleted claim to its pool of kind, which may be
-// waiting for it before it goes.
-func claimToPool(kind PoolKind) handler.MapFunc {
-	return func(_ context.Context, o client.Object) []reconcile.Request {
-		return poolRequest(kind, o.(*ipamv1.IPAddressClaim).Spec.PoolRef, o.GetNamespace())
-	}
-}
-
-// addressToPool maps an IPAddress to its pool of kind, if it has one: the
-// pool refreshes its counts, a deleted pool goes once its last address is
-// gone, and the audit deletes a tombstone on time.
-func addressToPool(kind PoolKind) handler.MapFunc {
-	return func(_ context.Context, o client.Object) []reconcile.Request {
-		return poolRequest(kind, o.(*ipamv1.IPAddress).Spec.PoolRef, o.GetNamespace())
-	}
-}
-
 // poolRequest is the request of the pool of kind that ref names from an
 // object in namespace, if ref names one.
 func poolRequest(kind PoolKind, ref ipamv1.IPPoolReference, namespace string) []reconcile.Request {

@@ -12,16 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
@@ -176,22 +173,4 @@ func poolsOfSecret(ctx context.Context, c client.Reader, kind PoolKind, managerN
 		return nil
 	})
 	return pools, nil
-}
-
-// secretToWaitingClaims wakes the claims that wait on a pool reading the
-// Secret: new credentials may be what they wait for.
-func (r *ClaimReconciler) secretToWaitingClaims(ctx context.Context, secret client.Object) []reconcile.Request {
-	var requests []reconcile.Request
-	for _, kind := range r.Kinds {
-		pools, err := poolsOfSecret(ctx, r.Client, kind, r.Backends.ManagerNamespace, secret)
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Waking the claims of a changed Secret")
-			continue
-		}
-		for _, pool := range pools {
-			ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind.Kind, Name: pool.GetName()}
-			requests = append(requests, r.waitingClaims(ctx, ref, pool.GetNamespace())...)
-		}
-	}
-	return requests
 }

@@ -1,0 +1,94 @@
+package controllers
+
+import (
+	"fmt"
+	"net/netip"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// backendClaim describes the claim to the backend.
+func (r *ClaimReconciler) backendClaim(claim *ipamv1.IPAddressClaim) backends.Claim {
+	return backendClaim(r.Identity, claim)
+}
+
+// isPaused says whether the claim's Cluster or pool is paused, and why.
+func isPaused(cluster *clusterv1.Cluster, pool Pool) (bool, string) {
+	switch {
+	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
+		return true, fmt.Sprintf("Cluster %s has spec.paused set", cluster.Name)
+	case cluster != nil && annotations.HasPaused(cluster):
+		return true, fmt.Sprintf("Cluster %s has the %s annotation", cluster.Name, clusterv1.PausedAnnotation)
+	case pool != nil && annotations.HasPaused(pool):
+		return true, fmt.Sprintf("pool %s has the %s annotation", pool.GetName(), clusterv1.PausedAnnotation)
+	}
+	return false, ""
+}
+
+// matchesWatchFilter says whether an object carries the watch-filter label
+// value this manager serves; every object does when the value is empty.
+func matchesWatchFilter(o client.Object, value string) bool {
+	return value == "" || o.GetLabels()[clusterv1.WatchLabel] == value
+}
+
+// addressBelongsTo says whether the claim controls the IPAddress: by UID, so
+// that a claim recreated under the same name never takes over its
+// predecessor's IPAddress (clusterctl move rewrites owner UIDs).
+func addressBelongsTo(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
+	return metav1.IsControlledBy(address, claim) &&
+		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
+}
+
+// strippedOfItsClaim says whether the IPAddress is the claim's own, written
+// for it, whose owner reference to the claim the garbage collector removed:
+// in a foreground deletion of the claim (or of its owners), the collector
+// does not delete a dependent that another owner, the pool, still holds,
+// but takes the deleted owner's reference off it.
+func strippedOfItsClaim(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
+	return metav1.GetControllerOf(address) == nil &&
+		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
+}
+
+// isPredecessorsAddress says whether the IPAddress was written for an
+// earlier claim of the same name, which no longer exists.
+func isPredecessorsAddress(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
+	owner := metav1.GetControllerOf(address)
+	return owner != nil && owner.Kind == "IPAddressClaim" && owner.Name == claim.Name && owner.UID != claim.UID &&
+		address.Spec.ClaimRef.Name == claim.Name
+}
+
+func addressPrefix(address *ipamv1.IPAddress) (netip.Prefix, error) {
+	addr, err := netip.ParseAddr(address.Spec.Address)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	// PrefixFrom keeps the host bits; Addr.Prefix would mask them away.
+	return netip.PrefixFrom(addr, int(ptr.Deref(address.Spec.Prefix, int32(addr.BitLen())))), nil
+}
+
+func setClaimReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(claim, metav1.Condition{
+		Type:    ipamv1.IPAddressClaimReadyCondition,
+		Status:  status,
+		Reason:  reason,
+		Message: message,
+	})
+}
+
+// claimClusterName is the claim's cluster: spec.clusterName, or the
+// deprecated cluster-name label.
+func claimClusterName(claim *ipamv1.IPAddressClaim) string {
+	if claim.Spec.ClusterName != "" {
+		return claim.Spec.ClusterName
+	}
+	return claim.Labels[clusterv1.ClusterNameLabel]
+}

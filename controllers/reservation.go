@@ -1,0 +1,71 @@
+package controllers
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// recordReservation notes on the IPAddress where the claim's address lives,
+// so that a release finds that record whatever becomes of the pool's spec;
+// the claim takes the note over if the IPAddress is let go before it.
+func recordReservation(obj metav1.Object, alloc backends.Allocation) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[v1alpha1.ReservationEndpointAnnotation] = alloc.Endpoint
+	a[v1alpha1.ReservationRecordAnnotation] = alloc.Reference
+	if alloc.Scope != "" {
+		a[v1alpha1.ReservationScopeAnnotation] = alloc.Scope
+	}
+	obj.SetAnnotations(a)
+}
+
+// recordedReservation is where the claim's address was reserved: from its
+// IPAddress, which holds it while it lives, else from the claim, which takes
+// it over when its IPAddress is let go (see keepReservation).
+func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) backends.Reservation {
+	var last backends.Reservation
+	var recorded []metav1.Object
+	if address != nil {
+		recorded = append(recorded, address)
+	}
+	for _, o := range append(recorded, claim) {
+		if ref := o.GetAnnotations()[v1alpha1.ReservationRecordAnnotation]; ref != "" {
+			last.Reference = ref
+			last.Endpoint = o.GetAnnotations()[v1alpha1.ReservationEndpointAnnotation]
+			break
+		}
+	}
+	if address != nil {
+		last.Address, _ = addressPrefix(address)
+	}
+	return last
+}
+
+// keepReservation copies where the address was reserved from an IPAddress
+// about to be let go onto its claim, so that the record is never forgotten:
+// the IPAddress carries it alone otherwise, which spares every new claim a
+// write.
+func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
+	ref := address.Annotations[v1alpha1.ReservationRecordAnnotation]
+	if ref == "" {
+		return
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[v1alpha1.ReservationRecordAnnotation] = ref
+	claim.Annotations[v1alpha1.ReservationEndpointAnnotation] = address.Annotations[v1alpha1.ReservationEndpointAnnotation]
+}
+
+// forgetReservation drops what the claim kept of a reservation once a new
+// IPAddress holds it.
+func forgetReservation(claim *ipamv1.IPAddressClaim) {
+	delete(claim.Annotations, v1alpha1.ReservationRecordAnnotation)
+	delete(claim.Annotations, v1alpha1.ReservationEndpointAnnotation)
+}
