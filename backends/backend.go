@@ -12,12 +12,22 @@ import (
 	"time"
 )
 
-// Backend is one configured pool in an external IPAM system.
+// Backend is one configured pool in an external IPAM system: what the pool
+// reconciler (Prober), the claim reconciler (Reserver) and the audit
+// (Auditor) each ask of it.
 //
 // Every method is safe for concurrent use and idempotent: calling Allocate
 // twice for the same claim returns the same address, and Release of an
 // address that is already gone succeeds.
 type Backend interface {
+	Prober
+	Reserver
+	Auditor
+}
+
+// Prober is what the pool reconciler asks: does the configuration work, and
+// how full is the pool.
+type Prober interface {
 	// Validate checks the configuration against the system (credentials work,
 	// sources exist, the gateway lies inside them) and prepares what the
 	// provider needs there, such as its tag or marker field. It returns the
@@ -26,6 +36,13 @@ type Backend interface {
 
 	// Usage returns the address counts of the pool's sources.
 	Usage(ctx context.Context) (Usage, error)
+}
+
+// Reserver is the claim's path: reserve, find and release its address.
+type Reserver interface {
+	// Endpoint names the system the backend talks to, as recorded in
+	// Reservation.Endpoint.
+	Endpoint() string
 
 	// Allocate returns the address reserved for the claim, reserving one if
 	// the system holds none carrying the claim's marker. If more than one
@@ -50,9 +67,25 @@ type Backend interface {
 	// their addresses are not handed out again until an audit deletes them.
 	Retire(ctx context.Context, claim Claim, last Reservation, at time.Time) error
 
-	// Endpoint names the system the backend talks to, as recorded in
-	// Reservation.Endpoint.
+	// Remark sets a record's marker to marker if it still carries
+	// rec.Marker (ErrNotOwned otherwise); a tombstone marker also marks the
+	// record as no longer in use where the system can say so. The guard
+	// uses it to hand a record the system answered for one claim to the
+	// claim whose machine already uses that address.
+	Remark(ctx context.Context, rec Record, marker string) error
+
+	// Delete deletes a record if it still carries rec.Marker (ErrNotOwned
+	// otherwise). A record that is gone is not an error. A claim whose
+	// IPAddress another writer created first drops its own reservation.
+	Delete(ctx context.Context, rec Record) error
+}
+
+// Auditor is what the audit asks: list the pool's records and this
+// cluster's records outside it, and repair what drifted.
+type Auditor interface {
 	Endpoint() string
+	Lookup(ctx context.Context, claim Claim) (Allocation, error)
+	Delete(ctx context.Context, rec Record) error
 
 	// Records lists, in one server-filtered and paginated listing, the
 	// records within the pool's sources whose marker begins with prefix.
@@ -62,15 +95,6 @@ type Backend interface {
 	// outside the pool's sources (another VRF or network view, or an
 	// address no source holds), wherever the IPAM team moved them.
 	Strays(ctx context.Context, prefix string) ([]Record, error)
-
-	// Remark sets a record's marker to marker if it still carries
-	// rec.Marker (ErrNotOwned otherwise); a tombstone marker also marks the
-	// record as no longer in use where the system can say so.
-	Remark(ctx context.Context, rec Record, marker string) error
-
-	// Delete deletes a record if it still carries rec.Marker (ErrNotOwned
-	// otherwise). A record that is gone is not an error.
-	Delete(ctx context.Context, rec Record) error
 
 	// Restore reserves address for the claim again, carrying its marker,
 	// after its record was deleted outside the provider. A record of the

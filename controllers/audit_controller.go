@@ -218,7 +218,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool Pool) (ctrl.Result, er
 type auditRun struct {
 	*AuditReconciler
 	pool    Pool
-	backend backends.Backend
+	backend backends.Auditor
 	now     time.Time
 
 	status v1alpha1.AuditStatus

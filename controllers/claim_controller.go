@@ -434,7 +434,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 // at the same time. If that IPAddress holds another address, this
 // reservation is released at once rather than left for the audit; either
 // way the IPAddress's event brings the claim back to be bound to it.
-func (r *ClaimReconciler) lostToAnotherWriter(ctx context.Context, claim *ipamv1.IPAddressClaim, backend backends.Backend, alloc backends.Allocation) (ctrl.Result, error) {
+func (r *ClaimReconciler) lostToAnotherWriter(ctx context.Context, claim *ipamv1.IPAddressClaim, backend backends.Reserver, alloc backends.Allocation) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	existing := &ipamv1.IPAddress{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {

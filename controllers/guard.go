@@ -72,7 +72,7 @@ func (r *ClaimReconciler) heldInCluster(ctx context.Context, claim *ipamv1.IPAdd
 // no longer carries, gets another address at its next attempt. Both claims
 // and the pool say so, and a metric counts it.
 func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool,
-	backend backends.Backend, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
+	backend backends.Reserver, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
 	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
 	holderMarker := backends.Marker(r.Identity, holderKey.Namespace, holderKey.Name)

@@ -98,86 +98,64 @@ func instrument(b backends.Backend, name string) backends.Backend {
 	return &instrumented{Backend: b, name: name}
 }
 
-func (i *instrumented) observe(operation string, start time.Time, err error) {
+// timed runs one operation of the backend and records its outcome and
+// duration.
+func timed[T any](i *instrumented, operation string, call func() (T, error)) (T, error) {
+	start := time.Now()
+	v, err := call()
 	backendOperations.WithLabelValues(i.name, operation, outcome(err)).Inc()
 	backendOperationSeconds.WithLabelValues(i.name, operation).Observe(time.Since(start).Seconds())
+	return v, err
+}
+
+// timedErr is timed for an operation that returns only an error.
+func timedErr(i *instrumented, operation string, call func() error) error {
+	_, err := timed(i, operation, func() (struct{}, error) { return struct{}{}, call() })
+	return err
 }
 
 func (i *instrumented) Validate(ctx context.Context) (backends.Usage, error) {
-	start := time.Now()
-	u, err := i.Backend.Validate(ctx)
-	i.observe("validate", start, err)
-	return u, err
+	return timed(i, "validate", func() (backends.Usage, error) { return i.Backend.Validate(ctx) })
 }
 
 func (i *instrumented) Usage(ctx context.Context) (backends.Usage, error) {
-	start := time.Now()
-	u, err := i.Backend.Usage(ctx)
-	i.observe("usage", start, err)
-	return u, err
+	return timed(i, "usage", func() (backends.Usage, error) { return i.Backend.Usage(ctx) })
 }
 
 func (i *instrumented) Allocate(ctx context.Context, c backends.Claim) (backends.Allocation, error) {
-	start := time.Now()
-	a, err := i.Backend.Allocate(ctx, c)
-	i.observe("allocate", start, err)
-	return a, err
+	return timed(i, "allocate", func() (backends.Allocation, error) { return i.Backend.Allocate(ctx, c) })
 }
 
 func (i *instrumented) Lookup(ctx context.Context, c backends.Claim) (backends.Allocation, error) {
-	start := time.Now()
-	a, err := i.Backend.Lookup(ctx, c)
-	i.observe("lookup", start, err)
-	return a, err
+	return timed(i, "lookup", func() (backends.Allocation, error) { return i.Backend.Lookup(ctx, c) })
 }
 
 func (i *instrumented) Release(ctx context.Context, c backends.Claim, last backends.Reservation) error {
-	start := time.Now()
-	err := i.Backend.Release(ctx, c, last)
-	i.observe("release", start, err)
-	return err
+	return timedErr(i, "release", func() error { return i.Backend.Release(ctx, c, last) })
 }
 
 func (i *instrumented) Retire(ctx context.Context, c backends.Claim, last backends.Reservation, at time.Time) error {
-	start := time.Now()
-	err := i.Backend.Retire(ctx, c, last, at)
-	i.observe("retire", start, err)
-	return err
+	return timedErr(i, "retire", func() error { return i.Backend.Retire(ctx, c, last, at) })
 }
 
 func (i *instrumented) Records(ctx context.Context, prefix string) ([]backends.Record, error) {
-	start := time.Now()
-	r, err := i.Backend.Records(ctx, prefix)
-	i.observe("records", start, err)
-	return r, err
+	return timed(i, "records", func() ([]backends.Record, error) { return i.Backend.Records(ctx, prefix) })
 }
 
 func (i *instrumented) Strays(ctx context.Context, prefix string) ([]backends.Record, error) {
-	start := time.Now()
-	r, err := i.Backend.Strays(ctx, prefix)
-	i.observe("strays", start, err)
-	return r, err
+	return timed(i, "strays", func() ([]backends.Record, error) { return i.Backend.Strays(ctx, prefix) })
 }
 
 func (i *instrumented) Remark(ctx context.Context, rec backends.Record, marker string) error {
-	start := time.Now()
-	err := i.Backend.Remark(ctx, rec, marker)
-	i.observe("remark", start, err)
-	return err
+	return timedErr(i, "remark", func() error { return i.Backend.Remark(ctx, rec, marker) })
 }
 
 func (i *instrumented) Delete(ctx context.Context, rec backends.Record) error {
-	start := time.Now()
-	err := i.Backend.Delete(ctx, rec)
-	i.observe("delete", start, err)
-	return err
+	return timedErr(i, "delete", func() error { return i.Backend.Delete(ctx, rec) })
 }
 
 func (i *instrumented) Restore(ctx context.Context, c backends.Claim, address netip.Prefix) (backends.Allocation, error) {
-	start := time.Now()
-	a, err := i.Backend.Restore(ctx, c, address)
-	i.observe("restore", start, err)
-	return a, err
+	return timed(i, "restore", func() (backends.Allocation, error) { return i.Backend.Restore(ctx, c, address) })
 }
 
 // outcome names the class of an operation's result; the set is fixed, so the
