@@ -115,7 +115,10 @@ func TestCrashAfterReservationBeforeIPAddressFindsTheSameAddress(t *testing.T) {
 	})
 }
 
-func TestRetriedReservationKeepsOne(t *testing.T) {
+// TestLostAnswerLeavesOneRecord: the answer to a reservation is lost and the
+// request sent again; the claim keeps the first record (conformance:
+// LostAnswerLeavesOneRecord).
+func TestLostAnswerLeavesOneRecord(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.seedNetwork("10.22.0.0/24")
 		pool := f.createPool("pool", "10.22.0.0/24")
