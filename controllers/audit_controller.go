@@ -561,6 +561,15 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	if err != nil || live != p.Addr() {
 		return err
 	}
+	// A paused Cluster's claims are not acted on, by the audit either: in
+	// the middle of a clusterctl move the source still owns them.
+	cluster, err := getCluster(ctx, a.Client, liveClaim.Namespace, claimClusterName(liveClaim))
+	if err != nil {
+		return err
+	}
+	if paused, _ := isPaused(cluster, a.pool); paused {
+		return nil
+	}
 	claim := backendClaim(a.Identity, liveClaim)
 	movedTo := ""
 	switch found, err := a.backend.Lookup(ctx, claim); {

@@ -191,7 +191,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 	}
 
-	cluster, err := r.getCluster(ctx, claim.Namespace, clusterName)
+	cluster, err := getCluster(ctx, r.Client, claim.Namespace, clusterName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -677,20 +677,6 @@ func (r *ClaimReconciler) removeAddressFinalizer(ctx context.Context, address *i
 		return fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
 	}
 	return nil
-}
-
-func (r *ClaimReconciler) getCluster(ctx context.Context, namespace, name string) (*clusterv1.Cluster, error) {
-	if name == "" {
-		return nil, nil
-	}
-	cluster := &clusterv1.Cluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("getting Cluster %s: %w", name, err)
-	}
-	return cluster, nil
 }
 
 func freeCount(p Pool) int64 {

@@ -1,9 +1,11 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,4 +93,19 @@ func claimClusterName(claim *ipamv1.IPAddressClaim) string {
 		return claim.Spec.ClusterName
 	}
 	return claim.Labels[clusterv1.ClusterNameLabel]
+}
+
+// getCluster reads the claim's Cluster; nil when it has none or it is gone.
+func getCluster(ctx context.Context, c client.Reader, namespace, name string) (*clusterv1.Cluster, error) {
+	if name == "" {
+		return nil, nil
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, cluster); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting Cluster %s: %w", name, err)
+	}
+	return cluster, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -458,4 +459,32 @@ func (f *fixture) waitClaimCondition(claim *ipamv1.IPAddressClaim, conditionType
 		assert.Equal(c, reason, cond.Reason, cond.Message)
 	}, waitTimeout, pollInterval)
 	return cond
+}
+
+// TestAuditLeavesAPausedClustersClaimsAlone: a paused Cluster's claims are
+// not acted on, by the audit either (in the middle of a clusterctl move the
+// source still owns them). Its claim's deleted record is restored only once
+// the Cluster is unpaused.
+func TestAuditLeavesAPausedClustersClaimsAlone(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.147.0.0/24")
+		pool := f.createPool("pool", "10.147.0.0/24")
+		cluster := f.createCluster("workload")
+		claim := f.createClaim("machine", "pool", inCluster(cluster.Name))
+		address := f.waitBound(claim)
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+
+		f.update(cluster, func() { cluster.Spec.Paused = ptr.To(true) })
+		f.waitPaused(claim)
+		f.sys.deleteRecord(records[0])
+		report := f.audit(pool)
+		assert.Zero(t, report.Drifted, "%+v", report.Findings)
+		assert.False(t, f.sys.holds(netip.MustParseAddr(address.Spec.Address)), "nothing was restored while paused")
+
+		unpause(t, f, cluster.Name)
+		report = f.audit(pool)
+		require.Len(t, findings(report, v1alpha1.FindingRestored), 1, "%+v", report.Findings)
+		assert.True(t, f.sys.holds(netip.MustParseAddr(address.Spec.Address)))
+	})
 }
