@@ -1,6 +1,7 @@
 // Package envtestenv starts a real kube-apiserver and etcd with the CRDs the
 // provider works with: ours, and CAPI's Cluster, Machine, IPAddressClaim and
-// IPAddress taken from the cluster-api module.
+// IPAddress taken from the cluster-api module (see the controlplane package,
+// which this one wraps), and runs the provider's manager against it.
 package envtestenv
 
 import (
@@ -8,10 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	goruntime "runtime"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,68 +21,23 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolkinds"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv/controlplane"
 )
 
-// capiCRDs are the CAPI CRDs, relative to the cluster-api module.
-var capiCRDs = []string{
-	"core/config/crd/bases/cluster.x-k8s.io_clusters.yaml",
-	"core/config/crd/bases/cluster.x-k8s.io_machines.yaml",
-	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddressclaims.yaml",
-	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddresses.yaml",
-}
-
 // RepoRoot is the root of this repository.
-func RepoRoot() string {
-	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
+func RepoRoot() string { return controlplane.RepoRoot() }
 
-// Start starts the API server. KUBEBUILDER_ASSETS must name the directory
-// holding kube-apiserver and etcd (make test and make demo set it, from
-// hack/envtest-binaries.sh). extraCRDPaths name further CRD files or
-// directories, for example a consumer's.
+// Start starts the API server (see controlplane.Start). KUBEBUILDER_ASSETS
+// must name the directory holding kube-apiserver and etcd (make test and
+// make demo set it, from hack/envtest-binaries.sh). extraCRDPaths name
+// further CRD files or directories, for example a consumer's.
 func Start(extraCRDPaths ...string) (*envtest.Environment, *rest.Config, error) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		return nil, nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run through make test, or export KUBEBUILDER_ASSETS=$(hack/envtest-binaries.sh)")
-	}
-	capiDir, err := ModuleDir(RepoRoot(), "sigs.k8s.io/cluster-api")
-	if err != nil {
-		return nil, nil, err
-	}
-	paths := []string{filepath.Join(RepoRoot(), "config", "crd", "bases")}
-	for _, crd := range capiCRDs {
-		paths = append(paths, filepath.Join(capiDir, crd))
-	}
-	paths = append(paths, extraCRDPaths...)
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     paths,
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		return nil, nil, fmt.Errorf("starting envtest: %w", err)
-	}
-	// Tests create objects in bursts; the client's default limits would
-	// throttle them.
-	cfg.QPS, cfg.Burst = 500, 1000
-	return env, cfg, nil
+	return controlplane.Start(extraCRDPaths...)
 }
 
 // ModuleDir finds the directory, in the module cache, of a dependency of
 // the module in dir.
-func ModuleDir(dir, module string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locating module %s: %w", module, err)
-	}
-	found := strings.TrimSpace(string(out))
-	if found == "" {
-		return "", fmt.Errorf("module %s is not downloaded; run go mod download", module)
-	}
-	return found, nil
-}
+func ModuleDir(dir, module string) (string, error) { return controlplane.ModuleDir(dir, module) }
 
 // StartManager runs a manager with the provider's reconcilers until ctx
 // ends; the returned channel closes when it has stopped. Metrics and probes
