@@ -51,6 +51,26 @@ func CheckPrefixLength(prefixLength int, network netip.Prefix, source string) er
 	return nil
 }
 
+// Gateway is the gateway rule of a pool: Address when valid, none when
+// None, otherwise the first usable address of each allocated address's own
+// subnet. Both systems' configurations carry it, as the API's Gateway does.
+type Gateway struct {
+	Address netip.Addr
+	None    bool
+}
+
+// For is the gateway of an allocated address, p with the prefix length the
+// machine configures.
+func (g Gateway) For(p netip.Prefix) netip.Addr {
+	switch {
+	case g.Address.IsValid():
+		return g.Address
+	case g.None:
+		return netip.Addr{}
+	}
+	return FirstUsable(p)
+}
+
 // FirstUsable is the gateway a pool derives for an allocated address: the
 // address after the network address of the address's own prefix (narrowed
 // by prefixLength where the pool sets one), or none when the prefix is too

@@ -6,6 +6,9 @@ import (
 	"unicode/utf8"
 )
 
+// MaxDNSName is the longest DNS name NetBox and NIOS take: 255 characters.
+const MaxDNSName = 255
+
 // Truncate shortens s to at most limit characters (runes, as NetBox and
 // NIOS count them), cutting on a rune boundary and ending with "…" when it
 // cut, so the result always fits the limit.

@@ -25,13 +25,13 @@ const auditPage = 1000
 // are dropped here, as WAPI has no filter for "in any of these networks or
 // ranges".
 func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record, error) {
-	sources, err := b.prepared(ctx)
+	sources, err := b.Prepared(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return b.listMarked(ctx, prefix, b.cfg.NetworkView, func(o object, addr netip.Addr) (netip.Prefix, bool) {
 		for _, s := range sources {
-			if s.contains(addr) {
+			if s.Contains(addr) {
 				return netip.PrefixFrom(addr, s.network.Bits()), true
 			}
 		}
@@ -44,12 +44,12 @@ func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record
 // them holds. Its searches name no network view, so they reach wherever
 // the IPAM team may have moved an object.
 func (b *Backend) Strays(ctx context.Context, prefix string) ([]backends.Record, error) {
-	sources, err := b.prepared(ctx)
+	sources, err := b.Prepared(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return b.listMarked(ctx, prefix, "", func(o object, addr netip.Addr) (netip.Prefix, bool) {
-		if o.NetworkView == b.cfg.NetworkView && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.contains(addr) }) {
+		if o.NetworkView == b.cfg.NetworkView && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.Contains(addr) }) {
 			return netip.Prefix{}, false
 		}
 		return netip.PrefixFrom(addr, addr.BitLen()), true
@@ -160,7 +160,7 @@ func (b *Backend) checkOwned(ctx context.Context, rec backends.Record) error {
 
 // Restore creates the claim's object again at address.
 func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address netip.Prefix) (backends.Allocation, error) {
-	sources, err := b.prepared(ctx)
+	sources, err := b.Prepared(ctx)
 	if err != nil {
 		return backends.Allocation{}, err
 	}
@@ -206,7 +206,7 @@ func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address net
 
 func inAnySource(a netip.Addr, sources []resolvedSource) bool {
 	for _, s := range sources {
-		if s.contains(a) {
+		if s.Contains(a) {
 			return true
 		}
 	}

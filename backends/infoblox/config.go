@@ -25,12 +25,9 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
-// Defaults.
-// NIOS's limits on what the provider writes.
-const (
-	maxComment = 256
-	maxDNSName = 255
-)
+// maxComment is NIOS's limit on an object's comment; its DNS names are
+// limited to backends.MaxDNSName.
+const maxComment = 256
 
 const (
 	// DefaultMarkerEA is the extensible attribute holding the claim's marker.
@@ -67,12 +64,11 @@ func (s Source) String() string {
 	return fmt.Sprintf("range %s-%s", s.Start, s.End)
 }
 
-// Gateway says which gateway allocations carry: Address when valid, none when
-// None, otherwise the first usable address of the allocation's network.
-type Gateway struct {
-	Address netip.Addr
-	None    bool
-}
+// Gateway is backends.Gateway.
+//
+// Deprecated: use backends.Gateway; this name stays until
+// controllers/poolkinds stops using it.
+type Gateway = backends.Gateway
 
 // DNS places host records in an authoritative zone of a DNS view.
 type DNS struct {
@@ -110,7 +106,7 @@ type Config struct {
 
 	NetworkView  string
 	Sources      []Source
-	Gateway      Gateway
+	Gateway      backends.Gateway
 	PrefixLength int
 	Reservation  Reservation
 
@@ -172,17 +168,8 @@ func (c *Config) validate() error {
 	if c.Scheme != "https" && c.Scheme != "http" {
 		return invalid("scheme %q is neither https nor http", c.Scheme)
 	}
-	basic := c.Username != "" || c.Password != ""
-	cert := len(c.ClientCert) > 0 || len(c.ClientKey) > 0
-	switch {
-	case basic && cert:
-		return invalid("give either a username and password or a client certificate and key, not both")
-	case basic && (c.Username == "" || c.Password == ""):
-		return invalid("a username needs a password and a password a username")
-	case cert && (len(c.ClientCert) == 0 || len(c.ClientKey) == 0):
-		return invalid("a client certificate needs its key and a key its certificate")
-	case !basic && !cert:
-		return invalid("no credentials: give a username and password or a client certificate and key")
+	if err := CheckCredentials(c.Username, c.Password, c.ClientCert, c.ClientKey); err != nil {
+		return err
 	}
 	if len(c.Sources) == 0 {
 		return invalid("no address source")
@@ -217,18 +204,14 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// clientCertificate parses the client certificate and key. infoblox-go-client
-// would log.Fatal on a pair that does not parse, killing the manager; here it
-// is a configuration error on the pool.
-func (c *Config) clientCertificate() ([]tls.Certificate, error) {
-	if len(c.ClientCert) == 0 {
-		return nil, nil
-	}
+// clientCertificate is the client certificate and key, if any; validate
+// made sure they form a pair (see CheckCredentials).
+func (c *Config) clientCertificate() []tls.Certificate {
 	pair, err := tls.X509KeyPair(c.ClientCert, c.ClientKey)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the client certificate and key do not form a PEM key pair: %v", backends.ErrInvalidConfig, err)
+		return nil
 	}
-	return []tls.Certificate{pair}, nil
+	return []tls.Certificate{pair}
 }
 
 // urlHost is the host as it goes into a URL: IPv6 addresses in brackets.

@@ -193,7 +193,7 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 		if !s.network.Contains(gw) {
 			return fmt.Errorf("%w: gateway %s lies outside network %s of %s", backends.ErrInvalidConfig, gw, s.network, s.Source)
 		}
-		if !s.contains(gw) {
+		if !s.Contains(gw) {
 			continue
 		}
 		if err := b.checkHeld(ctx, gw, s); err != nil {

@@ -288,3 +288,12 @@ func (o object) address() (netip.Addr, error) {
 	}
 	return addr, nil
 }
+
+// wapiText is the grid's own explanation inside err, if any.
+func wapiText(err error) string {
+	var we *wapiError
+	if errors.As(err, &we) {
+		return we.text
+	}
+	return err.Error()
+}

@@ -155,7 +155,7 @@ func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address net
 	}
 	var src *resolvedSource
 	for i := range sources {
-		if sources[i].contains(address.Addr()) {
+		if sources[i].Contains(address.Addr()) {
 			src = &sources[i]
 			break
 		}

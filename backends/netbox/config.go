@@ -17,11 +17,9 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
-// NetBox's limits on what the provider writes (IPAddress model).
-const (
-	maxDescription = 200
-	maxDNSName     = 255
-)
+// maxDescription is NetBox's limit on an IP address's description; its DNS
+// names are limited to backends.MaxDNSName.
+const maxDescription = 200
 
 // Defaults for the objects the provider keeps in NetBox.
 const (
@@ -65,12 +63,11 @@ func (s Source) String() string {
 	return what
 }
 
-// Gateway says which gateway allocations carry: Address when valid, none when
-// None, otherwise the first usable address of the allocation's prefix.
-type Gateway struct {
-	Address netip.Addr
-	None    bool
-}
+// Gateway is backends.Gateway.
+//
+// Deprecated: use backends.Gateway; this name stays until
+// controllers/poolkinds stops using it.
+type Gateway = backends.Gateway
 
 // Reservation says what to record on each IP address.
 type Reservation struct {
@@ -98,7 +95,7 @@ type Config struct {
 	InsecureSkipTLSVerify bool
 
 	Sources      []Source
-	Gateway      Gateway
+	Gateway      backends.Gateway
 	PrefixLength int
 	Reservation  Reservation
 

@@ -141,7 +141,7 @@ func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]ipRecor
 	var held []ipRecord
 	for _, r := range p.Results {
 		for _, s := range sources {
-			if s.vrfID == vrfIDOf(r.VRF) && s.contains(addr) {
+			if s.vrfID == vrfIDOf(r.VRF) && s.Contains(addr) {
 				r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
 				held = append(held, r)
 				break

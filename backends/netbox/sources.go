@@ -28,9 +28,12 @@ type resolvedSource struct {
 	populated bool
 }
 
-func (s resolvedSource) contains(a netip.Addr) bool {
+// Contains says whether NetBox may hand out a from the source.
+func (s resolvedSource) Contains(a netip.Addr) bool {
 	return !a.Less(s.first) && !s.last.Less(a)
 }
+
+func (s resolvedSource) String() string { return s.display }
 
 type prefixObject struct {
 	ID     int32  `json:"id"`
@@ -215,7 +218,7 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 				continue
 			}
 		}
-		if !s.contains(gw) {
+		if !s.Contains(gw) {
 			continue
 		}
 		q := url.Values{"address": {gw.String()}, "vrf_id": {vrfFilter(s.vrfID)}, "limit": {"1"}}

@@ -1,0 +1,281 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+)
+
+// pendingClaim is a claim of a batch that still needs an address.
+type pendingClaim struct {
+	index int // in the batch
+	claim Claim
+}
+
+// allocateBatch allocates for claims that arrived together: one marker
+// search, then one request per source for the claims that hold no record
+// yet. A claim alone takes the same path and costs a search and a create.
+func (p *Protocol[P, S, R, Q]) allocateBatch(ctx context.Context, claims []Claim) []Result[Allocation] {
+	return Deduplicated(claims, func(unique []Claim) []Result[Allocation] { return p.allocateUnique(ctx, unique) })
+}
+
+// allocateUnique is allocateBatch for claims with distinct markers.
+func (p *Protocol[P, S, R, Q]) allocateUnique(ctx context.Context, claims []Claim) []Result[Allocation] {
+	results := make([]Result[Allocation], len(claims))
+	pending := make([]pendingClaim, len(claims))
+	for i, c := range claims {
+		pending[i] = pendingClaim{index: i, claim: c}
+	}
+	pool, err := p.Prepared(ctx)
+	if err == nil {
+		// Records may exist from earlier attempts whose answers were lost,
+		// or from before a crash or clusterctl move: reuse them.
+		pending, err = p.adopt(ctx, pool, pending, results)
+	}
+	if err != nil {
+		failPending(pending, results, err)
+		return results
+	}
+	p.allocatePending(ctx, pool, pending, results)
+	return results
+}
+
+// adopt finds, with one search, the records carrying the pending claims'
+// markers; claims that have one keep it (see keep). It returns the claims
+// that have none.
+func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) ([]pendingClaim, error) {
+	markers := make([]string, len(pending))
+	for i, c := range pending {
+		markers[i] = c.claim.Marker
+	}
+	found, err := p.search(ctx, markers, InPool)
+	if err != nil {
+		return pending, err
+	}
+	var left []pendingClaim
+	for _, c := range pending {
+		kept, ok, err := p.keep(ctx, pool, c.claim.Marker, found[c.claim.Marker])
+		switch {
+		case err != nil:
+			results[c.index].Err = err
+		case !ok:
+			left = append(left, c)
+		default:
+			results[c.index].Value, results[c.index].Err = p.d.Allocation(pool, kept)
+		}
+	}
+	return left, nil
+}
+
+// allocatePending reserves addresses for the pending claims, source after
+// source, with one request for all of them while that works:
+//   - a source with fewer free addresses than claims (Full) gives what it
+//     has to the claims one by one, and the rest move on to the next source;
+//   - a request whose answer was lost (or that was sent more than once) is
+//     resolved by the claims' markers, never by allocating again;
+//   - a request the system refuses as a whole (one object invalid) is sent
+//     again once per claim, so that one bad claim cannot fail the others.
+func (p *Protocol[P, S, R, Q]) allocatePending(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) {
+	sources := p.d.Sources(pool)
+	var full []string
+	si := 0
+	for ; si < len(sources) && len(pending) > 1; si++ {
+		src := sources[si]
+		var requests []Q
+		if requests, pending = p.requests(pool, src, pending, results); len(pending) <= 1 {
+			break
+		}
+		counted, attempts := backendhttp.WithAttemptCounter(ctx)
+		created, err := p.d.Create(counted, src, requests)
+		verdict := p.verdict(err)
+		if attempts.Load() > 1 || verdict == Unanswered {
+			// An attempt may have been applied though its answer was lost
+			// or unreadable: the markers decide, nothing is allocated again.
+			left, adoptErr := p.adopt(ctx, pool, pending, results)
+			switch {
+			case adoptErr != nil:
+				failPending(pending, results, fmt.Errorf("allocating from %s: resolving a resent request: %w", src, adoptErr))
+				return
+			case err == nil:
+				// Never hand out an answer's record the search did not
+				// confirm: it may be a duplicate just released.
+				failPending(left, results, fmt.Errorf("%w: allocating from %s: no record carries the claim's marker after a resent request; retrying",
+					ErrUnavailable, src))
+				return
+			case verdict == Unanswered:
+				failPending(left, results, fmt.Errorf("allocating from %s: %w", src, err))
+				return
+			}
+			pending = left
+		}
+		switch verdict {
+		case Done:
+			p.assign(pool, src, pending, created, results)
+			return
+		case Full:
+			// Fewer free addresses than claims: give out what there is.
+			full = append(full, p.fullSource(src, err))
+			pending = p.allocateOneByOne(ctx, pool, src, pending, results)
+		default:
+			// Refused as a whole, say for one invalid object: one by one,
+			// so that each claim gets its own answer.
+			p.allocateEach(ctx, pool, pending, sources[si:], full, results)
+			return
+		}
+	}
+	// One claim left, or every source full.
+	p.allocateEach(ctx, pool, pending, sources[si:], full, results)
+}
+
+// requests builds the pending claims' requests for src. Claims whose
+// request cannot be built get their error (it does not depend on the
+// source) and are left out.
+func (p *Protocol[P, S, R, Q]) requests(pool P, src S, pending []pendingClaim, results []Result[Allocation]) ([]Q, []pendingClaim) {
+	var requests []Q
+	var ready []pendingClaim
+	for _, c := range pending {
+		q, err := p.d.Request(pool, c.claim, src)
+		if err != nil {
+			results[c.index].Err = err
+			continue
+		}
+		requests = append(requests, q)
+		ready = append(ready, c)
+	}
+	return requests, ready
+}
+
+// assign hands each claim the record created for it, matched by marker.
+func (p *Protocol[P, S, R, Q]) assign(pool P, src S, pending []pendingClaim, created []R, results []Result[Allocation]) {
+	byMarker := map[string]R{}
+	for _, r := range created {
+		byMarker[p.d.View(r).Marker] = r
+	}
+	for _, c := range pending {
+		r, ok := byMarker[c.claim.Marker]
+		if !ok {
+			results[c.index].Err = p.noAnswer(src, c.claim.Marker)
+			continue
+		}
+		results[c.index].Value, results[c.index].Err = p.d.Allocation(pool, r)
+	}
+}
+
+// allocateOneByOne gives the free addresses of a source too small for the
+// whole batch to the claims one at a time, until the source is full; it
+// returns the claims left without an address.
+func (p *Protocol[P, S, R, Q]) allocateOneByOne(ctx context.Context, pool P, src S, pending []pendingClaim, results []Result[Allocation]) []pendingClaim {
+	for i, c := range pending {
+		alloc, err := p.allocateFromSources(ctx, pool, c.claim, []S{src}, nil)
+		if errors.Is(err, ErrExhausted) {
+			return pending[i:]
+		}
+		results[c.index] = Result[Allocation]{Value: alloc, Err: err}
+	}
+	return nil
+}
+
+// allocateEach allocates for every pending claim on its own, at once.
+func (p *Protocol[P, S, R, Q]) allocateEach(ctx context.Context, pool P, pending []pendingClaim, sources []S, full []string, results []Result[Allocation]) {
+	var wg sync.WaitGroup
+	for _, c := range pending {
+		wg.Go(func() {
+			alloc, err := p.allocateFromSources(ctx, pool, c.claim, sources, slices.Clone(full))
+			results[c.index] = Result[Allocation]{Value: alloc, Err: err}
+		})
+	}
+	wg.Wait()
+}
+
+// allocateFromSources reserves an address for the claim from the first of
+// sources with space; full describes the full sources tried before.
+func (p *Protocol[P, S, R, Q]) allocateFromSources(ctx context.Context, pool P, claim Claim, sources []S, full []string) (Allocation, error) {
+	for _, src := range sources {
+		kept, err := p.allocateFrom(ctx, pool, claim, src)
+		var sf *sourceFull
+		switch {
+		case err == nil:
+			return p.d.Allocation(pool, kept)
+		case errors.As(err, &sf):
+			full = append(full, p.fullSource(src, sf.err))
+		default:
+			return Allocation{}, err
+		}
+	}
+	return Allocation{}, fmt.Errorf("%w: every source is full: %s", ErrExhausted, strings.Join(full, ", "))
+}
+
+// allocateFrom creates the claim's record at the next free address of src
+// and returns the record the claim keeps. A request that took more than one
+// attempt, or whose answer may have been lost, may have been applied (even
+// twice): then the marker search decides which record the claim keeps and
+// releases the others.
+func (p *Protocol[P, S, R, Q]) allocateFrom(ctx context.Context, pool P, claim Claim, src S) (R, error) {
+	var zero R
+	request, err := p.d.Request(pool, claim, src)
+	if err != nil {
+		return zero, err
+	}
+	counted, attempts := backendhttp.WithAttemptCounter(ctx)
+	created, err := p.d.Create(counted, src, []Q{request})
+	verdict := p.verdict(err)
+	if attempts.Load() > 1 || verdict == Unanswered {
+		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker)
+		switch {
+		case lookupErr == nil && found:
+			return kept, nil
+		case lookupErr != nil && attempts.Load() > 1:
+			// The answer's record may be a duplicate just deleted: never
+			// hand it out; the next attempt adopts by marker.
+			return zero, fmt.Errorf("allocating from %s: resolving a resent request: %w", src, lookupErr)
+		}
+	}
+	switch {
+	case verdict == Full:
+		return zero, &sourceFull{err: err}
+	case err != nil:
+		return zero, fmt.Errorf("allocating from %s: %w", src, err)
+	}
+	for _, r := range created {
+		if p.d.View(r).Marker == claim.Marker {
+			return r, nil
+		}
+	}
+	return zero, p.noAnswer(src, claim.Marker)
+}
+
+// verdict is Driver.Verdict, Done for no error.
+func (p *Protocol[P, S, R, Q]) verdict(err error) Verdict {
+	if err == nil {
+		return Done
+	}
+	return p.d.Verdict(err)
+}
+
+// sourceFull is a source's refusal for want of free addresses.
+type sourceFull struct{ err error }
+
+func (e *sourceFull) Error() string { return e.err.Error() }
+
+// fullSource describes a full source, in the system's words, for errors.
+func (p *Protocol[P, S, R, Q]) fullSource(src S, err error) string {
+	return fmt.Sprintf("%s (%s: %q)", src, p.d.Name(), p.d.Said(err))
+}
+
+// noAnswer is an answer that holds no record for the claim: the claim is
+// tried again, and then adopts by marker whatever the request made.
+func (p *Protocol[P, S, R, Q]) noAnswer(src S, marker string) error {
+	return fmt.Errorf("%w: allocating from %s: the answer of %s holds no record for %s; retrying",
+		ErrUnavailable, src, p.d.Name(), p.d.Label(marker))
+}
+
+func failPending(pending []pendingClaim, results []Result[Allocation], err error) {
+	for _, c := range pending {
+		results[c.index].Err = err
+	}
+}

@@ -1,0 +1,100 @@
+package backends
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+)
+
+// Driver is what the reservation protocol (Protocol) asks of one IPAM
+// system: its requests and answers, nothing of the protocol's rules. P is
+// what a validation prepares (the resolved sources, the IDs requests name),
+// S a resolved source, R a record as the system answers it, Q the request
+// that creates one record.
+type Driver[P any, S Source, R, Q any] interface {
+	// Prepare checks the configuration against the system and resolves
+	// what allocation needs (see Backend.Validate).
+	Prepare(ctx context.Context) (P, error)
+	// Sources are the prepared sources, in the order allocation tries them.
+	Sources(pool P) []S
+	// Count counts the addresses of the prepared sources.
+	Count(ctx context.Context, pool P) (Usage, error)
+
+	// Request builds the request that creates the claim's record at the
+	// next free address of src; its error is the claim's alone.
+	Request(pool P, claim Claim, src S) (Q, error)
+	// Create sends requests to src as one request to the system, which
+	// applies all of them or none, and returns the records it answered.
+	Create(ctx context.Context, src S, requests []Q) ([]R, error)
+	// Verdict says what an error of Create means; Said is the system's
+	// own words in it.
+	Verdict(err error) Verdict
+	Said(err error) string
+
+	// Search returns the records that carry each marker in scope, each
+	// marker's in the order to keep them: the first is the claim's, the
+	// others duplicates of a retried request.
+	Search(ctx context.Context, markers []string, scope Scope) (map[string][]R, error)
+	// Get reads the record a reference names; found is false when it is
+	// gone.
+	Get(ctx context.Context, ref string) (r R, found bool, err error)
+	// AtAddress lists the pool's records that hold addr, whatever their
+	// marker.
+	AtAddress(ctx context.Context, addr netip.Addr) ([]R, error)
+	// Drop deletes a record; one already gone is no error.
+	Drop(ctx context.Context, r R) error
+	// DropAll deletes records with one request: all of them, or none when
+	// it fails.
+	DropAll(ctx context.Context, records []R) error
+	// Mark sets a record's marker (a tombstone retires it).
+	Mark(ctx context.Context, r R, marker string) error
+
+	// View is what the protocol reads of a record.
+	View(r R) Record
+	// InPool says whether the pool could have given the record: it lies in
+	// one of the pool's sources (and their VRF).
+	InPool(pool P, r R) bool
+	// Allocation turns a record into the claim's allocation.
+	Allocation(pool P, r R) (Allocation, error)
+
+	// Describe names a record, Label a marker and Name the system, for
+	// errors.
+	Describe(r R) string
+	Label(marker string) string
+	Name() string
+}
+
+// Source is a resolved source of a pool.
+type Source interface {
+	fmt.Stringer
+	// Contains says whether the source hands out a.
+	Contains(a netip.Addr) bool
+}
+
+// Scope says where a marker search looks.
+type Scope int
+
+const (
+	// InPool: where the pool's records live (its VRFs, its network view).
+	// Allocation and Lookup adopt only what the pool could have given.
+	InPool Scope = iota
+	// Everywhere: wherever the IPAM team may have moved a record. A release
+	// deletes the claim's records there too: the marker names this cluster
+	// and claim, so they are the claim's and nobody else's.
+	Everywhere
+)
+
+// Verdict is what a system's answer to a create means.
+type Verdict int
+
+const (
+	// Done: the records were created.
+	Done Verdict = iota
+	// Refused: the system answered no; nothing was created.
+	Refused
+	// Full: refused for want of free addresses in the source.
+	Full
+	// Unanswered: no answer, or a server error: the request may have been
+	// applied, so the markers decide.
+	Unanswered
+)

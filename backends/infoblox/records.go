@@ -1,0 +1,143 @@
+package infoblox
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+
+	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// The grid's objects as the backend finds, reads and deletes them. Deletion
+// is by reference: infoblox-go-client's ReleaseIP reports success when its
+// lookup fails.
+
+// getByRef reads the object a reference names, with the fields of its type.
+func (b *Backend) getByRef(ctx context.Context, ref string) (object, bool, error) {
+	objectType, _, _ := strings.Cut(ref, "/")
+	var o object
+	err := b.get(ctx, newObject(objectType, b.returnFieldsFor(objectType)...), ref, nil, &o)
+	switch {
+	case errors.Is(err, backends.ErrNotFound):
+		return object{}, false, nil
+	case err != nil:
+		return object{}, false, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return o, true, nil
+}
+
+func (b *Backend) deleteObject(ctx context.Context, ref string) error {
+	conn, err := b.connector(ctx)
+	if err != nil {
+		return fmt.Errorf("creating a WAPI connector: %w", err)
+	}
+	if _, err := conn.DeleteObject(ref); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("deleting %s: %w", ref, err)
+	}
+	return nil
+}
+
+// findByMarker searches the pool's object types for the marker: one
+// server-side extensible attribute search per type, whatever the network
+// size. Results are sorted by address.
+func (b *Backend) findByMarker(ctx context.Context, marker string, scope backends.Scope) ([]object, error) {
+	var found []object
+	for _, t := range b.objectTypes() {
+		var page []object
+		search := map[string]string{"*" + b.cfg.MarkerEA: marker}
+		if scope == backends.InPool {
+			search["network_view"] = b.cfg.NetworkView
+		}
+		if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
+			return nil, fmt.Errorf("searching %s for %s=%q: %w", t, b.cfg.MarkerEA, marker, err)
+		}
+		for _, o := range page {
+			// The search is exact, but an object is only ours if it says so.
+			if o.ExtAttrs.get(b.cfg.MarkerEA) == marker {
+				found = append(found, o)
+			}
+		}
+	}
+	sortByAddress(found)
+	return found, nil
+}
+
+// findByMarkers searches the pool's object types for each marker with one
+// request object; each marker's objects are sorted by address.
+func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope backends.Scope) (map[string][]object, error) {
+	types := b.objectTypes()
+	if len(markers) == 0 || len(types) == 0 {
+		return map[string][]object{}, nil
+	}
+	var ops []*ibclient.RequestBody
+	for _, m := range markers {
+		for _, t := range types {
+			search := map[string]any{"*" + b.cfg.MarkerEA: m}
+			if scope == backends.InPool {
+				search["network_view"] = b.cfg.NetworkView
+			}
+			ops = append(ops, &ibclient.RequestBody{
+				Method: http.MethodGet,
+				Object: t,
+				Data:   search,
+				Args:   map[string]string{"_return_fields": strings.Join(b.returnFieldsFor(t), ",")},
+			})
+		}
+	}
+	answers, err := b.sendRequest(ctx, ops)
+	if err != nil {
+		return nil, fmt.Errorf("searching %s for %s: %w", strings.Join(types, " and "), b.cfg.MarkerEA, err)
+	}
+	found := map[string][]object{}
+	for i, a := range answers {
+		marker := markers[i/len(types)]
+		var page []object
+		if err := json.Unmarshal(a, &page); err != nil {
+			return nil, fmt.Errorf("%w: decoding the search for %s=%q: %v", backends.ErrUnavailable, b.cfg.MarkerEA, marker, err)
+		}
+		for _, o := range page {
+			// The search is exact, but an object is only ours if it says so.
+			if o.ExtAttrs.get(b.cfg.MarkerEA) == marker {
+				found[marker] = append(found[marker], o)
+			}
+		}
+	}
+	for _, objects := range found {
+		sortByAddress(objects)
+	}
+	return found, nil
+}
+
+// findByAddress returns the pool's objects that hold addr.
+func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]object, error) {
+	t := b.objectTypeFor(addr)
+	field := "ipv4addr"
+	if addr.Is6() {
+		field = "ipv6addr"
+	}
+	var found []object
+	search := map[string]string{field: addr.String(), "network_view": b.cfg.NetworkView}
+	if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &found); err != nil {
+		return nil, fmt.Errorf("searching %s for %s: %w", t, addr, err)
+	}
+	return found, nil
+}
+
+// sortByAddress puts the object a claim keeps first: NIOS records no
+// creation time on fixed addresses, and next-available hands out addresses
+// in order, so the lowest is the first made; repeated calls keep the same.
+func sortByAddress(objects []object) {
+	slices.SortStableFunc(objects, func(x, y object) int {
+		ax, _ := x.address()
+		ay, _ := y.address()
+		return cmp.Or(ax.Compare(ay), strings.Compare(x.Ref, y.Ref))
+	})
+}

@@ -1,0 +1,171 @@
+package netbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+
+	netbox "github.com/netbox-community/go-netbox/v4"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// driver is NetBox as the reservation protocol (backends.Protocol) drives
+// it. NetBox allocates every object of an available-ips list in one
+// transaction under one lock on the parent, filters by several values of a
+// custom field at once, and deletes a list of IDs in one request: a burst
+// of claims costs a few requests instead of two per claim.
+type driver struct{ *Backend }
+
+var _ backends.Driver[preparation, resolvedSource, ipRecord, netbox.IPAddressRequest] = driver{}
+
+func (d driver) Prepare(ctx context.Context) (preparation, error) { return d.prepare(ctx) }
+
+func (d driver) Sources(p preparation) []resolvedSource { return p.sources }
+
+func (d driver) Count(ctx context.Context, p preparation) (backends.Usage, error) {
+	return d.usage(ctx, p.sources)
+}
+
+func (d driver) Request(p preparation, claim backends.Claim, _ resolvedSource) (netbox.IPAddressRequest, error) {
+	return d.ipRequest(claim, p.refs)
+}
+
+// Create asks NetBox for the next free addresses of one source, one per
+// request, in one transaction.
+func (d driver) Create(ctx context.Context, src resolvedSource, requests []netbox.IPAddressRequest) ([]ipRecord, error) {
+	var created []netbox.IPAddress
+	var resp *http.Response
+	var err error
+	if src.kind == SourcePrefix {
+		created, resp, err = d.api.IpamAPI.IpamPrefixesAvailableIpsCreate(ctx, src.id).IPAddressRequest(requests).Execute()
+	} else {
+		created, resp, err = d.api.IpamAPI.IpamIpRangesAvailableIpsCreate(ctx, src.id).IPAddressRequest(requests).Execute()
+	}
+	if err != nil {
+		a := &answer{detail: errorDetail(err), err: classify("requesting available IPs", resp, err)}
+		if resp != nil {
+			a.status = resp.StatusCode
+		}
+		return nil, a
+	}
+	records := make([]ipRecord, len(created))
+	for i, ip := range created {
+		records[i] = recordFromAPI(ip)
+		records[i].Marker = markerValue(records[i].CustomFields, d.cfg.MarkerField)
+	}
+	return records, nil
+}
+
+// answer is NetBox's failed answer to an available-ips request.
+type answer struct {
+	status int // 0 when none arrived
+	detail string
+	err    error
+}
+
+func (a *answer) Error() string { return a.err.Error() }
+func (a *answer) Unwrap() error { return a.err }
+
+// Verdict: 409 is NetBox's "no free address"; any other 3xx or 4xx is its
+// own refusal, applied to nothing.
+func (d driver) Verdict(err error) backends.Verdict {
+	var a *answer
+	switch {
+	case !errors.As(err, &a) || a.status >= http.StatusInternalServerError || a.status < http.StatusMultipleChoices:
+		return backends.Unanswered
+	case a.status == http.StatusConflict:
+		return backends.Full
+	}
+	return backends.Refused
+}
+
+func (d driver) Said(err error) string {
+	var a *answer
+	if errors.As(err, &a) {
+		return a.detail
+	}
+	return err.Error()
+}
+
+// Search looks in the pool's scope with the provider's tag; everywhere
+// without it, as NetBox refuses a filter naming a tag it lacks, and the
+// release of a pool whose objects were renamed needs no validation.
+func (d driver) Search(ctx context.Context, markers []string, scope backends.Scope) (map[string][]ipRecord, error) {
+	return d.findByMarkers(ctx, markers, scope == backends.InPool)
+}
+
+func (d driver) Get(ctx context.Context, ref string) (ipRecord, bool, error) {
+	id, ok := recordID(ref)
+	if !ok {
+		return ipRecord{}, false, nil
+	}
+	r, found, err := d.getRecord(ctx, id)
+	if err != nil {
+		return ipRecord{}, false, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return r, found, nil
+}
+
+// AtAddress looks in the pool's sources, if the pool still validates.
+func (d driver) AtAddress(ctx context.Context, addr netip.Addr) ([]ipRecord, error) {
+	if _, _, err := d.prepared(ctx); err != nil {
+		return nil, nil
+	}
+	return d.findByAddress(ctx, addr)
+}
+
+func (d driver) Drop(ctx context.Context, r ipRecord) error { return d.deleteRecord(ctx, r) }
+
+// DropAll deletes the listed IDs in one transaction; IDs already gone are
+// no error.
+func (d driver) DropAll(ctx context.Context, records []ipRecord) error {
+	ids := make([]map[string]int32, len(records))
+	for i, r := range records {
+		ids[i] = map[string]int32{"id": r.ID}
+	}
+	return d.sendJSON(ctx, http.MethodDelete, "/api/ipam/ip-addresses/", nil, ids, nil)
+}
+
+func (d driver) Mark(ctx context.Context, r ipRecord, marker string) error {
+	return d.remarkRecord(ctx, r, marker)
+}
+
+func (d driver) View(r ipRecord) backends.Record {
+	p, _ := netip.ParsePrefix(r.Address)
+	return backends.Record{Address: p, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID)}
+}
+
+func (d driver) InPool(p preparation, r ipRecord) bool { return inSources(r, p.sources) }
+
+func (d driver) Allocation(_ preparation, r ipRecord) (backends.Allocation, error) {
+	return d.toAllocation(r)
+}
+
+func (d driver) Describe(r ipRecord) string {
+	vrf := "global"
+	if r.VRF != nil {
+		vrf = r.VRF.Name
+	}
+	return fmt.Sprintf("NetBox IP address %d (%s, VRF %s)", r.ID, r.Address, vrf)
+}
+
+func (d driver) Label(marker string) string { return fmt.Sprintf("marker %q", marker) }
+
+func (d driver) Name() string { return "NetBox" }
+
+// getRecord reads one IP address; found is false when it is gone.
+func (b *Backend) getRecord(ctx context.Context, id int32) (ipRecord, bool, error) {
+	var r ipRecord
+	err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, &r)
+	switch {
+	case errors.Is(err, backends.ErrNotFound):
+		return ipRecord{}, false, nil
+	case err != nil:
+		return ipRecord{}, false, err
+	}
+	r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+	return r, true, nil
+}
