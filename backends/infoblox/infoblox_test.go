@@ -174,29 +174,6 @@ func TestRangeSourceStaysInsideTheRange(t *testing.T) {
 	assert.Contains(t, err.Error(), "Cannot find 1 available IP address(es)", "the grid's own words")
 }
 
-// Quirk: infoblox-go-client sends a failed request a second time, POSTs
-// included, and our client retries lost answers. Two objects may exist for
-// one claim; one is kept and the other released.
-func TestResentCreateKeepsOneObject(t *testing.T) {
-	sim := newSim(t, "10.0.0.0/24")
-	b := newBackend(t, config(sim, "10.0.0.0/24"))
-	ctx := context.Background()
-	_, err := b.Validate(ctx)
-	require.NoError(t, err)
-	// The grid applies the POST and the answer is lost, twice: the client's
-	// own resend and our retry both create an object.
-	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: "fixedaddress", Times: 2})
-
-	alloc, err := b.Allocate(ctx, claim("dup"))
-	require.NoError(t, err)
-	assert.Equal(t, 3, sim.CountObjectCalls("POST", "fixedaddress"), "three POSTs, three objects made")
-	kept := markedWith(sim, "fixedaddress", "ns/dup")
-	require.Len(t, kept, 1, "the duplicates are released")
-	assert.Equal(t, alloc.Address.Addr(), kept[0].Addresses[0])
-	assert.Equal(t, alloc.Reference, kept[0].Ref)
-	assert.Equal(t, "10.0.0.2", kept[0].Addresses[0].String(), "the first object made is kept")
-}
-
 // prefixLength 24 splits a /23 source in two: the gateway of the second
 // half, 10.0.1.1, must be held in the grid too.
 func TestGatewayDerivedAfterPrefixLengthNarrowsTheSourceIsChecked(t *testing.T) {
@@ -212,32 +189,6 @@ func TestGatewayDerivedAfterPrefixLengthNarrowsTheSourceIsChecked(t *testing.T) 
 	sim.AddFixedAddress("default", "10.0.1.1", nil)
 	_, err = b.Validate(ctx)
 	require.NoError(t, err)
-}
-
-// Deleting a duplicate was applied but its answer lost, and the retries
-// failed: the object of the POST's answer may be the deleted duplicate and
-// must never be handed out.
-func TestDuplicateWhoseDeletionFailedIsNeverHandedOut(t *testing.T) {
-	sim := newSim(t, "10.0.0.0/24")
-	b := newBackend(t, config(sim, "10.0.0.0/24"))
-	ctx := context.Background()
-	_, err := b.Validate(ctx)
-	require.NoError(t, err)
-	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: "fixedaddress", Times: 2})
-	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "DELETE"})
-	sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "DELETE", Times: 10})
-
-	if alloc, err := b.Allocate(ctx, claim("dup")); err == nil {
-		kept := markedWith(sim, "fixedaddress", "ns/dup")
-		require.NotEmpty(t, kept)
-		require.Contains(t, []string{kept[0].Addresses[0].String(), kept[len(kept)-1].Addresses[0].String()}, alloc.Address.Addr().String())
-	}
-	sim.ClearFaults()
-	alloc, err := b.Allocate(ctx, claim("dup"))
-	require.NoError(t, err)
-	kept := markedWith(sim, "fixedaddress", "ns/dup")
-	require.Len(t, kept, 1)
-	assert.Equal(t, kept[0].Addresses[0], alloc.Address.Addr())
 }
 
 // Quirk: ReleaseIP reports success when its lookup fails. Release must fail

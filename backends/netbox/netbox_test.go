@@ -128,40 +128,6 @@ func TestAllocateStampsTheReservation(t *testing.T) {
 	assert.Equal(t, "platform", r.CustomFields["owner_team"])
 }
 
-func TestRetriedReservationKeepsTheOldest(t *testing.T) {
-	sim := newSim(t, "10.0.0.0/24")
-	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
-	ctx := context.Background()
-	_, err := b.Validate(ctx)
-	require.NoError(t, err)
-	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "available-ips"})
-
-	alloc, err := b.Allocate(ctx, claim("a"))
-	require.NoError(t, err)
-
-	assert.Equal(t, 2, sim.CountCalls("POST", "/api/ipam/prefixes/"), "the POST was retried")
-	assert.Equal(t, 1, sim.CountCalls("DELETE", "/api/ipam/ip-addresses/"), "the duplicate was deleted")
-	records := marked(sim, "ns/a")
-	require.Len(t, records, 1)
-	assert.Equal(t, "10.0.0.2/24", records[0].Address)
-	assert.Equal(t, "10.0.0.2/24", alloc.Address.String())
-}
-
-func TestReservationWhoseAnswersWereAllLostIsFoundByItsMarker(t *testing.T) {
-	sim := newSim(t, "10.0.0.0/24")
-	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...), func(c *netbox.Config) { c.HTTP.RetryMax = 2 })
-	ctx := context.Background()
-	_, err := b.Validate(ctx)
-	require.NoError(t, err)
-	// Every attempt reserves an address and loses the answer.
-	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "available-ips", Times: 3})
-
-	alloc, err := b.Allocate(ctx, claim("a"))
-	require.NoError(t, err)
-	assert.Equal(t, "10.0.0.2/24", alloc.Address.String(), "the oldest of the three")
-	assert.Len(t, marked(sim, "ns/a"), 1)
-}
-
 // The first attempt took the source's last free address and its answer was
 // lost; the resent request finds the source full. The claim adopts the
 // first record instead of reporting exhaustion or moving to the next source.
@@ -206,33 +172,6 @@ func TestRenderedTextFitsNetBoxLimits(t *testing.T) {
 	require.ErrorIs(t, err, backends.ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "is not a DNS name")
 	assert.Empty(t, marked(sim, "ns/b"), "nothing was reserved")
-}
-
-// A resent POST made two records; deleting the duplicate was applied but
-// its answer lost, and the retries failed. The record of the POST's answer
-// is the deleted duplicate: it must never be handed out.
-func TestDuplicateWhoseDeletionFailedIsNeverHandedOut(t *testing.T) {
-	sim := newSim(t, "10.0.0.0/24")
-	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
-	ctx := context.Background()
-	_, err := b.Validate(ctx)
-	require.NoError(t, err)
-	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "available-ips"})
-	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "DELETE"})
-	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 502, Method: "DELETE", Times: 10})
-
-	if alloc, err := b.Allocate(ctx, claim("a")); err == nil {
-		records := marked(sim, "ns/a")
-		require.Len(t, records, 1)
-		require.Equal(t, records[0].Address, alloc.Address.String(), "the address handed out is held by the claim's record")
-	}
-	sim.ClearFaults()
-	alloc, err := b.Allocate(ctx, claim("a"))
-	require.NoError(t, err)
-	records := marked(sim, "ns/a")
-	require.Len(t, records, 1)
-	assert.Equal(t, records[0].Address, alloc.Address.String())
-	assert.Equal(t, "10.0.0.2/24", alloc.Address.String(), "the oldest record is kept")
 }
 
 func TestServerErrorsAreRetried(t *testing.T) {

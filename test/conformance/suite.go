@@ -26,6 +26,9 @@ import (
 type Reservation struct {
 	Address netip.Addr
 	Marker  string
+	// Reference is the system's identifier of the record, as the backend
+	// names it in an Allocation.
+	Reference string
 }
 
 // Harness sets up one IPAM system for the suite. Networks are given as CIDRs
@@ -33,30 +36,69 @@ type Reservation struct {
 type Harness interface {
 	// Pool creates network cidr in the system, with its first usable address
 	// recorded as the gateway, and returns a backend allocating from it.
-	Pool(t *testing.T, cidr string) backends.Backend
+	Pool(t testing.TB, cidr string) backends.Backend
+	// PoolOver returns a backend allocating from networks that Pool created,
+	// in the order given, with o.
+	PoolOver(t testing.TB, o PoolOptions, cidrs ...string) backends.Backend
 	// NarrowedPool creates network cidr with the first usable address of
 	// each of its prefixLength sub-networks recorded as held (their
 	// gateways), and returns a backend allocating from it with
 	// prefixLength.
-	NarrowedPool(t *testing.T, cidr string, prefixLength int) backends.Backend
+	NarrowedPool(t testing.TB, cidr string, prefixLength int) backends.Backend
+	// RefusingPool creates network cidr as Pool does in a system that
+	// refuses the record of the claim named in the Refusal, and of no other
+	// claim, and returns a backend allocating from it with o. It skips t
+	// where the system cannot be made to.
+	RefusingPool(t testing.TB, cidr string, o PoolOptions) (backends.Backend, Refusal)
 	// RetiredPool returns a backend for cidr, a network that does not exist
 	// in the system (a source the IPAM team has retired): it cannot validate.
-	RetiredPool(t *testing.T, cidr string) backends.Backend
+	RetiredPool(t testing.TB, cidr string) backends.Backend
 	// PoolWithBadCredentials returns a backend for cidr whose credentials
 	// the system refuses.
-	PoolWithBadCredentials(t *testing.T, cidr string) backends.Backend
+	PoolWithBadCredentials(t testing.TB, cidr string) backends.Backend
 	// Reservations lists the records inside cidr that carry a marker.
-	Reservations(t *testing.T, cidr string) []Reservation
+	Reservations(t testing.TB, cidr string) []Reservation
+	// Hold records addr (with its network's prefix length) for someone
+	// else, carrying marker, or none when it is empty. A pool of the
+	// harness must have validated first: it prepares the marker.
+	Hold(t testing.TB, addr netip.Prefix, marker string)
 	// Disown removes the marker from the record holding addr, as a human
 	// taking the address over would.
-	Disown(t *testing.T, addr netip.Addr)
-	// LoseNextAllocationAnswer makes the system apply the next allocation
-	// request and then cut the connection without answering.
-	LoseNextAllocationAnswer(t *testing.T)
-	// AllocationRequests counts the allocation requests the system received.
+	Disown(t testing.TB, addr netip.Addr)
+	// LoseAllocationAnswers makes the system apply the next n allocation
+	// requests (of one claim or of a batch) and cut the connection each
+	// time without answering.
+	LoseAllocationAnswers(t testing.TB, n int)
+	// FailBulkDeletions makes the system refuse the next n deletions of
+	// several records at once with a server error, applying none.
+	FailBulkDeletions(t testing.TB, n int)
+	// AllocationRequests counts the allocation requests the system
+	// received (a lone claim's at least).
 	AllocationRequests() int
+	// Requests counts every request the system received.
+	Requests() int
+	// SetLatency delays each request by d.
+	SetLatency(d time.Duration)
 	// Server is the system's HTTP server, to disturb.
 	Server() httpfault.Disturbable
+}
+
+// PoolOptions shape a backend beyond its networks.
+type PoolOptions struct {
+	// Batch bounds batching; zero is the backend's default.
+	Batch backends.BatchOptions
+	// RetryMax is how often a failed request is retried; 0 is the default.
+	RetryMax int
+	// PrefixLength narrows the networks, as a pool's prefixLength does.
+	PrefixLength int
+}
+
+// Refusal is how a system refuses a claim's record: the claim's name, the
+// kind of error and words of the system's own the backend reports.
+type Refusal struct {
+	Name string
+	Kind error
+	Text string
 }
 
 // Run runs the suite against h.
@@ -84,6 +126,15 @@ func Run(t *testing.T, h Harness) {
 		{"RetireKeepsATombstone", "10.201.14.0/28", retireKeepsATombstone},
 		{"BurstWithALostAnswerLeavesOneRecordEach", "10.201.15.0/27", burstWithALostAnswerLeavesOneRecordEach},
 		{"GatewayIsTheFirstUsableAddressOfTheNarrowedNetwork", "10.201.17.0/28", gatewayOfTheNarrowedNetwork},
+		{"DuplicateWhoseDeletionFailedIsNeverHandedOut", "10.201.18.0/28", duplicateWhoseDeletionFailedIsNeverHandedOut},
+		{"LostAnswersKeepTheOldestRecord", "10.201.30.0/24", lostAnswersKeepTheOldestRecord},
+		// Batches (batch.go): each case takes the /24s its /23 or /22 holds.
+		{"BatchSharesOneSearchAndOneRequest", "10.201.20.0/23", batchSharesOneSearchAndOneRequest},
+		{"RefusedRecordFailsOnlyItsClaim", "10.201.22.0/24", refusedRecordFailsOnlyItsClaim},
+		{"LostBatchAnswerIsAdoptedByMarkers", "10.201.24.0/23", lostBatchAnswerIsAdoptedByMarkers},
+		{"BatchLargerThanItsSourceFillsItAndMovesOn", "10.201.26.0/23", batchLargerThanItsSourceFillsItAndMovesOn},
+		{"BatchedReleaseDeletesExactlyTheClaimsRecords", "10.201.28.0/24", batchedReleaseDeletesExactlyTheClaimsRecords},
+		{"FailedBulkDeletionFallsBackToOneDeletionPerRecord", "10.201.29.0/24", failedBulkDeletionFallsBack},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
@@ -103,7 +154,7 @@ func markedWith(rs []Reservation, marker string) []Reservation {
 	return out
 }
 
-func validated(t *testing.T, b backends.Backend) {
+func validated(t testing.TB, b backends.Backend) {
 	t.Helper()
 	_, err := b.Validate(context.Background())
 	require.NoError(t, err)
@@ -167,7 +218,7 @@ func burstWithALostAnswerLeavesOneRecordEach(t *testing.T, h Harness, cidr strin
 	ctx := context.Background()
 	b := h.Pool(t, cidr)
 	validated(t, b)
-	h.LoseNextAllocationAnswer(t)
+	h.LoseAllocationAnswers(t, 1)
 	const n, released = 12, 9
 	claims := make([]backends.Claim, n)
 	allocs := make([]backends.Allocation, n)
@@ -251,7 +302,7 @@ func lostAnswerLeavesOneRecord(t *testing.T, h Harness, cidr string) {
 	b := h.Pool(t, cidr)
 	validated(t, b)
 	before := h.AllocationRequests()
-	h.LoseNextAllocationAnswer(t)
+	h.LoseAllocationAnswers(t, 1)
 
 	alloc, err := b.Allocate(ctx, claim("lost"))
 	require.NoError(t, err)
@@ -263,6 +314,65 @@ func lostAnswerLeavesOneRecord(t *testing.T, h Harness, cidr string) {
 	again, err := b.Allocate(ctx, claim("lost"))
 	require.NoError(t, err)
 	assert.Equal(t, alloc.Address, again.Address)
+}
+
+// lostAnswersKeepTheOldestRecord: every attempt of a request whose answer
+// is lost reserves an address; the claim keeps the oldest record, found by
+// its marker, and the others are released.
+func lostAnswersKeepTheOldestRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	for i, lost := range []int{1, 2, 3} {
+		t.Run(fmt.Sprintf("%d answers lost", lost), func(t *testing.T) {
+			network := netip.PrefixFrom(netip.MustParsePrefix(cidr).Addr(), 26)
+			for range i * 64 {
+				network = netip.PrefixFrom(network.Addr().Next(), 26)
+			}
+			h.Pool(t, network.String())
+			b := h.PoolOver(t, PoolOptions{RetryMax: 2}, network.String())
+			validated(t, b)
+			h.LoseAllocationAnswers(t, lost)
+			attempts := min(lost+1, 3)
+			beforeAllocations, before := h.AllocationRequests(), h.Requests()
+
+			alloc, err := b.Allocate(ctx, claim(fmt.Sprintf("oldest-%d", lost)))
+			require.NoError(t, err)
+			assert.Equal(t, attempts, h.AllocationRequests()-beforeAllocations, "the request and its resends, each applied")
+			assert.Equal(t, 1+attempts+1+attempts-1, h.Requests()-before,
+				"the marker search, the request and its resends, the search resolving them, one deletion per duplicate")
+			kept := markedWith(h.Reservations(t, network.String()), fmt.Sprintf("conformance/oldest-%d", lost))
+			require.Len(t, kept, 1, "the duplicates are released")
+			assert.Equal(t, Reservation{Address: alloc.Address.Addr(), Marker: kept[0].Marker, Reference: alloc.Reference}, kept[0])
+			assert.Equal(t, network.Addr().Next().Next(), alloc.Address.Addr(), "the first record made is kept")
+		})
+	}
+}
+
+// duplicateWhoseDeletionFailedIsNeverHandedOut: a resent request made
+// duplicates, and deleting one was applied but its answer lost, and the
+// retries failed. The record of the request's answer may be the deleted
+// duplicate: it is never handed out, and the next attempt keeps the oldest.
+func duplicateWhoseDeletionFailedIsNeverHandedOut(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	h.LoseAllocationAnswers(t, 2)
+	h.Server().InjectFault(httpfault.Fault{Kind: httpfault.LoseResponse, Method: http.MethodDelete})
+	h.Server().InjectFault(httpfault.Fault{Kind: httpfault.Status, Status: http.StatusBadGateway, Method: http.MethodDelete, Times: 10})
+	t.Cleanup(h.Server().ClearFaults)
+
+	if alloc, err := b.Allocate(ctx, claim("dup")); err == nil {
+		kept := markedWith(h.Reservations(t, cidr), "conformance/dup")
+		require.NotEmpty(t, kept)
+		assert.Contains(t, kept, Reservation{Address: alloc.Address.Addr(), Marker: "conformance/dup", Reference: alloc.Reference},
+			"the address handed out is held by the claim's record")
+	}
+	h.Server().ClearFaults()
+	alloc, err := b.Allocate(ctx, claim("dup"))
+	require.NoError(t, err)
+	kept := markedWith(h.Reservations(t, cidr), "conformance/dup")
+	require.Len(t, kept, 1)
+	assert.Equal(t, kept[0].Address, alloc.Address.Addr())
+	assert.Equal(t, netip.MustParsePrefix(cidr).Addr().Next().Next(), alloc.Address.Addr(), "the oldest record is kept")
 }
 
 func releaseDeletesOnlyTheClaimsRecord(t *testing.T, h Harness, cidr string) {
@@ -535,7 +645,9 @@ func retireKeepsATombstone(t *testing.T, h Harness, cidr string) {
 	require.NoError(t, b.Retire(ctx, claim("retired"), a.Reservation(), at))
 
 	tombstone := backends.TombstoneMarker("conformance/retired", at)
-	assert.Equal(t, []Reservation{{Address: a.Address.Addr(), Marker: tombstone}}, markedWith(h.Reservations(t, cidr), tombstone))
+	kept := markedWith(h.Reservations(t, cidr), tombstone)
+	require.Len(t, kept, 1)
+	assert.Equal(t, a.Address.Addr(), kept[0].Address)
 	_, err = b.Lookup(ctx, claim("retired"))
 	assert.ErrorIs(t, err, backends.ErrNotFound)
 	require.NoError(t, b.Retire(ctx, claim("retired"), a.Reservation(), at.Add(time.Minute)), "retiring twice is not an error")

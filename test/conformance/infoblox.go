@@ -1,0 +1,191 @@
+package conformance
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go4.org/netipx"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
+)
+
+type infobloxHarness struct {
+	sim        *wapisim.Server
+	objectType infoblox.ObjectType
+}
+
+// refusingZone is where RefusingPool's host records take their names.
+const refusingZone = "k8s.example.com"
+
+// InfobloxHarness runs the suite against a WAPI simulator of its own, the
+// pools creating objects of objectType.
+func InfobloxHarness(t testing.TB, objectType infoblox.ObjectType) Harness {
+	sim := wapisim.NewTLS()
+	t.Cleanup(sim.Close)
+	sim.AddUser("capi", "secret", wapisim.Permissions{Write: true, Superuser: true})
+	sim.AddZone("default", refusingZone)
+	return &infobloxHarness{sim: sim, objectType: objectType}
+}
+
+func (h *infobloxHarness) config(t testing.TB, password string, o PoolOptions, cidrs ...string) infoblox.Config {
+	port, err := strconv.Atoi(h.sim.Port())
+	require.NoError(t, err)
+	cfg := infoblox.Config{
+		Host: h.sim.Host(), Port: port, Username: "capi", Password: password,
+		CABundle:     h.sim.CACertPEM(),
+		Reservation:  infoblox.Reservation{ObjectType: h.objectType},
+		PrefixLength: o.PrefixLength,
+		Batch:        o.Batch,
+		HTTP:         infoblox.HTTPOptions{RetryMax: o.RetryMax, RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+	}
+	for _, cidr := range cidrs {
+		cfg.Sources = append(cfg.Sources, infoblox.Source{Network: netip.MustParsePrefix(cidr)})
+	}
+	return cfg
+}
+
+func (h *infobloxHarness) backend(t testing.TB, cidr, password string, prefixLength ...int) backends.Backend {
+	return newBackend(t, h.config(t, password, PoolOptions{PrefixLength: append(prefixLength, 0)[0]}, cidr))
+}
+
+func newBackend(t testing.TB, cfg infoblox.Config) backends.Backend {
+	b, err := infoblox.New(cfg)
+	require.NoError(t, err)
+	return b
+}
+
+// seed creates the network with its gateway held by a fixed address, as a
+// grid holds its routers.
+func (h *infobloxHarness) seed(cidr string) {
+	network := netip.MustParsePrefix(cidr)
+	h.sim.AddNetwork("default", cidr, nil)
+	h.sim.AddFixedAddress("default", network.Addr().Next().String(), nil)
+}
+
+func (h *infobloxHarness) Pool(t testing.TB, cidr string) backends.Backend {
+	h.seed(cidr)
+	return h.backend(t, cidr, "secret")
+}
+
+func (h *infobloxHarness) PoolOver(t testing.TB, o PoolOptions, cidrs ...string) backends.Backend {
+	return newBackend(t, h.config(t, "secret", o, cidrs...))
+}
+
+// RefusingPool creates host records in a DNS zone where the name of the
+// claim "bad" is already taken: the grid refuses its record as a conflict.
+func (h *infobloxHarness) RefusingPool(t testing.TB, cidr string, o PoolOptions) (backends.Backend, Refusal) {
+	h.seed(cidr)
+	taken := netipx.PrefixLastIP(netip.MustParsePrefix(cidr)).Prev()
+	h.sim.AddHostRecord(wapisim.HostRecord{Name: "c1-bad." + refusingZone, DNS: true, Addresses: []string{taken.String()}})
+	cfg := h.config(t, "secret", o, cidr)
+	cfg.Reservation = infoblox.Reservation{ObjectType: infoblox.HostRecord, DNS: &infoblox.DNS{Zone: refusingZone}}
+	return newBackend(t, cfg), Refusal{Name: "bad", Kind: backends.ErrConflict, Text: "already exists"}
+}
+
+func (h *infobloxHarness) NarrowedPool(t testing.TB, cidr string, prefixLength int) backends.Backend {
+	h.seed(cidr)
+	for _, gw := range narrowedGateways(t, cidr, prefixLength)[1:] {
+		h.sim.AddFixedAddress("default", gw.String(), nil)
+	}
+	return h.backend(t, cidr, "secret", prefixLength)
+}
+
+// narrowedGateways are the gateways prefixLength carves out of cidr, the
+// first of which the harnesses' seed already holds.
+func narrowedGateways(t testing.TB, cidr string, prefixLength int) []netip.Addr {
+	network := netip.MustParsePrefix(cidr)
+	gateways, err := backends.DerivedGateways(network, network.Addr(), netipx.PrefixLastIP(network), prefixLength)
+	require.NoError(t, err)
+	require.NotEmpty(t, gateways)
+	return gateways
+}
+
+func (h *infobloxHarness) RetiredPool(t testing.TB, cidr string) backends.Backend {
+	return h.backend(t, cidr, "secret")
+}
+
+func (h *infobloxHarness) PoolWithBadCredentials(t testing.TB, cidr string) backends.Backend {
+	h.seed(cidr)
+	return h.backend(t, cidr, "wrong")
+}
+
+// objects lists the pool's objects that hold an address in network.
+func (h *infobloxHarness) objects(network netip.Prefix) []wapisim.Object {
+	var out []wapisim.Object
+	for _, t := range []string{"fixedaddress", "ipv6fixedaddress", "record:host"} {
+		for _, o := range h.sim.Objects(t) {
+			if len(o.Addresses) > 0 && network.Contains(o.Addresses[0]) {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+func (h *infobloxHarness) Reservations(t testing.TB, cidr string) []Reservation {
+	var out []Reservation
+	for _, o := range h.objects(netip.MustParsePrefix(cidr)) {
+		if marker := o.EAs[infoblox.DefaultMarkerEA]; marker != "" {
+			out = append(out, Reservation{Address: o.Addresses[0], Marker: marker, Reference: o.Ref})
+		}
+	}
+	return out
+}
+
+func (h *infobloxHarness) Hold(t testing.TB, addr netip.Prefix, marker string) {
+	var eas map[string]string
+	if marker != "" {
+		eas = map[string]string{infoblox.DefaultMarkerEA: marker}
+	}
+	h.sim.AddFixedAddress("default", addr.Addr().String(), eas)
+}
+
+func (h *infobloxHarness) Disown(t testing.TB, addr netip.Addr) {
+	for _, o := range h.objects(netip.PrefixFrom(addr, addr.BitLen())) {
+		h.sim.RemoveEA(o.Ref, infoblox.DefaultMarkerEA)
+		return
+	}
+	t.Fatalf("no object holds %s", addr)
+}
+
+// LoseAllocationAnswers loses the answers of the next POSTs asking for a
+// next available address: a lone claim's create, or a batch's request
+// object (whose searches ask for none).
+func (h *infobloxHarness) LoseAllocationAnswers(_ testing.TB, n int) {
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", BodyContains: "func:nextavailableip", Times: n})
+}
+
+// FailBulkDeletions fails request objects of DELETEs.
+func (h *infobloxHarness) FailBulkDeletions(_ testing.TB, n int) {
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "POST", BodyContains: `"DELETE"`, Times: n})
+}
+
+func (h *infobloxHarness) createPath() string {
+	if h.objectType == infoblox.HostRecord {
+		return "/record:host"
+	}
+	return "fixedaddress"
+}
+
+func (h *infobloxHarness) AllocationRequests() int {
+	n := 0
+	for _, c := range h.sim.Calls() {
+		if c.Method == "POST" && strings.Contains(c.Path, h.createPath()) {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *infobloxHarness) Requests() int { return len(h.sim.Calls()) }
+
+func (h *infobloxHarness) SetLatency(d time.Duration) { h.sim.SetLatency(d) }
+
+func (h *infobloxHarness) Server() httpfault.Disturbable { return h.sim }

@@ -1,0 +1,141 @@
+package conformance
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
+)
+
+const netboxToken = "0123456789abcdef0123456789abcdef01234567"
+
+type netboxHarness struct {
+	target netboxtarget.Target
+}
+
+// NetBoxHarness runs the suite against target: the simulator, or a real
+// NetBox (netboxtarget.New).
+func NetBoxHarness(target netboxtarget.Target) Harness {
+	target.AddToken(netboxToken, true)
+	return &netboxHarness{target: target}
+}
+
+func (h *netboxHarness) backend(t testing.TB, token string, o PoolOptions, cidrs ...string) backends.Backend {
+	cfg := netbox.Config{
+		URL: h.target.URL(), Token: token, PrefixLength: o.PrefixLength, Batch: o.Batch,
+		HTTP: netbox.HTTPOptions{RetryMax: o.RetryMax, RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+	}
+	for _, cidr := range cidrs {
+		cfg.Sources = append(cfg.Sources, netbox.Source{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)})
+	}
+	b, err := netbox.New(cfg)
+	require.NoError(t, err)
+	return b
+}
+
+func (h *netboxHarness) Pool(t testing.TB, cidr string) backends.Backend {
+	h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
+	return h.backend(t, netboxToken, PoolOptions{}, cidr)
+}
+
+func (h *netboxHarness) PoolOver(t testing.TB, o PoolOptions, cidrs ...string) backends.Backend {
+	return h.backend(t, netboxToken, o, cidrs...)
+}
+
+func (h *netboxHarness) NarrowedPool(t testing.TB, cidr string, prefixLength int) backends.Backend {
+	h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
+	for _, gw := range narrowedGateways(t, cidr, prefixLength)[1:] {
+		h.target.AddIPAddress(netip.PrefixFrom(gw, netip.MustParsePrefix(cidr).Bits()).String(), netboxsim.IPOptions{Status: "reserved"})
+	}
+	return h.backend(t, netboxToken, PoolOptions{PrefixLength: prefixLength}, cidr)
+}
+
+// RefusingPool refuses, by a custom validator on the description, the
+// record of a claim whose name holds "!". Validators live in NetBox's
+// configuration, which only the simulator lets a test change.
+func (h *netboxHarness) RefusingPool(t testing.TB, cidr string, o PoolOptions) (backends.Backend, Refusal) {
+	netboxtarget.SimOnly(t, "NetBox's custom validators are set in its configuration")
+	sim := h.target.(*netboxsim.Server)
+	sim.SetDescriptionValidator(regexp.MustCompile(`^[^!]*$`))
+	t.Cleanup(func() { sim.SetDescriptionValidator(nil) })
+	h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
+	return h.backend(t, netboxToken, o, cidr), Refusal{Name: "bad!", Kind: backends.ErrInvalidConfig, Text: "Enter a valid value."}
+}
+
+func (h *netboxHarness) RetiredPool(t testing.TB, cidr string) backends.Backend {
+	return h.backend(t, netboxToken, PoolOptions{}, cidr)
+}
+
+func (h *netboxHarness) PoolWithBadCredentials(t testing.TB, cidr string) backends.Backend {
+	h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
+	return h.backend(t, "ffffffffffffffffffffffffffffffffffffffff", PoolOptions{}, cidr)
+}
+
+func (h *netboxHarness) Reservations(t testing.TB, cidr string) []Reservation {
+	network := netip.MustParsePrefix(cidr)
+	var out []Reservation
+	for _, ip := range h.target.IPAddresses() {
+		addr := netip.MustParsePrefix(ip.Address).Addr()
+		marker, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
+		if network.Contains(addr) && marker != "" {
+			out = append(out, Reservation{Address: addr, Marker: marker, Reference: fmt.Sprintf("ipam/ip-addresses/%d", ip.ID)})
+		}
+	}
+	return out
+}
+
+func (h *netboxHarness) Hold(t testing.TB, addr netip.Prefix, marker string) {
+	o := netboxsim.IPOptions{Description: "someone else's"}
+	if marker != "" {
+		// As the provider marks its records.
+		o.Tags = []string{netbox.DefaultTag}
+		o.CustomFields = map[string]any{netbox.DefaultMarkerField: marker}
+	}
+	h.target.AddIPAddress(addr.String(), o)
+}
+
+func (h *netboxHarness) Disown(t testing.TB, addr netip.Addr) {
+	for _, ip := range h.target.IPAddresses() {
+		if netip.MustParsePrefix(ip.Address).Addr() == addr {
+			h.target.EditIPAddress(ip.ID, func(ip *netboxsim.IPAddress) { ip.CustomFields[netbox.DefaultMarkerField] = nil })
+			return
+		}
+	}
+	t.Fatalf("no IP address %s", addr)
+}
+
+func (h *netboxHarness) LoseAllocationAnswers(_ testing.TB, n int) {
+	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "/available-ips/", Times: n})
+}
+
+// FailBulkDeletions fails deletions of the IP address list, which come
+// before any single record's.
+func (h *netboxHarness) FailBulkDeletions(_ testing.TB, n int) {
+	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 502, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/", Times: n})
+}
+
+func (h *netboxHarness) AllocationRequests() int {
+	n := 0
+	for _, c := range h.target.Calls() {
+		if c.Method == "POST" && strings.Contains(c.Path, "/available-ips/") {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *netboxHarness) Requests() int { return len(h.target.Calls()) }
+
+func (h *netboxHarness) SetLatency(d time.Duration) { h.target.SetLatency(d) }
+
+func (h *netboxHarness) Server() httpfault.Disturbable { return h.target }
