@@ -64,12 +64,6 @@ func (s Source) String() string {
 	return fmt.Sprintf("range %s-%s", s.Start, s.End)
 }
 
-// Gateway is backends.Gateway.
-//
-// Deprecated: use backends.Gateway; this name stays until
-// controllers/poolkinds stops using it.
-type Gateway = backends.Gateway
-
 // DNS places host records in an authoritative zone of a DNS view.
 type DNS struct {
 	Zone string

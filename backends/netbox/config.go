@@ -63,12 +63,6 @@ func (s Source) String() string {
 	return what
 }
 
-// Gateway is backends.Gateway.
-//
-// Deprecated: use backends.Gateway; this name stays until
-// controllers/poolkinds stops using it.
-type Gateway = backends.Gateway
-
 // Reservation says what to record on each IP address.
 type Reservation struct {
 	Status             string

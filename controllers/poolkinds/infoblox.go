@@ -1,8 +1,8 @@
 package poolkinds
 
 import (
-	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -92,7 +92,7 @@ func newInfobloxBackend(pool controllers.Pool, secret *corev1.Secret, opts contr
 	if err != nil {
 		return nil, err
 	}
-	cfg.Gateway = infoblox.Gateway{Address: gateway.Address, None: gateway.None}
+	cfg.Gateway = gateway
 	for i, s := range spec.Sources {
 		src, err := infobloxSource(s)
 		if err != nil {
@@ -123,26 +123,22 @@ func infobloxCredentials(secret *corev1.Secret) (infobloxSecret, error) {
 		return &controllers.SecretError{Reason: v1alpha1.InvalidCredentialsSecretReason,
 			Message: fmt.Sprintf("Secret %s/%s: %s", secret.Namespace, secret.Name, fmt.Sprintf(format, args...))}
 	}
-	basic := s.username != "" || s.password != ""
-	cert := len(s.cert) > 0 || len(s.key) > 0
-	switch {
-	case basic && cert:
-		return s, invalid("holds both %q/%q and %q/%q; keep one way to authenticate",
-			v1alpha1.InfobloxUsernameKey, v1alpha1.InfobloxPasswordKey, v1alpha1.InfobloxClientCertKey, v1alpha1.InfobloxClientKeyKey)
-	case basic && (s.username == "" || s.password == ""):
-		return s, invalid("needs both %q and %q", v1alpha1.InfobloxUsernameKey, v1alpha1.InfobloxPasswordKey)
-	case cert && (len(s.cert) == 0 || len(s.key) == 0):
-		return s, invalid("needs both %q and %q", v1alpha1.InfobloxClientCertKey, v1alpha1.InfobloxClientKeyKey)
-	case !basic && !cert:
-		return s, invalid("has neither %q and %q nor %q and %q",
-			v1alpha1.InfobloxUsernameKey, v1alpha1.InfobloxPasswordKey, v1alpha1.InfobloxClientCertKey, v1alpha1.InfobloxClientKeyKey)
-	}
-	if cert {
-		if _, err := tls.X509KeyPair(s.cert, s.key); err != nil {
-			// The parse error names no key material.
-			return s, invalid("%q and %q are not a PEM certificate and matching key: %v",
-				v1alpha1.InfobloxClientCertKey, v1alpha1.InfobloxClientKeyKey, err)
-		}
+	// The backend holds the rule; here it is said in the Secret's keys.
+	u, pw := fmt.Sprintf("%q", v1alpha1.InfobloxUsernameKey), fmt.Sprintf("%q", v1alpha1.InfobloxPasswordKey)
+	c, k := fmt.Sprintf("%q", v1alpha1.InfobloxClientCertKey), fmt.Sprintf("%q", v1alpha1.InfobloxClientKeyKey)
+	switch err := infoblox.CheckCredentials(s.username, s.password, s.cert, s.key); {
+	case err == nil:
+	case errors.Is(err, infoblox.ErrBothCredentials):
+		return s, invalid("holds both %s/%s and %s/%s; keep one way to authenticate", u, pw, c, k)
+	case errors.Is(err, infoblox.ErrPartialPassword):
+		return s, invalid("needs both %s and %s", u, pw)
+	case errors.Is(err, infoblox.ErrPartialCert):
+		return s, invalid("needs both %s and %s", c, k)
+	case errors.Is(err, infoblox.ErrNoCredentials):
+		return s, invalid("has neither %s and %s nor %s and %s", u, pw, c, k)
+	default:
+		// The parse error names no key material.
+		return s, invalid("%s and %s are not a PEM certificate and matching key: %v", c, k, strings.TrimPrefix(err.Error(), infoblox.ErrBadKeyPair.Error()+": "))
 	}
 	if len(s.ca) > 0 && !x509.NewCertPool().AppendCertsFromPEM(s.ca) {
 		return s, invalid("%q holds no PEM certificate", v1alpha1.CABundleKey)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
@@ -31,15 +30,15 @@ func insecureConnection(plainHTTP, skipVerify bool) string {
 	return ""
 }
 
-func gatewayConfig(g v1alpha1.Gateway) (netbox.Gateway, error) {
+func gatewayConfig(g v1alpha1.Gateway) (backends.Gateway, error) {
 	if g.Address != "" {
 		addr, err := netip.ParseAddr(g.Address)
 		if err != nil {
-			return netbox.Gateway{}, fmt.Errorf("%w: gateway address %q: %v", backends.ErrInvalidConfig, g.Address, err)
+			return backends.Gateway{}, fmt.Errorf("%w: gateway address %q: %v", backends.ErrInvalidConfig, g.Address, err)
 		}
-		return netbox.Gateway{Address: addr}, nil
+		return backends.Gateway{Address: addr}, nil
 	}
-	return netbox.Gateway{None: g.Policy == v1alpha1.GatewayNone}, nil
+	return backends.Gateway{None: g.Policy == v1alpha1.GatewayNone}, nil
 }
 
 func ptrValue[T any](p *T) T {
