@@ -152,7 +152,18 @@ func (d driver) Allocation(sources []resolvedSource, o object) (backends.Allocat
 	return d.toAllocation(o, sources)
 }
 
-func (d driver) Describe(o object) string { return o.Ref }
+// Describe names an object and its address, with its network's prefix
+// length where the grid gave it, as the IPAM team reads it.
+func (d driver) Describe(o object) string {
+	addr, err := o.address()
+	if err != nil {
+		return o.Ref
+	}
+	if n, err := netip.ParsePrefix(o.Network); err == nil {
+		return fmt.Sprintf("%s (%s)", o.Ref, netip.PrefixFrom(addr, n.Bits()))
+	}
+	return fmt.Sprintf("%s (%s)", o.Ref, addr)
+}
 
 func (d driver) Label(marker string) string { return fmt.Sprintf("%s=%q", d.cfg.MarkerEA, marker) }
 
