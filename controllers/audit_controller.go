@@ -583,7 +583,9 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		// Or into another VRF or network, out of the pool's scope.
 		movedTo = err.Error()
 	case !errors.Is(err, backends.ErrNotFound):
-		// Not decidable now.
+		// Not decidable now: the next audit looks again, and the
+		// condition says why this one could not.
+		a.failures = append(a.failures, fmt.Errorf("looking up the record of claim %s: %w", key, err))
 		return nil
 	default:
 		// Not in the pool's scope; the listing of strays may have seen

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -63,6 +64,18 @@ func (f *fixture) audit(pool controllers.Pool) *v1alpha1.AuditStatus {
 		assert.Equal(c, request, report.Request, "audit not done yet")
 	}, waitTimeout, pollInterval)
 	return report
+}
+
+// auditedCondition describes the pool's Audited condition, for failures.
+func (f *fixture) auditedCondition(pool controllers.Pool) string {
+	got := pool.DeepCopyObject().(controllers.Pool)
+	if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got); err != nil {
+		return err.Error()
+	}
+	if c := conditions.Get(got, v1alpha1.AuditedCondition); c != nil {
+		return fmt.Sprintf("Audited=%s %s: %s", c.Status, c.Reason, c.Message)
+	}
+	return "no Audited condition"
 }
 
 func findings(report *v1alpha1.AuditStatus, t v1alpha1.FindingType) []v1alpha1.AuditFinding {
@@ -226,7 +239,7 @@ func TestAuditRestoresARecordDeletedInTheIPAMSystem(t *testing.T) {
 		require.False(t, f.sys.holds(netip.MustParseAddr(address.Spec.Address)))
 
 		report := f.audit(pool)
-		assert.Equal(t, int32(1), report.Drifted)
+		assert.Equal(t, int32(1), report.Drifted, "%+v; pool: %s", report, f.auditedCondition(pool))
 		require.Len(t, findings(report, v1alpha1.FindingRestored), 1)
 		records = f.recordsWithMarker(f.marker("machine"))
 		require.Len(t, records, 1, "reserved again, with the marker")
