@@ -380,7 +380,7 @@ func TestAuditReportsAMovedRecordAndNeverDeletesIt(t *testing.T) {
 		moved := netip.MustParseAddr("10.137.0.200")
 		f.sys.moveRecord(records[0], moved)
 
-		report := f.audit(pool)
+		report := f.auditUntil(pool, func(r *v1alpha1.AuditStatus) bool { return r.Drifted > 0 })
 		require.Len(t, findings(report, v1alpha1.FindingMoved), 1, "%+v", report.Findings)
 		cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordMovedReason)
 		assert.Contains(t, cond.Message, moved.String(), "the condition names where the record went")
@@ -421,7 +421,7 @@ func TestAuditReportsARecordMovedIntoAnotherScope(t *testing.T) {
 		require.Len(t, records, 1)
 		scope := f.sys.moveOutOfScope(records[0])
 
-		report := f.audit(pool)
+		report := f.auditUntil(pool, func(r *v1alpha1.AuditStatus) bool { return r.Drifted > 0 })
 		require.Len(t, findings(report, v1alpha1.FindingMoved), 1, "%+v", report.Findings)
 		assert.Empty(t, findings(report, v1alpha1.FindingRestored), "a move is one finding, not a restore too")
 		assert.EqualValues(t, 1, report.Drifted)
