@@ -30,26 +30,10 @@ func Infoblox() controllers.PoolKinds {
 	rateLimit := func(p controllers.Pool) *v1alpha1.RateLimit {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit
 	}
-	return controllers.PoolKinds{
-		{
-			Kind: "InfobloxIPPool", Namespaced: true, Backend: "infoblox",
-			New:                func() controllers.Pool { return &v1alpha1.InfobloxIPPool{} },
-			NewList:            func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} },
-			SecretName:         secretName,
-			RateLimit:          rateLimit,
-			InsecureConnection: infobloxInsecure,
-			NewBackend:         newInfobloxBackend,
-		},
-		{
-			Kind: "GlobalInfobloxIPPool", Namespaced: false, Backend: "infoblox",
-			New:                func() controllers.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
-			NewList:            func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} },
-			SecretName:         secretName,
-			RateLimit:          rateLimit,
-			InsecureConnection: infobloxInsecure,
-			NewBackend:         newInfobloxBackend,
-		},
-	}
+	return twins(controllers.PoolKind{Backend: "infoblox", SecretName: secretName, RateLimit: rateLimit, InsecureConnection: infobloxInsecure, NewBackend: newInfobloxBackend},
+		"InfobloxIPPool",
+		func() controllers.Pool { return &v1alpha1.InfobloxIPPool{} }, func() controllers.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
+		func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} })
 }
 
 func infobloxInsecure(p controllers.Pool) string {

@@ -28,26 +28,10 @@ func NetBox() controllers.PoolKinds {
 	rateLimit := func(p controllers.Pool) *v1alpha1.RateLimit {
 		return p.(netboxPool).GetNetboxSpec().Connection.RateLimit
 	}
-	return controllers.PoolKinds{
-		{
-			Kind: "NetboxIPPool", Namespaced: true, Backend: "netbox",
-			New:                func() controllers.Pool { return &v1alpha1.NetboxIPPool{} },
-			NewList:            func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} },
-			SecretName:         secretName,
-			RateLimit:          rateLimit,
-			InsecureConnection: netboxInsecure,
-			NewBackend:         newNetboxBackend,
-		},
-		{
-			Kind: "GlobalNetboxIPPool", Namespaced: false, Backend: "netbox",
-			New:                func() controllers.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
-			NewList:            func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} },
-			SecretName:         secretName,
-			RateLimit:          rateLimit,
-			InsecureConnection: netboxInsecure,
-			NewBackend:         newNetboxBackend,
-		},
-	}
+	return twins(controllers.PoolKind{Backend: "netbox", SecretName: secretName, RateLimit: rateLimit, InsecureConnection: netboxInsecure, NewBackend: newNetboxBackend},
+		"NetboxIPPool",
+		func() controllers.Pool { return &v1alpha1.NetboxIPPool{} }, func() controllers.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
+		func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} })
 }
 
 func netboxInsecure(p controllers.Pool) string {

@@ -8,10 +8,22 @@ import (
 	"fmt"
 	"net/netip"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
+
+// twins are a backend's two pool kinds, the namespaced one and its
+// cluster-scoped Global twin, which differ only in their types and scope.
+func twins(shared controllers.PoolKind, kind string, newPool, newGlobal func() controllers.Pool,
+	newList, newGlobalList func() client.ObjectList) controllers.PoolKinds {
+	namespaced, global := shared, shared
+	namespaced.Kind, namespaced.Namespaced, namespaced.New, namespaced.NewList = kind, true, newPool, newList
+	global.Kind, global.Namespaced, global.New, global.NewList = "Global"+kind, false, newGlobal, newGlobalList
+	return controllers.PoolKinds{namespaced, global}
+}
 
 // All is every pool kind the manager serves.
 func All() controllers.PoolKinds {
