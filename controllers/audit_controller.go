@@ -541,6 +541,14 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 			continue
 		}
 		if _, ok := held[marker+"|"+p.Addr().String()]; ok {
+			// Held, but a record of the claim was moved: the claim names it
+			// even when the guard held its address again before this audit.
+			if movedTo, moved := a.movedSeen[types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}]; moved {
+				if err := a.reportMovedHeld(ctx, address, p, movedTo); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := a.markReserved(ctx, address, true, ""); err != nil {
 				return err
 			}
@@ -647,6 +655,22 @@ func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p
 		return err
 	}
 	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, msg)
+}
+
+// reportMovedHeld says on the claim that its record was moved while its
+// address is held for it, unless the claim already says so.
+func (a *auditRun) reportMovedHeld(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, movedTo string) error {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if c := conditions.Get(claim, v1alpha1.AddressReservedCondition); c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == AddressHeldInClusterReason) {
+		return nil
+	}
+	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, fmt.Sprintf(
+		"a record of this claim was moved in the IPAM system to %s; the machine still uses %s, which is held for it. To move the machine, replace it",
+		movedTo, p.Addr()))
 }
 
 // markRecordMoved notes on an IPAddress where its claim's record was moved.
