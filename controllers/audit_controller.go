@@ -601,6 +601,14 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		movedTo = a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}]
 	}
 	rec := backends.Record{Address: p, Marker: claim.Marker}
+	if movedTo != "" {
+		// Noted before the address is held again: were the manager to stop
+		// in between, the next audit would take the moved record for a
+		// duplicate of the restored one and delete the IPAM team's edit.
+		if err := markRecordMoved(ctx, a.Client, address, movedTo); err != nil {
+			return err
+		}
+	}
 	alloc, err := a.backend.Restore(ctx, claim, p)
 	switch {
 	case err == nil && movedTo != "":
@@ -634,9 +642,9 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 }
 
 // recordMoved reports a bound claim whose record the IPAM team moved,
-// after the machine's address was held for it again: the IPAddress
-// remembers it, so that later audits never take the moved record for a
-// duplicate; the claim's condition and events name what changed.
+// after the machine's address was held for it again (the IPAddress already
+// remembers it, see drifted): the claim's condition and events name what
+// changed.
 func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, movedTo string, alloc backends.Allocation) error {
 	key := client.ObjectKeyFromObject(address)
 	if _, seen := a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}]; !seen {
@@ -651,9 +659,6 @@ func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p
 		p.Addr(), movedTo, p.Addr(), alloc.Reference)
 	a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.RecordMovedReason, "Audit", "%s", msg)
 	a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.RecordMovedReason, "Audit", "Claim %s: %s", key, msg)
-	if err := markRecordMoved(ctx, a.Client, address, movedTo); err != nil {
-		return err
-	}
 	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, msg)
 }
 

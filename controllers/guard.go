@@ -76,14 +76,17 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
 	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
 	holderMarker := backends.Marker(r.Identity, holderKey.Namespace, holderKey.Name)
-	if err := backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
-		return ctrl.Result{}, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
-	}
-	// The holder's own record is elsewhere now: the audit must report it,
-	// and never take it for a duplicate of the record just handed over.
+	// The holder's own record is elsewhere: the audit must report it, and
+	// never take it for a duplicate of the record handed over. Noted before
+	// the hand-over, so that a manager stopped in between loses nothing:
+	// the claim's next attempt finds the record by its marker and hands it
+	// over again.
 	if err := markRecordMoved(ctx, r.Client, holder, fmt.Sprintf("another address or scope (%s answered %s to claim %s/%s)",
 		alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name)); err != nil {
 		return ctrl.Result{}, err
+	}
+	if err := backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
+		return ctrl.Result{}, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
 	}
 	addressConflicts.WithLabelValues(kind.Kind).Inc()
 	msg := fmt.Sprintf("%s reserved %s (%s) for this claim, but IPAddress %s of claim %s holds that address in this management cluster; the record now holds it for that claim, and this claim gets another address",
