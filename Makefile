@@ -93,16 +93,17 @@ chaos-real-netbox: ## Run the full chaos run against a real NetBox 4.7.3 (300 cl
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real \
 		-claims 300 -seeds 1 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/real-netbox -out $(CHAOS_OUT)/chaos-real-netbox.txt
 
-# The end-to-end bench (test/bench): 1,000 claims at 10 ms per IPAM request
-# with 1, 10 and 50 workers on each simulator (batches of up to 50), and
-# with 10 and 50 workers with batching off; the same burst bound by the
+# The end-to-end bench (test/bench), with every pool at its default
+# settings (rate limit, --max-batch-size 50), as users run it: 1,000 claims
+# at 10 ms per IPAM request with 1, 10 and 50 workers on each simulator,
+# and with 10 and 50 workers with batching off; the same burst bound by the
 # in-cluster provider (hack/incluster-provider.sh builds it once from
 # test/incluster, whose go.mod pins its version; BENCH_FLAGS=
-# "-incluster=false" leaves it out); then
-# 10,000 on the NetBox simulator. BENCH_FLAGS="-scale-claims 0" leaves the
-# 10,000 out; go run ./test/bench -h lists the rest. bench-real runs the
-# same burst against a real NetBox 4.7.3 that hack/netbox/up.sh installs
-# and starts.
+# "-incluster=false" leaves it out); then 10,000 on the NetBox simulator.
+# BENCH_FLAGS="-scale-claims 0" leaves the 10,000 out; "-tuned-workers 10"
+# adds a row with a tuned rate limit, labelled so; go run ./test/bench -h
+# lists the rest. bench-real runs the same burst against a real NetBox
+# 4.7.3 that hack/netbox/up.sh installs and starts.
 BENCH_FLAGS ?=
 BENCH_REAL_FLAGS ?= -workers 10,50 -unbatched-workers 10 -scale-claims 0 -restart-window 0 -incluster=false
 

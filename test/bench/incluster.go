@@ -29,6 +29,9 @@ import (
 // latency to pay; its claim controller runs one worker, which it does not
 // let us change.
 
+// inClusterBackend is the in-cluster provider's result's backend.
+const inClusterBackend = "in-cluster"
+
 // inClusterCIDR is apart from benchCIDR, so that no address of one pool
 // could be mistaken for the other's.
 const inClusterCIDR = "10.171.0.0/16"
@@ -81,7 +84,7 @@ func (b *bench) runInCluster(ctx context.Context, p inClusterProvider, claims in
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(claims)*50*time.Millisecond)
 	defer cancel()
 	ns := fmt.Sprintf("bench-incluster-%d", claims)
-	res := &result{config: config{backend: "in-cluster", claims: claims, workers: 1, release: true}, title: p.title()}
+	res := &result{config: config{backend: inClusterBackend, claims: claims, workers: 1, release: true}, title: p.title()}
 
 	metricsAddr, err := managerproc.FreeAddr()
 	if err != nil {

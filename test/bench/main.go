@@ -4,9 +4,12 @@
 // binary, built from ./cmd, as a process of its own (so that its resident
 // memory and its client metrics are its own).
 //
-// For each backend and each claim-worker count it binds a burst of claims,
-// resyncs them, and releases them; it prints the time until all are bound,
-// bind latency percentiles, IPAM requests per new claim, per resync and per
+// Every pool runs its default settings (the default rate limit and
+// --max-batch-size), as users run it; rows with a tuned rate limit are
+// added only on request (-tuned-workers) and labelled "tuned". For each
+// backend and each claim-worker count it binds a burst of claims, resyncs
+// them, and releases them; it prints the time until all are bound, bind
+// latency percentiles, IPAM requests per new claim, per resync and per
 // release (everything included: pool validations and count refreshes), the
 // manager's API-server requests per claim by verb, and the configuration's
 // physical limit. A larger burst on one backend measures peak memory and the
@@ -43,8 +46,10 @@ func benchMain() int {
 		backendsFlag  = flag.String("backends", "netbox-sim,wapi-sim", "IPAM systems, comma-separated: netbox-sim, wapi-sim, netbox-real (the NetBox of NETBOX_URL and the env file hack/netbox/up.sh prints)")
 		claims        = flag.Int("claims", 1000, "claims per burst")
 		workersFlag   = flag.String("workers", "1,10,50", "claim-worker counts (--ipaddressclaim-concurrency), comma-separated")
-		batch         = flag.Int("batch", backends.DefaultMaxBatchSize, "the manager's --max-batch-size for the worker counts of -workers")
+		batch         = flag.Int("batch", backends.DefaultMaxBatchSize, "the manager's --max-batch-size for the worker counts of -workers and -tuned-workers")
 		unbatchedFlag = flag.String("unbatched-workers", "10,50", "claim-worker counts also run with batching off (--max-batch-size=1), comma-separated; empty for none")
+		tunedFlag     = flag.String("tuned-workers", "", fmt.Sprintf("claim-worker counts also run with a tuned rate limit (%d requests/s, burst %d, %d in flight) instead of the pool's default, labelled \"tuned\" and judged by no target; comma-separated, empty for none",
+			tunedRateLimit.RequestsPerSecond, tunedRateLimit.Burst, tunedRateLimit.MaxConcurrentRequests))
 		latency       = flag.Duration("latency", 10*time.Millisecond, "latency the simulator adds to every request")
 		restartWindow = flag.Duration("restart-window", 15*time.Second, "after the last worker count's burst, restart the manager and count the IPAM requests in this window; 0 for none")
 		scaleClaims   = flag.Int("scale-claims", 10000, "claims of the large burst (peak memory, requests after a restart); 0 for none")
@@ -66,6 +71,12 @@ func benchMain() int {
 	var unbatched []int
 	if strings.TrimSpace(*unbatchedFlag) != "" {
 		if unbatched, err = parseInts(*unbatchedFlag); err != nil {
+			return failure(err)
+		}
+	}
+	var tuned []int
+	if strings.TrimSpace(*tunedFlag) != "" {
+		if tuned, err = parseInts(*tunedFlag); err != nil {
 			return failure(err)
 		}
 	}
@@ -127,12 +138,15 @@ func benchMain() int {
 		for _, w := range unbatched {
 			configs = append(configs, config{backend: backend, claims: *claims, workers: w, batch: 1, release: true})
 		}
+		for _, w := range tuned {
+			configs = append(configs, config{backend: backend, claims: *claims, workers: w, batch: *batch, rateLimit: tunedRateLimit, release: true})
+		}
 		var rows []*result
 		for _, c := range configs {
-			fmt.Fprintf(os.Stderr, "%s: %d claims, %d workers, batches of up to %d\n", backend, c.claims, c.workers, c.batch)
+			fmt.Fprintf(os.Stderr, "%s: %d claims, %s\n", backend, c.claims, configLabel(&result{config: c}))
 			r, err := b.run(ctx, c)
 			if err != nil {
-				return failure(fmt.Errorf("%s, %d workers, batch %d: %w", backend, c.workers, c.batch, err))
+				return failure(fmt.Errorf("%s, %s: %w", backend, configLabel(&result{config: c}), err))
 			}
 			rows = append(rows, r)
 		}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // Targets of issue 15.
@@ -27,16 +29,19 @@ type limits struct {
 func (l limits) bound() time.Duration { return max(l.ipam, l.api) }
 
 // limitOf works the limit out: the IPAM side is the measured requests per
-// new claim at the simulator's latency, spread over the workers (or over the
-// pool's rate limit, if that is slower); the API side is the writes a claim
-// needs (the manager's, from its client metrics, plus the bench's create)
-// at the API server's best measured cost per write. One writer's cost is
-// mostly etcd's commit latency, which concurrent writes share, so the best
-// cost, not the one at the worker count, is the server's capacity.
+// new claim at the simulator's latency, spread over the workers or the
+// requests the pool lets in flight, whichever are fewer (or over the pool's
+// rate limit, after its burst, if that is slower); the API side is the
+// writes a claim needs (the manager's, from its client metrics, plus the
+// bench's create) at the API server's best measured cost per write. One
+// writer's cost is mostly etcd's commit latency, which concurrent writes
+// share, so the best cost, not the one at the worker count, is the
+// server's capacity.
 func limitOf(r *result, latency time.Duration, cost map[int]time.Duration) limits {
 	n := float64(r.claims)
-	ipam := time.Duration(n * r.perClaim * float64(latency) / float64(r.workers))
-	rate := time.Duration(n * r.perClaim / float64(benchRateLimit.RequestsPerSecond) * float64(time.Second))
+	l := r.limit()
+	ipam := time.Duration(n * r.perClaim * float64(latency) / float64(max(1, min(r.workers, l.MaxConcurrent))))
+	rate := time.Duration(max(0, n*r.perClaim-float64(l.Burst)) / float64(l.RequestsPerSecond) * float64(time.Second))
 	api := time.Duration(n * (writes(r.apiPerClaim) + 1) * float64(bestCost(cost)))
 	return limits{ipam: max(ipam, rate), api: api}
 }
@@ -65,21 +70,23 @@ func printBackend(w io.Writer, rows []*result, latency time.Duration, cost map[i
 		return
 	}
 	if rows[0].simulated {
-		fmt.Fprintf(w, "\n%s: %d claims, %s per IPAM request, one run per configuration; IPAM requests are every request the simulator received\n\n",
+		fmt.Fprintf(w, "\n%s: %d claims, %s per IPAM request, one run per configuration; IPAM requests are every request the simulator received\n",
 			rows[0].title, rows[0].claims, latency)
 	} else {
-		fmt.Fprintf(w, "\n%s: %d claims at its own pace, one run per configuration; IPAM requests are every request its proxy received\n\n",
+		fmt.Fprintf(w, "\n%s: %d claims at its own pace, one run per configuration; IPAM requests are every request its proxy received\n",
 			rows[0].title, rows[0].claims)
 	}
+	fmt.Fprintf(w, "The pool's default settings (%s) but in the rows whose rate limit says tuned (%s)\n\n",
+		limitLabel(backendhttp.DefaultLimit), limitLabel(config{rateLimit: tunedRateLimit}.limit()))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workers\tbatch\tall bound\tclaims/s\tbind p50\tbind p95\tall released\treq/new claim\treq/release\treq/resync\tIPAM limit\tAPI limit\tratio to limit\t")
+	fmt.Fprintln(tw, "workers\tbatch\trate limit\tall bound\tclaims/s\tbind p50\tbind p95\tall released\treq/new claim\treq/release\treq/resync\tIPAM limit\tAPI limit\tratio to limit\t")
 	for _, r := range rows {
 		ipamLimit, apiLimit, ratio := "-", "-", "-"
 		if r.simulated {
 			l := limitOf(r, latency, cost)
 			ipamLimit, apiLimit, ratio = round(l.ipam), round(l.api), fmt.Sprintf("%.2f", r.wall.Seconds()/l.bound().Seconds())
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", r.workers, batchLabel(r.batch), round(r.wall),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", r.workers, batchLabel(r.batch), settingsLabel(r), round(r.wall),
 			float64(r.claims)/r.wall.Seconds(), round(r.p50), round(r.p95), round(r.releaseWall), r.perClaim, r.perRelease, r.perResync,
 			ipamLimit, apiLimit, ratio)
 	}
@@ -98,9 +105,9 @@ func printBackend(w io.Writer, rows []*result, latency time.Duration, cost map[i
 // printAPIRequests prints each row's API-server requests per claim by verb.
 func printAPIRequests(w io.Writer, rows []*result) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "workers\tbatch\trequests/new claim\twrites/new claim\tnew claim by verb\trequests/release\trelease by verb")
+	fmt.Fprintln(tw, "workers\tbatch\trate limit\trequests/new claim\twrites/new claim\tnew claim by verb\trequests/release\trelease by verb")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%.2f\t%s\t%.2f\t%s\n", r.workers, batchLabel(r.batch), requests(r.apiPerClaim), writes(r.apiPerClaim), formatVerbs(r.apiPerClaim),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t%.2f\t%s\t%.2f\t%s\n", r.workers, batchLabel(r.batch), settingsLabel(r), requests(r.apiPerClaim), writes(r.apiPerClaim), formatVerbs(r.apiPerClaim),
 			requests(r.apiPerRelease), formatVerbs(r.apiPerRelease))
 	}
 	_ = tw.Flush()
@@ -136,7 +143,8 @@ func printWriteCost(w io.Writer, cost map[int]time.Duration, samples int) {
 	for _, n := range sortedKeys(cost) {
 		fmt.Fprintf(w, "  W=%d: %s (%.0f writes/s)", n, cost[n].Round(time.Microsecond), float64(time.Second)/float64(cost[n]))
 	}
-	fmt.Fprintln(w, "\nIPAM limit = claims × req/new claim × latency ÷ workers (or ÷ the pool's rate limit, if slower);"+
+	fmt.Fprintln(w, "\nIPAM limit = claims × req/new claim × latency ÷ the fewer of workers and the requests the pool lets in flight"+
+		" (or, if slower, the requests beyond the pool's burst ÷ its rate limit);"+
 		" API limit = claims × (the manager's writes per claim + the bench's create) × the best cost per write above"+
 		" (the API server's capacity: one writer's cost is mostly etcd's commit latency, shared by concurrent writes);"+
 		" the physical limit is the larger; ratio = all bound ÷ limit.")
@@ -157,10 +165,12 @@ func targetTable(w io.Writer, title string) (*tabwriter.Writer, func(target, sys
 	}
 }
 
-// printTargets prints issue 15's targets against the measurements;
-// inCluster, the in-cluster provider's burst, is nil when not measured.
+// printTargets prints issue 15's targets against the measurements of the
+// pool's default settings; inCluster, the in-cluster provider's burst, is
+// nil when not measured.
 func printTargets(w io.Writer, rows, scale []*result, inCluster *result, latency time.Duration, cost map[int]time.Duration) {
-	tw, row := targetTable(w, "Targets (issue 15)")
+	rows = untuned(rows)
+	tw, row := targetTable(w, "Targets (issue 15), the pool's default settings")
 	unmeasured := func(target, system string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", target, system, "the in-cluster provider was not run (-incluster=false)", "not measured")
 	}
@@ -217,12 +227,14 @@ const (
 	maxBatchedPerClaim    = 0.5
 	realUnbatchedBound    = 107 * time.Second // 1 min 47 s
 	realUnbatchedReleased = 144 * time.Second // 2 min 24 s
+	realUnbatchedClaims   = 1000
 )
 
 // printBatchTargets compares, per system, the fastest configuration with
-// batching on to the fastest with it off.
+// batching on to the fastest with it off, at the pool's default settings.
 func printBatchTargets(w io.Writer, rows []*result) {
-	tw, row := targetTable(w, "Targets (issue 16): batching on (the fastest configuration) against batching off"+
+	rows = untuned(rows)
+	tw, row := targetTable(w, "Targets (issue 16), the pool's default settings: batching on (the fastest configuration) against batching off"+
 		" (the fastest with --max-batch-size=1); the tables above compare them on the simulators too")
 	for _, group := range byTitle(rows) {
 		title := group[0].title
@@ -245,7 +257,8 @@ func printBatchTargets(w io.Writer, rows []*result) {
 					configLabel(offReleased), offReleased.releaseWall.Seconds()/onReleased.releaseWall.Seconds()),
 				onReleased.releaseWall*minBatchSpeedup <= offReleased.releaseWall)
 		}
-		if !on.simulated {
+		// Issue 16's times are of 1,000 claims.
+		if !on.simulated && on.claims == realUnbatchedClaims {
 			row(fmt.Sprintf("all bound ≤ %s (1/%d of issue 16's %s)", round(realUnbatchedBound/minBatchSpeedup), minBatchSpeedup, round(realUnbatchedBound)), title,
 				fmt.Sprintf("%s (%s)", round(on.wall), configLabel(on)), on.wall <= realUnbatchedBound/minBatchSpeedup)
 			row(fmt.Sprintf("all released ≤ %s (1/%d of issue 16's %s)", round(realUnbatchedReleased/minBatchSpeedup), minBatchSpeedup, round(realUnbatchedReleased)), title,
@@ -276,7 +289,36 @@ func batchLabel(n int) string {
 }
 
 func configLabel(r *result) string {
+	if r.tuned() {
+		return fmt.Sprintf("%d workers, batch %s, tuned", r.workers, batchLabel(r.batch))
+	}
 	return fmt.Sprintf("%d workers, batch %s", r.workers, batchLabel(r.batch))
+}
+
+// settingsLabel says whether a row ran the pool's default rate limit.
+func settingsLabel(r *result) string {
+	switch {
+	case r.backend == inClusterBackend:
+		return "-"
+	case r.tuned():
+		return "tuned"
+	}
+	return "default"
+}
+
+func limitLabel(l backendhttp.Limit) string {
+	return fmt.Sprintf("rate limit %d requests/s, burst %d, %d in flight", l.RequestsPerSecond, l.Burst, l.MaxConcurrent)
+}
+
+// untuned returns the rows of the pool's default settings.
+func untuned(rows []*result) []*result {
+	var out []*result
+	for _, r := range rows {
+		if !r.tuned() {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // byTitle groups results by system, in order of appearance.

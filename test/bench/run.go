@@ -23,6 +23,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )
 
@@ -33,11 +34,27 @@ type config struct {
 	workers int
 	// batch is the manager's --max-batch-size: 1 turns batching off.
 	batch int
+	// rateLimit is the pool's rate limit: nil, the default, but for the
+	// rows labelled "tuned".
+	rateLimit *v1alpha1.RateLimit
 	// restartWindow, when set, restarts the manager with every claim bound
 	// and counts the IPAM requests in this window after the restart.
 	restartWindow time.Duration
 	// release deletes the claims at the end and counts what that costs.
 	release bool
+}
+
+// tuned says whether the configuration departs from the pool's default
+// settings (its rate limit); every target is judged on untuned rows.
+func (c config) tuned() bool { return c.rateLimit != nil }
+
+// limit is the pool's rate limit in effect.
+func (c config) limit() backendhttp.Limit {
+	if c.rateLimit == nil {
+		return backendhttp.DefaultLimit
+	}
+	return backendhttp.Limit{RequestsPerSecond: int(c.rateLimit.RequestsPerSecond), Burst: int(c.rateLimit.Burst),
+		MaxConcurrent: int(c.rateLimit.MaxConcurrentRequests)}
 }
 
 // result is what one configuration measured. Request counts are every
@@ -85,7 +102,9 @@ const settle = controllers.DefaultRefreshInterval + 2*time.Second
 
 func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	// A stuck configuration fails instead of holding the machine.
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(cfg.claims)*100*time.Millisecond+2*cfg.restartWindow)
+	// At the pool's default rate limit (20 requests a second), a burst with
+	// batching off costs about 100 ms a claim to bind and as much to release.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(cfg.claims)*250*time.Millisecond+2*cfg.restartWindow)
 	defer cancel()
 	sys, err := newSystem(cfg.backend, b.latency)
 	if err != nil {
@@ -94,6 +113,9 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	defer sys.close()
 	res := &result{config: cfg, title: sys.title(), simulated: sys.simulated()}
 	ns := fmt.Sprintf("bench-%s-%d-%d-b%d", cfg.backend, cfg.claims, cfg.workers, cfg.batch)
+	if cfg.tuned() {
+		ns += "-tuned"
+	}
 	labels := map[string]string{clusterv1.WatchLabel: ns}
 
 	metricsAddr, err := managerproc.FreeAddr()
@@ -124,7 +146,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 
 	// The pool's first validation, with no claims yet.
 	before := sys.requests()
-	pool := sys.newPool(ns, "pool", "ipam", labels)
+	pool := sys.newPool(ns, "pool", "ipam", labels, cfg.rateLimit)
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ipam", Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}},

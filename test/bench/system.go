@@ -22,8 +22,11 @@ const benchCIDR = "10.170.0.0/16"
 // shared with the test suites, which keep to other prefixes.
 const realBenchCIDR = "10.173.0.0/16"
 
-// benchRateLimit lets the provider, not the client-side limit, set the pace.
-var benchRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 10000, Burst: 10000, MaxConcurrentRequests: 1000}
+// tunedRateLimit is the rate limit of the rows labelled "tuned"
+// (-tuned-workers): high enough that the provider, not the client-side
+// limit, sets the pace. Every other row runs the pool's defaults
+// (backendhttp.DefaultLimit), as users do.
+var tunedRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 10000, Burst: 10000, MaxConcurrentRequests: 1000}
 
 // system is an IPAM system under the bench: a simulator that answers with
 // a fixed latency and counts every request it receives.
@@ -31,8 +34,9 @@ type system interface {
 	title() string
 	poolKind() string
 	secretData() map[string][]byte
-	// newPool returns (without creating) a pool allocating from benchCIDR.
-	newPool(namespace, name, secret string, labels map[string]string) client.Object
+	// newPool returns (without creating) a pool allocating from benchCIDR,
+	// with the rate limit given (nil: the pool's default).
+	newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object
 	// requests counts every request received so far, whatever it was for.
 	requests() int
 	// simulated says whether the system is a simulator answering at the
@@ -111,12 +115,12 @@ func (s *netboxSystem) secretData() map[string][]byte {
 	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
 }
 
-func (s *netboxSystem) newPool(namespace, name, secret string, labels map[string]string) client.Object {
+func (s *netboxSystem) newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object {
 	return &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
-				RateLimit: benchRateLimit},
+				RateLimit: rateLimit},
 			Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: s.cidr}}},
 		},
 	}
@@ -142,13 +146,13 @@ func (s *wapiSystem) secretData() map[string][]byte {
 	}
 }
 
-func (s *wapiSystem) newPool(namespace, name, secret string, labels map[string]string) client.Object {
+func (s *wapiSystem) newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object {
 	port, _ := strconv.Atoi(s.sim.Port())
 	return &v1alpha1.InfobloxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: v1alpha1.InfobloxIPPoolSpec{
 			Connection: v1alpha1.InfobloxConnection{Host: s.sim.Host(), Port: int32(port),
-				CredentialsSecretRef: v1alpha1.SecretReference{Name: secret}, RateLimit: benchRateLimit},
+				CredentialsSecretRef: v1alpha1.SecretReference{Name: secret}, RateLimit: rateLimit},
 			Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: benchCIDR}}},
 		},
 	}
