@@ -76,6 +76,8 @@ type netboxSystem struct {
 	cidr   string
 	// harness is the real NetBox's, nil for the simulator.
 	harness *netboxtarget.Harness
+	// prefixID is the NetBox ID of cidr's prefix (the real NetBox's only).
+	prefixID int32
 }
 
 // newRealNetbox reaches the NetBox named by NETBOX_URL and the tokens of the
@@ -89,7 +91,7 @@ func newRealNetbox() (s *netboxSystem, err error) {
 	defer h.RecoverFatal(&err)
 	s = &netboxSystem{target: target, token: "0123456789abcdef0123456789abcdef01234567", cidr: realBenchCIDR, harness: h}
 	s.target.AddToken(s.token, true)
-	s.target.AddPrefixWithGateway(s.cidr, netboxsim.PrefixOptions{})
+	s.prefixID = s.target.AddPrefixWithGateway(s.cidr, netboxsim.PrefixOptions{})
 	return s, nil
 }
 
