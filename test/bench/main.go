@@ -12,11 +12,15 @@
 // latency percentiles, IPAM requests per new claim, per resync and per
 // release (everything included: pool validations and count refreshes), the
 // manager's API-server requests per claim by verb, and the configuration's
-// physical limit. A larger burst on one backend measures peak memory and the
-// requests after a restart. The in-cluster IPAM provider binds the same
-// burst on the same envtest, for comparison. Last, it prints the targets
-// of issue 15 next to the measurements. One run per configuration:
-// machines are noisy, so read the figures as such.
+// physical limit. On a real NetBox it first times NetBox alone: the same
+// records POSTed to available-ips and deleted again by a plain client (the
+// floor). The in-cluster IPAM provider binds the same burst on the same
+// envtest, for comparison; a larger burst on one backend measures peak
+// memory and the requests after a restart. Last, it prints a summary with
+// each time as a ratio to the in-cluster provider's (and to the floor), the
+// targets of issue 24 with met or missed, and those of issues 15 and 16
+// still meaningful. One run per configuration: machines are noisy, so read
+// the figures as such.
 package main
 
 import (
@@ -46,7 +50,7 @@ func benchMain() int {
 		backendsFlag  = flag.String("backends", "netbox-sim,wapi-sim", "IPAM systems, comma-separated: netbox-sim, wapi-sim, netbox-real (the NetBox of NETBOX_URL and the env file hack/netbox/up.sh prints)")
 		claims        = flag.Int("claims", 1000, "claims per burst")
 		workersFlag   = flag.String("workers", "1,10,50", "claim-worker counts (--ipaddressclaim-concurrency), comma-separated")
-		batch         = flag.Int("batch", backends.DefaultMaxBatchSize, "the manager's --max-batch-size for the worker counts of -workers and -tuned-workers")
+		batch         = flag.Int("batch", backends.DefaultMaxBatchSize, "the manager's --max-batch-size for the worker counts of -workers and -tuned-workers, and the NetBox floor's list size; issue 24's targets judge only the default")
 		unbatchedFlag = flag.String("unbatched-workers", "10,50", "claim-worker counts also run with batching off (--max-batch-size=1), comma-separated; empty for none")
 		tunedFlag     = flag.String("tuned-workers", "", fmt.Sprintf("claim-worker counts also run with a tuned rate limit (%d requests/s, burst %d, %d in flight) instead of the pool's default, labelled \"tuned\" and judged by no target; comma-separated, empty for none",
 			tunedRateLimit.RequestsPerSecond, tunedRateLimit.Burst, tunedRateLimit.MaxConcurrentRequests))
@@ -61,6 +65,7 @@ func benchMain() int {
 		managerBin    = flag.String("manager", "", "manager binary; built from ./cmd when empty")
 		workDir       = flag.String("workdir", "", "directory for the manager's logs; a new temporary one when empty")
 		inCluster     = flag.Bool("incluster", true, "also bind the burst with the in-cluster IPAM provider (installed by hack/incluster-provider.sh) and compare")
+		floorFlag     = flag.Bool("netbox-floor", true, "with netbox-real, first time the real NetBox alone: the burst's records POSTed to available-ips, then deleted, in lists of -batch by a plain client")
 	)
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -126,7 +131,16 @@ func benchMain() int {
 	}
 
 	var all, scale []*result
+	var floor *netboxFloor
 	for _, backend := range splitList(*backendsFlag) {
+		if backend == "netbox-real" && *floorFlag {
+			// First, while nothing else uses the NetBox.
+			fmt.Fprintf(os.Stderr, "%s: the real NetBox alone, %d records in lists of %d\n", backend, *claims, *batch)
+			if floor, err = measureRealFloor(ctx, *claims, *batch); err != nil {
+				return failure(err)
+			}
+			printFloor(os.Stdout, "NetBox (real)", floor)
+		}
 		var configs []config
 		for i, w := range workers {
 			c := config{backend: backend, claims: *claims, workers: w, batch: *batch, release: true}
@@ -176,6 +190,8 @@ func benchMain() int {
 		printScale(os.Stdout, scale)
 	}
 	printWriteCost(os.Stdout, cost, *writeSamples)
+	printSummary(os.Stdout, all, scale, inClusterResult, floor)
+	printIssue24Targets(os.Stdout, all, scale, inClusterResult, floor)
 	printTargets(os.Stdout, all, scale, inClusterResult, *latency, cost)
 	printBatchTargets(os.Stdout, all)
 	fmt.Printf("\nmanager logs: %s\n", *workDir)

@@ -16,7 +16,6 @@ const (
 	maxPerClaim   = 2.05
 	maxPerRelease = 2.05
 	maxPerResync  = 0
-	maxPeakMiB    = 150
 	maxLimitRatio = 1.5
 )
 
@@ -119,8 +118,8 @@ func printInCluster(w io.Writer, r *result, creators int) {
 	fmt.Fprintf(w, "\n%s on the same envtest: %d claims from %d clients, %d claim worker (its own, fixed), one run\n\n",
 		r.title, r.claims, creators, r.workers)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workers\tall bound\tclaims/s\tbind p50\tbind p95\t")
-	fmt.Fprintf(tw, "%d\t%s\t%.1f\t%s\t%s\t\n", r.workers, round(r.wall), float64(r.claims)/r.wall.Seconds(), round(r.p50), round(r.p95))
+	fmt.Fprintln(tw, "workers\tall bound\tclaims/s\tbind p50\tbind p95\tall released\t")
+	fmt.Fprintf(tw, "%d\t%s\t%.1f\t%s\t%s\t%s\t\n", r.workers, round(r.wall), float64(r.claims)/r.wall.Seconds(), round(r.p50), round(r.p95), round(r.releaseWall))
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\nIts API-server requests per claim by verb (its rest_client_requests_total)\n\n")
 	printAPIRequests(w, []*result{r})
@@ -167,10 +166,12 @@ func targetTable(w io.Writer, title string) (*tabwriter.Writer, func(target, sys
 
 // printTargets prints issue 15's targets against the measurements of the
 // pool's default settings; inCluster, the in-cluster provider's burst, is
-// nil when not measured.
+// nil when not measured. Its "all bound faster than the in-cluster
+// provider" is issue 24's, at 10 and at 1 worker, and so is its peak
+// memory at scale: printIssue24Targets prints them.
 func printTargets(w io.Writer, rows, scale []*result, inCluster *result, latency time.Duration, cost map[int]time.Duration) {
 	rows = untuned(rows)
-	tw, row := targetTable(w, "Targets (issue 15), the pool's default settings")
+	tw, row := targetTable(w, "Targets (issue 15), the pool's default settings; its \"faster than the in-cluster provider\" is issue 24's, above")
 	unmeasured := func(target, system string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", target, system, "the in-cluster provider was not run (-incluster=false)", "not measured")
 	}
@@ -199,21 +200,16 @@ func printTargets(w io.Writer, rows, scale []*result, inCluster *result, latency
 			row(fmt.Sprintf("all bound ≤ %.1f× the physical limit at the best worker count", maxLimitRatio), title,
 				fmt.Sprintf("%s vs %s: %.2f× (%s)", round(best.wall), round(l.bound()), ratio, configLabel(best)), ratio <= maxLimitRatio)
 		}
-		const fasterTarget = "all bound faster than the in-cluster provider (same burst, same envtest)"
 		const requestsTarget = "API-server requests per claim ≤ the in-cluster provider's"
 		if inCluster == nil {
-			unmeasured(fasterTarget, title)
 			unmeasured(requestsTarget, title)
 			continue
-		}
-		if best.simulated {
-			row(fasterTarget, title, fmt.Sprintf("%s (%s) vs %s", round(best.wall), configLabel(best), round(inCluster.wall)), best.wall < inCluster.wall)
 		}
 		row(requestsTarget, title, fmt.Sprintf("%.2f (%s; %s) vs %.2f (%s)", requests(best.apiPerClaim), formatVerbs(best.apiPerClaim),
 			configLabel(best), requests(inCluster.apiPerClaim), formatVerbs(inCluster.apiPerClaim)), requests(best.apiPerClaim) <= requests(inCluster.apiPerClaim))
 	}
+	// The peak memory at scale is issue 24's target too: printIssue24Targets.
 	for _, r := range scale {
-		row(fmt.Sprintf("≤ %d MiB peak memory at %d claims", maxPeakMiB, r.claims), r.title, mib(r.peakRSS)+" (VmHWM)", r.peakRSS <= maxPeakMiB<<20)
 		row("after a restart ≤ a validation of each pool", r.title,
 			fmt.Sprintf("%d requests in %s vs %d (%d claims)", r.restartRequests, r.restartWindow, r.validation, r.claims), r.restartRequests <= r.validation)
 	}
