@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -89,6 +91,11 @@ type ClaimReconciler struct {
 	MaxRetryInterval time.Duration
 
 	waits *waitBackoff
+	// allocations and releases run off the claim workers; their answers
+	// come back through wake.
+	allocations *backgroundCalls[allocationAnswer]
+	releases    *backgroundCalls[releaseAnswer]
+	wake        chan event.GenericEvent
 	// released remembers the claims whose release is done, by UID, until
 	// their finalizer removal has surely reached the cache; true once the
 	// finalizer is removed too.
@@ -107,6 +114,9 @@ const (
 	// cacheLagRetry is when a claim whose IPAddress the cache has not seen
 	// yet is looked at again, should the IPAddress's event be missed.
 	cacheLagRetry = 5 * time.Second
+	// wakeQueue is how many answers wait to be enqueued; a full queue only
+	// slows the answering calls down.
+	wakeQueue = 1024
 )
 
 // SetupWithManager watches claims for our pool kinds, their IPAddresses,
@@ -122,6 +132,9 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.waits = newWaitBackoff(r.MaxRetryInterval)
 	r.released = cache.NewExpiring()
 	r.written = cache.NewExpiring()
+	r.wake = make(chan event.GenericEvent, wakeQueue)
+	r.allocations = newBackgroundCalls[allocationAnswer](ctx, r.wake)
+	r.releases = newBackgroundCalls[releaseAnswer](ctx, r.wake)
 	log := ctrl.LoggerFrom(ctx)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").
@@ -148,7 +161,9 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
 			builder.WithPredicates(clusterPausedChanged())).
 		// New credentials may be what a claim waits for.
-		Watches(secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToWaitingClaims), builder.OnlyMetadata)
+		Watches(secretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToWaitingClaims), builder.OnlyMetadata).
+		// A background reservation or release has answered.
+		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{}))
 	for _, kind := range r.Kinds {
 		b = b.Watches(kind.New(), handler.EnqueueRequestsFromMapFunc(r.poolToClaims(kind)),
 			builder.WithPredicates(poolMayUnblockClaims()))
@@ -165,6 +180,8 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if apierrors.IsNotFound(err) {
 			waiting.forget(req.NamespacedName)
 			r.waits.forget(req.NamespacedName)
+			r.allocations.forget(req.NamespacedName)
+			r.releases.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -210,7 +227,11 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 
 	claimPatch := newClaimPatch(claim)
+	notPaused := false
 	defer func() {
+		if notPaused {
+			markNotPaused(claimPatch.before, claim)
+		}
 		r.trackOutcome(req.NamespacedName, claim, kind)
 		result, reterr = r.patchClaim(ctx, &claimPatch, claim, deleting, result, reterr)
 	}()
@@ -222,16 +243,24 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, nil
 	}
 	// A new claim's first reconcile persists only its finalizer, in one
-	// write; NotPaused goes with the allocation's status that follows.
-	if controllerutil.ContainsFinalizer(claim, ClaimFinalizer) || pool == nil {
-		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse,
-			Reason: clusterv1.NotPausedReason})
-	}
+	// write, and the one that starts its reservation nothing: NotPaused goes
+	// with the allocation's status that follows (see markNotPaused).
+	notPaused = controllerutil.ContainsFinalizer(claim, ClaimFinalizer) || pool == nil
 
 	if deleting {
 		return r.reconcileDelete(ctx, claim, kind, pool)
 	}
 	return r.reconcileNormal(ctx, claim, kind, pool)
+}
+
+// markNotPaused sets Paused=False on a claim that is not paused, when it
+// costs no write of its own: when the status is written anyway, or when the
+// claim still says it is paused.
+func markNotPaused(before, claim *ipamv1.IPAddressClaim) {
+	if !equality.Semantic.DeepEqual(before.Status, claim.Status) || conditions.IsTrue(claim, clusterv1.PausedCondition) {
+		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse,
+			Reason: clusterv1.NotPausedReason})
+	}
 }
 
 // trackOutcome counts the claim in the waiting-claims gauge, and forgets
@@ -333,6 +362,9 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		}
 		return r.wait(claim), nil
 	default:
+		if err := r.settleLateAnswer(ctx, claim, address); err != nil {
+			return ctrl.Result{}, err
+		}
 		claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 		setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
 		return ctrl.Result{}, nil
@@ -364,25 +396,57 @@ func (r *ClaimReconciler) wait(claim *ipamv1.IPAddressClaim) ctrl.Result {
 }
 
 // allocate reserves the claim's address in the backend and writes the
-// IPAddress. A crash between the two is harmless: the next attempt finds the
-// reservation by its marker.
+// IPAddress. The reservation runs in the background (see backgroundCalls):
+// this reconcile starts it and returns, and the one its answer brings
+// writes the IPAddress. A crash between the two is harmless: the next
+// attempt finds the reservation by its marker.
 func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
+	call, state := r.allocations.take(claim)
+	switch state {
+	case callRunning:
+		return ctrl.Result{}, nil
+	case callDone:
+		// The call held the pool's in-flight count until now: the pool was
+		// not let go meanwhile.
+		defer call.Finish()
+		return r.bind(ctx, claim, kind, pool, call.value.backend, call.value.alloc, call.err)
+	}
 	// The pool reconciler lets a deleted pool go only when no allocation
 	// from it is under way, and refuses new ones first (see InFlight).
 	done, open := r.InFlight.start(pool.GetUID())
-	defer done()
 	if !open || !pool.GetDeletionTimestamp().IsZero() {
+		done()
 		return r.poolBeingDeleted(claim, kind, pool), nil
 	}
 	if err := r.MachineNames.Ensure(ctx, claim); err != nil {
+		done()
 		return ctrl.Result{}, err
 	}
 	backend, err := r.Backends.For(ctx, kind, pool)
 	if err != nil {
+		done()
 		return r.allocationFailed(claim, err)
 	}
-	alloc, err := backend.Allocate(ctx, r.backendClaim(claim))
+	bc := r.backendClaim(claim)
+	r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
+		alloc, err := backend.Allocate(ctx, bc)
+		return allocationAnswer{backend: backend, alloc: alloc}, err
+	})
+	return ctrl.Result{}, nil
+}
+
+// allocationAnswer is a background reservation's answer.
+type allocationAnswer struct {
+	backend backends.Backend
+	alloc   backends.Allocation
+}
+
+// bind writes the IPAddress of the address the backend reserved for the
+// claim, unless another live IPAddress holds it, and reports a failed
+// reservation.
+func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool,
+	backend backends.Backend, alloc backends.Allocation, err error) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
 	if err != nil {
 		switch {
 		case IsRefusal(err):
@@ -435,23 +499,48 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 // reservation is released at once rather than left for the audit; either
 // way the IPAddress's event brings the claim back to be bound to it.
 func (r *ClaimReconciler) lostToAnotherWriter(ctx context.Context, claim *ipamv1.IPAddressClaim, backend backends.Reserver, alloc backends.Allocation) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	existing := &ipamv1.IPAddress{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the IPAddress another writer created: %w", err)
 	}
-	if existing.Spec.Address == alloc.Address.Addr().String() || !addressBelongsTo(existing, claim) {
-		// The same reservation, or not this claim's: nothing of ours to undo.
+	if !addressBelongsTo(existing, claim) {
+		// Not this claim's: nothing of ours to undo.
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
+	return ctrl.Result{RequeueAfter: cacheLagRetry}, r.releaseSecondReservation(ctx, claim, backend, alloc, existing)
+}
+
+// settleLateAnswer handles a reservation that answered after the claim was
+// bound by another writer, which the claim's IPAddress, seen first, shows:
+// see lostToAnotherWriter.
+func (r *ClaimReconciler) settleLateAnswer(ctx context.Context, claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) error {
+	call, state := r.allocations.take(claim)
+	if state != callDone {
+		return nil
+	}
+	defer call.Finish()
+	if call.err != nil {
+		return nil
+	}
+	return r.releaseSecondReservation(ctx, claim, call.value.backend, call.value.alloc, address)
+}
+
+// releaseSecondReservation releases a reservation made for the claim while
+// another writer bound it to the address of existing, unless it is that
+// same reservation.
+func (r *ClaimReconciler) releaseSecondReservation(ctx context.Context, claim *ipamv1.IPAddressClaim, backend backends.Reserver,
+	alloc backends.Allocation, existing *ipamv1.IPAddress) error {
+	if existing.Spec.Address == alloc.Address.Addr().String() {
+		return nil
 	}
 	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
 	if err := backend.Delete(ctx, rec); err != nil {
-		return ctrl.Result{}, fmt.Errorf("releasing %s (%s), reserved while another writer bound the claim to %s: %w",
+		return fmt.Errorf("releasing %s (%s), reserved while another writer bound the claim to %s: %w",
 			alloc.Address, alloc.Reference, existing.Spec.Address, err)
 	}
-	log.Info("Another writer bound the claim first; released this reservation", "released", alloc.Address.String(),
+	ctrl.LoggerFrom(ctx).Info("Another writer bound the claim first; released this reservation", "released", alloc.Address.String(),
 		"reference", alloc.Reference, "bound", existing.Spec.Address)
-	return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	return nil
 }
 
 func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) ctrl.Result {
@@ -485,6 +574,14 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
 		return ctrl.Result{}, nil
 	}
+	// An allocation under way may still reserve an address: the release
+	// waits for it, so that it finds and releases that record too.
+	switch call, state := r.allocations.take(claim); state {
+	case callRunning:
+		return ctrl.Result{}, nil
+	case callDone:
+		call.Finish()
+	}
 	address := &ipamv1.IPAddress{}
 	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -503,7 +600,10 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, PoolNotFoundReason, "Release",
 			"%s %s not found: the address was not released in the IPAM system", kind.Kind, claim.Spec.PoolRef.Name)
 	} else if _, done := r.released.Get(claim.UID); !done {
-		if err := r.release(ctx, claim, kind, pool, address); err != nil {
+		// The release runs in the background; the reconcile its answer
+		// brings goes on from here.
+		released, err := r.release(ctx, claim, kind, pool, address)
+		if err != nil || !released {
 			return ctrl.Result{}, err
 		}
 		// The reconcile that the IPAddress's deletion brings may still see
@@ -524,25 +624,28 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 	return ctrl.Result{}, nil
 }
 
-func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool, address *ipamv1.IPAddress) error {
+// release releases the claim's address in the backend, in the background:
+// it returns true once the release is done (or left, and reported), false
+// while it is under way.
+func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool, address *ipamv1.IPAddress) (bool, error) {
 	log := ctrl.LoggerFrom(ctx)
-	last := recordedReservation(claim, address)
-	grace := time.Duration(0)
-	if d := pool.GetRelease().GracePeriod; d != nil {
-		grace = d.Duration
-	}
-	backend, err := r.Backends.For(ctx, kind, pool)
-	switch {
-	case err != nil:
-	case grace > 0:
-		// Kept as a tombstone, which the pool's audit deletes once the
-		// grace period is over.
-		now := time.Now()
-		if err = backend.Retire(ctx, r.backendClaim(claim), last, now); err == nil {
-			r.Tombstones.Add(pool.GetUID(), now.Add(grace))
-		}
+	var (
+		backend backends.Backend
+		last    backends.Reservation
+		err     error
+	)
+	switch call, state := r.releases.take(claim); state {
+	case callRunning:
+		return false, nil
+	case callDone:
+		call.Finish()
+		backend, last, err = call.value.backend, call.value.last, call.err
 	default:
-		err = backend.Release(ctx, r.backendClaim(claim), last)
+		last = recordedReservation(claim, address)
+		if backend, err = r.Backends.For(ctx, kind, pool); err == nil {
+			r.startRelease(ctx, claim, pool, backend, last)
+			return false, nil
+		}
 	}
 	if backend != nil && IsRefusal(err) {
 		r.Alarms.Refused(kind, pool, backend, claim, err)
@@ -561,21 +664,50 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressCl
 	switch {
 	case errors.Is(err, backends.ErrNotOwned):
 		// Someone took the record over in the IPAM system: respect that.
-		return leave(ReleaseSkippedReason)
+		return true, leave(ReleaseSkippedReason)
 	case errors.Is(err, backends.ErrUnreachable):
 		// The record lives where the pool no longer reaches.
-		return leave(ReleaseLeftReason)
+		return true, leave(ReleaseLeftReason)
 	case err != nil:
 		setClaimReady(claim, metav1.ConditionFalse, ReleaseFailedReason, err.Error())
 		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, ReleaseFailedReason, "Release", "%v", err)
-		return fmt.Errorf("releasing address: %w", err)
+		return false, fmt.Errorf("releasing address: %w", err)
 	}
 	if last.Address.IsValid() {
 		log.Info("Released address", "address", last.Address.String())
 		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressReleasedReason, "Release",
 			"Released %s to %s %s", last.Address, kind.Kind, pool.GetName())
 	}
-	return nil
+	return true, nil
+}
+
+// releaseAnswer is a background release's answer.
+type releaseAnswer struct {
+	backend backends.Backend
+	last    backends.Reservation
+}
+
+// startRelease releases the claim's record in the background, or keeps it
+// as a tombstone for the pool's grace period, which the audit deletes once
+// the period is over.
+func (r *ClaimReconciler) startRelease(ctx context.Context, claim *ipamv1.IPAddressClaim, pool Pool, backend backends.Backend, last backends.Reservation) {
+	grace := time.Duration(0)
+	if d := pool.GetRelease().GracePeriod; d != nil {
+		grace = d.Duration
+	}
+	bc, poolUID := r.backendClaim(claim), pool.GetUID()
+	r.releases.start(ctx, claim, nil, func(ctx context.Context) (releaseAnswer, error) {
+		answer := releaseAnswer{backend: backend, last: last}
+		if grace <= 0 {
+			return answer, backend.Release(ctx, bc, last)
+		}
+		now := time.Now()
+		if err := backend.Retire(ctx, bc, last, now); err != nil {
+			return answer, err
+		}
+		r.Tombstones.Add(poolUID, now.Add(grace))
+		return answer, nil
+	})
 }
 
 // backendClaim describes the claim to the backend, its marker naming the

@@ -32,8 +32,10 @@ func TestBurstAgainstAThrottlingSystemBindsWithoutHammering(t *testing.T) {
 		endpoint := backendhttp.EndpointOf(f.sys.url())
 		throttledBefore, _ := metric(t, "capi_ipam_bridge_backend_throttled_total", map[string]string{"endpoint": endpoint, "code": "429"})
 
-		// Below what even a real NetBox answers with 3 requests in flight.
-		limit := httpfault.ThrottleLimit{RequestsPerSecond: 3, RetryAfter: time.Second}
+		// Below what even a real NetBox answers with 3 requests in flight,
+		// and below what one batch sends at once (a search, then the
+		// reservation), however few batches the burst fills.
+		limit := httpfault.ThrottleLimit{RequestsPerSecond: 1, RetryAfter: time.Second}
 		f.sys.throttle(limit)
 		const n = 30
 		claims := f.createClaimsAtOnce(n, "pool")
