@@ -435,3 +435,53 @@ func TestCustomFieldLookups(t *testing.T) {
 		assert.ElementsMatch(t, tt.want, addresses(tt.query), tt.query)
 	}
 }
+
+// TestUniquenessFollowsNetBoxsRules: a second IP address at a host address
+// is refused where NetBox enforces uniqueness (the global table under
+// ENFORCE_GLOBAL_UNIQUE, a VRF with enforce_unique), unless both have a
+// role that may share an address; elsewhere it is accepted, whatever its
+// mask.
+func TestUniquenessFollowsNetBoxsRules(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		globalUnique bool
+		vrfUnique    bool
+		inVRF        bool
+		heldRole     string
+		role         string
+		refused      string // NetBox's words, "" when accepted
+	}{
+		{name: "global table, enforced", globalUnique: true, refused: "Duplicate IP address found in global table: 192.0.2.10/24"},
+		{name: "global table, ENFORCE_GLOBAL_UNIQUE off", globalUnique: false},
+		{name: "global table, both vip", globalUnique: true, heldRole: "vip", role: "vip"},
+		{name: "global table, only the new one vip", globalUnique: true, role: "vip", refused: "Duplicate IP address found in global table"},
+		{name: "VRF with enforce_unique", globalUnique: true, vrfUnique: true, inVRF: true, refused: "Duplicate IP address found in VRF blue (65000:1)"},
+		{name: "VRF without enforce_unique", globalUnique: true, vrfUnique: false, inVRF: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t)
+			c := client(t, s)
+			s.SetEnforceGlobalUnique(tc.globalUnique)
+			var vrf int32
+			if tc.inVRF {
+				vrf = s.AddVRF("blue", "65000:1")
+				s.SetVRFEnforceUnique(vrf, tc.vrfUnique)
+			}
+			s.AddIPAddress("192.0.2.10/24", IPOptions{VRF: vrf, Role: tc.heldRole})
+			body := map[string]any{"address": "192.0.2.10/32"}
+			if tc.inVRF {
+				body["vrf"] = vrf
+			}
+			if tc.role != "" {
+				body["role"] = tc.role
+			}
+			status, answer, _ := c.do(http.MethodPost, "/api/ipam/ip-addresses/", body)
+			if tc.refused == "" {
+				require.Equal(t, http.StatusCreated, status, string(answer))
+				return
+			}
+			require.Equal(t, http.StatusBadRequest, status, string(answer))
+			assert.Contains(t, string(answer), tc.refused)
+		})
+	}
+}

@@ -8,9 +8,6 @@ import (
 	"strings"
 )
 
-// enforceGlobalUnique is NetBox's ENFORCE_GLOBAL_UNIQUE default (True).
-const enforceGlobalUnique = true
-
 // buildIP validates one IP address write as IPAddressSerializer followed by
 // IPAddress.full_clean() would. cur is nil for a create; partial is PATCH.
 // The result is not stored.
@@ -138,7 +135,7 @@ func (st *store) cleanIP(ip *ipObj) fieldErrors {
 	if ip.vrf != 0 {
 		vrf = st.vrfs[ip.vrf]
 	}
-	if (vrf == nil && enforceGlobalUnique) || (vrf != nil && vrf.enforceUnique) {
+	if (vrf == nil && st.globalUnique) || (vrf != nil && vrf.enforceUnique) {
 		var dups []*ipObj
 		for _, o := range st.ipList() {
 			if o.id != ip.id && o.vrf == ip.vrf && o.addr.Addr() == ip.addr.Addr() {

@@ -27,6 +27,7 @@ type RangeOptions struct {
 type IPOptions struct {
 	VRF          int32
 	Status       string   // default "active"
+	Role         string   // none by default; vip, anycast and the like may share an address
 	Tags         []string // slugs of existing tags
 	CustomFields map[string]any
 	Description  string
@@ -49,6 +50,24 @@ type IPAddress struct {
 
 // Seeding helpers panic on invalid input: a broken fixture is a bug in the
 // test, not a condition to handle.
+
+// SetEnforceGlobalUnique sets NetBox's ENFORCE_GLOBAL_UNIQUE (a dynamic
+// configuration parameter, True by default): false lets two IP addresses of
+// the global table hold one address, as VRFs without enforce_unique do.
+func (s *Server) SetEnforceGlobalUnique(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.db.globalUnique = on
+}
+
+// SetVRFEnforceUnique sets a VRF's enforce_unique, as an edit of the VRF
+// would.
+func (s *Server) SetVRFEnforceUnique(id int32, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mustVRF(id)
+	s.db.vrfs[id].enforceUnique = on
+}
 
 // AddVRF creates a VRF (enforce_unique is true, NetBox's default).
 func (s *Server) AddVRF(name, rd string) int32 {
@@ -167,7 +186,7 @@ func (s *Server) AddIPAddress(addrWithMask string, o IPOptions) int32 {
 	ip := &ipObj{id: s.db.nextID("ipaddress"), created: now()}
 	ip.updated = ip.created
 	s.applyIP(ip, IPAddress{
-		Address: addrWithMask, VRF: o.VRF, Status: o.Status, Tags: o.Tags,
+		Address: addrWithMask, VRF: o.VRF, Status: o.Status, Role: o.Role, Tags: o.Tags,
 		CustomFields: o.CustomFields, Description: o.Description, DNSName: o.DNSName,
 	})
 	s.db.ips[ip.id] = ip

@@ -87,6 +87,10 @@ type store struct {
 	// descriptionRegex is a CUSTOM_VALIDATORS regex rule on IP addresses'
 	// descriptions; nil when none is configured.
 	descriptionRegex *regexp.Regexp
+	// globalUnique is NetBox's ENFORCE_GLOBAL_UNIQUE (default True): no two
+	// IP addresses of the global table at one host address, unless both
+	// have a role that may share one.
+	globalUnique bool
 }
 
 func newStore() *store {
@@ -99,6 +103,8 @@ func newStore() *store {
 		prefixes: map[int32]*prefixObj{},
 		ranges:   map[int32]*rangeObj{},
 		ips:      map[int32]*ipObj{},
+
+		globalUnique: true,
 	}
 }
 

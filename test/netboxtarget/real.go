@@ -334,6 +334,9 @@ func (r *realNetBox) AddIPAddress(addr string, o netboxsim.IPOptions) int32 {
 		"address": addr, "vrf": nullableID(o.VRF), "status": status, "tags": tags,
 		"description": o.Description, "dns_name": o.DNSName,
 	}
+	if o.Role != "" {
+		body["role"] = o.Role
+	}
 	if o.CustomFields != nil {
 		body["custom_fields"] = o.CustomFields
 	}
