@@ -41,7 +41,23 @@ func (p *Protocol[P, S, R, Q]) allocateUnique(ctx context.Context, claims []Clai
 		failPending(pending, results, err)
 		return results
 	}
-	p.allocatePending(ctx, pool, pending, results)
+	// Claims that request an address are reserved each on its own, and
+	// first: the others' next free addresses must not take what they
+	// request (requested.go).
+	var requested, next []pendingClaim
+	for _, c := range pending {
+		if c.claim.Requested.IsValid() {
+			requested = append(requested, c)
+		} else {
+			next = append(next, c)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, c := range requested {
+		wg.Go(func() { results[c.index].Value, results[c.index].Err = p.allocateRequested(ctx, pool, c.claim) })
+	}
+	wg.Wait()
+	p.allocatePending(ctx, pool, next, results)
 	return results
 }
 
@@ -58,6 +74,7 @@ func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pend
 		return pending, err
 	}
 	var left []pendingClaim
+	var requested []adoptedClaim[R]
 	for _, c := range pending {
 		kept, ok, err := p.keep(ctx, pool, c.claim.Marker, found[c.claim.Marker])
 		switch {
@@ -65,10 +82,13 @@ func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pend
 			results[c.index].Err = err
 		case !ok:
 			left = append(left, c)
+		case c.claim.Requested.IsValid():
+			requested = append(requested, adoptedClaim[R]{pendingClaim: c, record: kept})
 		default:
 			results[c.index].Value, results[c.index].Err = p.d.Allocation(pool, kept)
 		}
 	}
+	p.settleAdopted(ctx, pool, requested, results)
 	return left, nil
 }
 

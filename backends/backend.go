@@ -45,9 +45,12 @@ type Reserver interface {
 	Endpoint() string
 
 	// Allocate returns the address reserved for the claim, reserving one if
-	// the system holds none carrying the claim's marker. If more than one
-	// record carries the marker (a retried request), it keeps one and releases
-	// the others.
+	// the system holds none carrying the claim's marker: the next free
+	// address, or the one the claim requests (Claim.Requested). If more
+	// than one record carries the marker (a retried request), it keeps one
+	// and releases the others. A record carrying the marker is returned
+	// whatever its address: the caller decides about a claim that requests
+	// another one.
 	Allocate(ctx context.Context, claim Claim) (Allocation, error)
 
 	// Lookup returns the address reserved for the claim, or ErrNotFound.
@@ -135,6 +138,14 @@ type Claim struct {
 	// MachineName is the Machine the address is for, as the caller
 	// resolved it (it may fall back to the claim's name).
 	MachineName string
+	// Requested is the address the claim asks for (a requested-address
+	// annotation, or the pool's pre-allocation for it), or the zero Addr
+	// for the next free one. A claim that requests an address gets that
+	// address or none: Allocate answers a *RequestedUnavailableError when
+	// the address lies in none of the pool's sources, is one they never
+	// give (the gateway, a network or broadcast address), or is held by a
+	// record that does not carry the claim's marker.
+	Requested netip.Addr
 }
 
 // Allocation is an address reserved in the external system.

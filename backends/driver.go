@@ -49,6 +49,24 @@ type Driver[P any, S Source, R, Q any] interface {
 	// Mark sets a record's marker (a tombstone retires it).
 	Mark(ctx context.Context, r R, marker string) error
 
+	// Unusable says why src, which contains addr, may still not give it
+	// to a claim that requests it (the gateway the machine would get, a
+	// range the system counts as fully used), or "" when it may.
+	Unusable(pool P, src S, addr netip.Addr) string
+	// Holders lists whatever holds addr in src's address space (its VRF,
+	// its network view): records of the pool's kind whatever their
+	// marker, and anything else the system counts as using the address.
+	// They come oldest first if CreationOrdered.
+	Holders(ctx context.Context, pool P, src S, addr netip.Addr) ([]R, error)
+	// CreationOrdered says whether Holders lists records in the order they
+	// were made: then the oldest of records made at once at one address
+	// keeps it, else each yields to the others.
+	CreationOrdered() bool
+	// CreateAt creates the claim's record at addr in src, as Create does
+	// at the next free address. A refusal because something holds the
+	// address is an ErrAddressTaken quoting the system.
+	CreateAt(ctx context.Context, pool P, claim Claim, src S, addr netip.Addr) (R, error)
+
 	// View is what the protocol reads of a record.
 	View(r R) Record
 	// InPool says whether the pool could have given the record: it lies in

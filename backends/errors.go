@@ -3,6 +3,7 @@ package backends
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 )
 
 // Kinds of failure a Backend reports, wrapped with context. The reconcilers
@@ -44,4 +45,31 @@ var (
 	// bind (outside its sources, or its gateway); the reservation was
 	// released.
 	ErrUnusableAnswer = errors.New("the IPAM system answered an address the pool may not give")
+	// ErrRequestedUnavailable: the address a claim requested cannot be its
+	// (outside the pool's sources, the gateway, or held by someone else),
+	// and the claim gets no other. A *RequestedUnavailableError says why
+	// and who holds it.
+	ErrRequestedUnavailable = errors.New("requested address unavailable")
 )
+
+// RequestedUnavailableError is an ErrRequestedUnavailable: why the address
+// a claim requested is not its, and who holds it. Nothing was reserved for
+// the claim.
+type RequestedUnavailableError struct {
+	// Address is the address the claim requested.
+	Address netip.Addr
+	// Why says it in the IPAM team's words: where the address lies, or who
+	// holds it.
+	Why string
+	// Holders are the records that hold the address, as far as the
+	// system names them; none when the address is unusable for another
+	// reason.
+	Holders []Record
+}
+
+func (e *RequestedUnavailableError) Error() string {
+	return fmt.Sprintf("requested address %s is unavailable: %s", e.Address, e.Why)
+}
+
+// Unwrap makes the error an ErrRequestedUnavailable.
+func (e *RequestedUnavailableError) Unwrap() error { return ErrRequestedUnavailable }

@@ -92,9 +92,9 @@ func (p *Protocol[P, S, R, Q]) Lookup(ctx context.Context, claim Claim) (Allocat
 }
 
 // Allocate returns the claim's address, reserving the next free one of the
-// first source with space when the system holds none for the claim. Claims
-// allocated at once share one marker search and one request (see
-// allocateBatch).
+// first source with space when the system holds none for the claim, or the
+// one the claim requests (requested.go). Claims allocated at once share one
+// marker search and one request (see allocateBatch).
 func (p *Protocol[P, S, R, Q]) Allocate(ctx context.Context, claim Claim) (Allocation, error) {
 	// Prepared first: a system refuses a search on a tag or attribute it
 	// lacks, and a pool that does not validate fails its own claims only.

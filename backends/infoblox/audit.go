@@ -190,18 +190,30 @@ func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address net
 		}
 		return b.toAllocation(o, sources)
 	}
-	body, err := b.newObjectAt(claim, addr.Is6(), addr.String())
-	if err != nil {
-		return backends.Allocation{}, err
-	}
-	created, err := b.create(ctx, body, b.returnFieldsFor(b.objectTypeFor(addr)))
-	if errors.Is(err, backends.ErrConflict) {
+	created, err := b.createAt(ctx, claim, addr)
+	if errors.Is(err, backends.ErrConflict) || errors.Is(err, backends.ErrAddressTaken) {
 		return backends.Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", backends.ErrAddressTaken, addr, err)
 	}
 	if err != nil {
 		return backends.Allocation{}, fmt.Errorf("restoring %s: %w", addr, err)
 	}
 	return b.toAllocation(created, sources)
+}
+
+// createAt creates the claim's object at addr. The grid's refusal because
+// another DHCP object (a fixed address, a host address with DHCP) holds
+// the address is an ErrAddressTaken; another conflict (say, a host name
+// that exists) stays an ErrConflict.
+func (b *Backend) createAt(ctx context.Context, claim backends.Claim, addr netip.Addr) (object, error) {
+	body, err := b.newObjectAt(claim, addr.Is6(), addr.String())
+	if err != nil {
+		return object{}, err
+	}
+	created, err := b.create(ctx, body, b.returnFieldsFor(b.objectTypeFor(addr)))
+	if errors.Is(err, backends.ErrConflict) && (strings.Contains(wapiText(err), addr.String()) || strings.Contains(wapiText(err), "in use")) {
+		return object{}, fmt.Errorf("%w: %w", backends.ErrAddressTaken, err)
+	}
+	return created, err
 }
 
 func inAnySource(a netip.Addr, sources []resolvedSource) bool {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
+	"go4.org/netipx"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
@@ -168,3 +169,80 @@ func (d driver) Describe(o object) string {
 func (d driver) Label(marker string) string { return fmt.Sprintf("%s=%q", d.cfg.MarkerEA, marker) }
 
 func (d driver) Name() string { return "the grid" }
+
+// Unusable: a network's network and broadcast addresses (IPv4), and the
+// gateway the machine would get.
+func (d driver) Unusable(_ []resolvedSource, src resolvedSource, addr netip.Addr) string {
+	n := src.network.Masked()
+	if addr.Is4() && n.Bits() < 31 && (addr == n.Addr() || addr == netipx.PrefixLastIP(n)) {
+		return fmt.Sprintf("it is the network or broadcast address of network %s", n)
+	}
+	bits := n.Bits()
+	if d.cfg.PrefixLength > 0 {
+		bits = d.cfg.PrefixLength
+	}
+	if p, err := addr.Prefix(bits); err == nil {
+		if gw := d.cfg.Gateway.For(netip.PrefixFrom(addr, p.Bits())); gw == addr {
+			return fmt.Sprintf("it is the gateway the pool gives the machines of %s", p)
+		}
+	}
+	return ""
+}
+
+// Holders asks the grid what uses addr in the network view (its computed
+// ipv4address or ipv6address object: fixed addresses, host records, DNS
+// records, leases, whatever their marker) and reads the fixed addresses
+// and host records among them, which may carry a marker. They come in the
+// order of their references: NIOS records no creation time on them (see
+// CreationOrdered).
+func (d driver) Holders(ctx context.Context, _ []resolvedSource, _ resolvedSource, addr netip.Addr) ([]object, error) {
+	var entries []struct {
+		Objects []string `json:"objects"`
+		Status  string   `json:"status"`
+		Types   []string `json:"types"`
+	}
+	search := map[string]string{"ip_address": addr.String(), "network_view": d.cfg.NetworkView}
+	if err := d.get(ctx, newObject(addressType(addr), "objects", "status", "types"), "", search, &entries); err != nil {
+		return nil, fmt.Errorf("looking up address %s: %w", addr, err)
+	}
+	var refs []string
+	used := false
+	var types []string
+	for _, e := range entries {
+		refs = append(refs, e.Objects...)
+		used = used || e.Status == "USED"
+		types = append(types, e.Types...)
+	}
+	slices.Sort(refs)
+	refs = slices.Compact(refs)
+	var held []object
+	for _, ref := range refs {
+		switch objectType, _, _ := strings.Cut(ref, "/"); objectType {
+		case "fixedaddress", "ipv6fixedaddress", "record:host":
+			o, found, err := d.getByRef(ctx, ref)
+			if err != nil {
+				return nil, err
+			}
+			if found {
+				held = append(held, o)
+			}
+		default:
+			held = append(held, object{Ref: ref})
+		}
+	}
+	if used && len(refs) == 0 {
+		// Used, but by nothing the grid names: say what it says.
+		held = append(held, object{Ref: fmt.Sprintf("%s %s (%s)", addressType(addr), addr, strings.Join(types, ", "))})
+	}
+	return held, nil
+}
+
+// CreationOrdered: a reference says nothing of when its object was made.
+// NIOS refuses a second fixed address at an address; host records without
+// DHCP may share one, and a claim's then yields to any other.
+func (d driver) CreationOrdered() bool { return false }
+
+// CreateAt creates the claim's fixed address or host record at addr.
+func (d driver) CreateAt(ctx context.Context, _ []resolvedSource, claim backends.Claim, _ resolvedSource, addr netip.Addr) (object, error) {
+	return d.createAt(ctx, claim, addr)
+}

@@ -170,26 +170,43 @@ func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address net
 	if len(held) > 0 {
 		return b.restoreHeld(ctx, claim, held[0])
 	}
+	created, err := b.createAt(ctx, claim, refs, *src, address.Addr())
+	if errors.Is(err, backends.ErrAddressTaken) {
+		return backends.Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", backends.ErrAddressTaken, address.Addr(), err)
+	}
+	if err != nil {
+		return backends.Allocation{}, fmt.Errorf("restoring %s: %w", address.Addr(), err)
+	}
+	return b.toAllocation(created)
+}
+
+// createAt creates the claim's IP address at addr in src, as the
+// available-ips request would have, but at this address: with the source's
+// mask, in its VRF. NetBox's refusal because the address is held (a
+// duplicate where the VRF or global table enforces uniqueness, or an
+// address inside a range marked populated) is an ErrAddressTaken.
+func (b *Backend) createAt(ctx context.Context, claim backends.Claim, refs *references, src resolvedSource, addr netip.Addr) (ipRecord, error) {
 	request, err := b.ipRequest(claim, refs)
 	if err != nil {
-		return backends.Allocation{}, err
+		return ipRecord{}, err
 	}
 	body, err := requestBody(request)
 	if err != nil {
-		return backends.Allocation{}, err
+		return ipRecord{}, err
 	}
-	body["address"] = netip.PrefixFrom(address.Addr(), src.network.Bits()).String()
+	body["address"] = netip.PrefixFrom(addr, src.network.Bits()).String()
 	if src.vrfID != 0 {
 		body["vrf"] = src.vrfID
 	}
 	var created ipRecord
 	if err := b.sendJSON(ctx, http.MethodPost, "/api/ipam/ip-addresses/", nil, body, &created); err != nil {
-		if errors.Is(err, backends.ErrInvalidConfig) && strings.Contains(err.Error(), "Duplicate IP address") {
-			return backends.Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", backends.ErrAddressTaken, address.Addr(), err)
+		if errors.Is(err, backends.ErrInvalidConfig) && (strings.Contains(err.Error(), "Duplicate IP address") || strings.Contains(err.Error(), "inside range")) {
+			return ipRecord{}, fmt.Errorf("%w: %w", backends.ErrAddressTaken, err)
 		}
-		return backends.Allocation{}, fmt.Errorf("restoring %s: %w", address.Addr(), err)
+		return ipRecord{}, err
 	}
-	return b.toAllocation(created)
+	created.Marker = markerValue(created.CustomFields, b.cfg.MarkerField)
+	return created, nil
 }
 
 // restoreHeld decides about a record that already holds the address.

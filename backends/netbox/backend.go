@@ -188,9 +188,7 @@ func (b *Backend) toAllocation(r ipRecord) (backends.Allocation, error) {
 	if err != nil {
 		return backends.Allocation{}, fmt.Errorf("NetBox IP address %d has an unparsable address %q: %w", r.ID, r.Address, err)
 	}
-	if b.cfg.PrefixLength > 0 && b.cfg.PrefixLength <= p.Addr().BitLen() {
-		p = netip.PrefixFrom(p.Addr(), b.cfg.PrefixLength)
-	}
+	p = b.machinePrefix(p)
 	return backends.Allocation{
 		Address:   p,
 		Gateway:   b.cfg.Gateway.For(p),
@@ -198,6 +196,16 @@ func (b *Backend) toAllocation(r ipRecord) (backends.Allocation, error) {
 		Endpoint:  b.baseURL,
 		Scope:     vrfScope(vrfIDOf(r.VRF)),
 	}, nil
+}
+
+// machinePrefix is the address with the prefix length the machine
+// configures: the pool's prefixLength where it sets one, else the one
+// NetBox records.
+func (b *Backend) machinePrefix(p netip.Prefix) netip.Prefix {
+	if b.cfg.PrefixLength > 0 && b.cfg.PrefixLength <= p.Addr().BitLen() {
+		return netip.PrefixFrom(p.Addr(), b.cfg.PrefixLength)
+	}
+	return p
 }
 
 // vrfScope names a VRF as an allocation's scope; 0 is the global table.

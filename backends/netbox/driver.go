@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"strconv"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 
@@ -168,4 +170,46 @@ func (b *Backend) getRecord(ctx context.Context, id int32) (ipRecord, bool, erro
 	}
 	r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
 	return r, true, nil
+}
+
+// Unusable: a range NetBox marks populated holds no free address by
+// NetBox's rule (and NetBox refuses an IP address inside it), and the
+// gateway is the machine's, not a machine's.
+func (d driver) Unusable(_ preparation, src resolvedSource, addr netip.Addr) string {
+	if src.populated {
+		return fmt.Sprintf("it lies in %s, which NetBox marks populated: every address of it counts as used", src)
+	}
+	p := d.machinePrefix(netip.PrefixFrom(addr, src.network.Bits()))
+	if gw := d.cfg.Gateway.For(p); gw == addr {
+		return fmt.Sprintf("it is the gateway the pool gives the machines of %s", p.Masked())
+	}
+	return ""
+}
+
+// Holders lists the IP addresses at addr in the source's VRF (or global
+// table), whatever their mask, status or role, oldest first: NetBox's
+// address filter without a mask matches the host.
+func (d driver) Holders(ctx context.Context, _ preparation, src resolvedSource, addr netip.Addr) ([]ipRecord, error) {
+	q := url.Values{}
+	q.Set("address", addr.String())
+	q.Set("vrf_id", vrfFilter(src.vrfID))
+	q.Set("ordering", "id")
+	q.Set("limit", strconv.Itoa(maxPage))
+	var p page[ipRecord]
+	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		return nil, err
+	}
+	for i := range p.Results {
+		p.Results[i].Marker = markerValue(p.Results[i].CustomFields, d.cfg.MarkerField)
+	}
+	return p.Results, nil
+}
+
+// CreationOrdered: NetBox's IDs grow with every record made.
+func (d driver) CreationOrdered() bool { return true }
+
+// CreateAt creates the IP address at addr, with the source's mask and in
+// its VRF, carrying what an available-ips request would.
+func (d driver) CreateAt(ctx context.Context, p preparation, claim backends.Claim, src resolvedSource, addr netip.Addr) (ipRecord, error) {
+	return d.createAt(ctx, claim, p.refs, src, addr)
 }

@@ -162,6 +162,12 @@ func (h *infobloxHarness) LoseAllocationAnswers(_ testing.TB, n int) {
 	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", BodyContains: "func:nextavailableip", Times: n})
 }
 
+// LoseRequestedAnswers loses the answers of the next POSTs of the pool's
+// object type that name their address (a requested address's create).
+func (h *infobloxHarness) LoseRequestedAnswers(_ testing.TB, n int) {
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: h.createPath(), Times: n})
+}
+
 // FailBulkDeletions fails request objects of DELETEs.
 func (h *infobloxHarness) FailBulkDeletions(_ testing.TB, n int) {
 	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "POST", BodyContains: `"DELETE"`, Times: n})

@@ -118,6 +118,12 @@ func (h *netboxHarness) LoseAllocationAnswers(_ testing.TB, n int) {
 	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "/available-ips/", Times: n})
 }
 
+// LoseRequestedAnswers loses the answers of the next creations of an IP
+// address at a given address (available-ips requests go elsewhere).
+func (h *netboxHarness) LoseRequestedAnswers(_ testing.TB, n int) {
+	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "/api/ipam/ip-addresses/", Times: n})
+}
+
 // FailBulkDeletions fails deletions of the IP address list, which come
 // before any single record's.
 func (h *netboxHarness) FailBulkDeletions(_ testing.TB, n int) {

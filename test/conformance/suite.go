@@ -69,6 +69,10 @@ type Harness interface {
 	// requests (of one claim or of a batch) and cut the connection each
 	// time without answering.
 	LoseAllocationAnswers(t testing.TB, n int)
+	// LoseRequestedAnswers makes the system apply the next n creations of
+	// a record at a requested address and cut the connection each time
+	// without answering.
+	LoseRequestedAnswers(t testing.TB, n int)
 	// FailBulkDeletions makes the system refuse the next n deletions of
 	// several records at once with a server error, applying none.
 	FailBulkDeletions(t testing.TB, n int)
@@ -135,6 +139,12 @@ func Run(t *testing.T, h Harness) {
 		{"BatchLargerThanItsSourceFillsItAndMovesOn", "10.201.26.0/23", batchLargerThanItsSourceFillsItAndMovesOn},
 		{"BatchedReleaseDeletesExactlyTheClaimsRecords", "10.201.28.0/24", batchedReleaseDeletesExactlyTheClaimsRecords},
 		{"FailedBulkDeletionFallsBackToOneDeletionPerRecord", "10.201.29.0/24", failedBulkDeletionFallsBack},
+		// A requested address (requested.go).
+		{"RequestedAddressIsReserved", "10.201.40.0/27", requestedAddressIsReserved},
+		{"RequestedAddressHeldByOthersIsRefused", "10.201.41.0/28", requestedAddressHeldByOthersIsRefused},
+		{"RequestedAddressLostAnswerLeavesOneRecord", "10.201.42.0/25", requestedAddressLostAnswerLeavesOneRecord},
+		{"RequestedClaimInABatchFailsAlone", "10.201.43.0/24", requestedClaimInABatchFailsAlone},
+		{"ClaimsRequestingOneAddressGetItOnce", "10.201.44.0/26", claimsRequestingOneAddressGetItOnce},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
