@@ -93,6 +93,28 @@ const (
 // claims that no Machine owns.
 const MachineNameAnnotation = "ipam-bridge.github.io/machine-name"
 
+// RequestedAddressAnnotation on an IPAddressClaim asks for one address, for
+// example "10.120.0.10" or "2001:db8::10" (no prefix length): the claim gets
+// exactly that address, or none and says why (RequestedAddressUnavailable),
+// never another. The address must lie in one of the pool's sources, not be
+// its gateway, and be free in the IPAM system or already reserved with the
+// claim's marker. A pool's spec.preAllocations may request an address for a
+// claim by its name instead; when both do, they must agree. The request is
+// read when the claim is first bound: a bound claim keeps its address.
+const RequestedAddressAnnotation = "ipam-bridge.github.io/requested-address"
+
+// PreAllocations request addresses for claims by name, as Metal3's IPPools
+// do: a claim whose name is a key requests the address it maps to. A key
+// "<namespace>/<name>" names a claim of one namespace and wins over the name
+// alone, which a Global pool's claims in every namespace share.
+// +kubebuilder:validation:MaxProperties=256
+type PreAllocations map[string]IPAddressString
+
+// IPAddressString is an IPv4 or IPv6 address without prefix length.
+// +kubebuilder:validation:MaxLength=39
+// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address without prefix length"
+type IPAddressString string
+
 // Finalizers.
 const (
 	// PoolFinalizer keeps a pool while IPAddresses allocated from it exist.

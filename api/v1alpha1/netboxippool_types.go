@@ -17,6 +17,9 @@ const (
 // it records on each reservation. A source named by id is checked when the
 // pool is validated instead.
 // +kubebuilder:validation:XValidation:rule="!has(self.prefixLength) || self.prefixLength <= 32 || self.sources.all(s, !(has(s.prefix) && has(s.prefix.cidr) && isCIDR(s.prefix.cidr) && cidr(s.prefix.cidr).ip().family() == 4) && !(has(s.ipRange) && has(s.ipRange.start) && isIP(s.ipRange.start) && ip(s.ipRange.start).family() == 4))",message="prefixLength must be at most 32 when a source is IPv4"
+// +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || self.preAllocations.all(k, !isIP(self.preAllocations[k]) || self.sources.exists(s, (has(s.prefix) && (!has(s.prefix.cidr) || (isCIDR(s.prefix.cidr) && cidr(s.prefix.cidr).containsIP(ip(self.preAllocations[k]))))) || (has(s.ipRange) && (!has(s.ipRange.start) || (isIP(s.ipRange.start) && ip(s.ipRange.start).family() == ip(self.preAllocations[k]).family())))))",message="every preAllocations address must lie in one of the sources: in a prefix's cidr, or of an IP range's family (a source given by id, and a range's bounds, are checked when a claim asks)"
+// +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || !has(self.gateway) || !has(self.gateway.address) || !isIP(self.gateway.address) || !self.preAllocations.exists(k, isIP(self.preAllocations[k]) && cidr(self.gateway.address + (ip(self.gateway.address).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[k]))",message="a preAllocations address cannot be the gateway"
+// +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || self.preAllocations.all(k, !isIP(self.preAllocations[k]) || self.preAllocations.exists_one(j, isIP(self.preAllocations[j]) && cidr(self.preAllocations[k] + (ip(self.preAllocations[k]).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[j])))",message="two preAllocations cannot request the same address"
 type NetboxIPPoolSpec struct {
 	// connection says how to reach NetBox.
 	// +required
@@ -56,6 +59,15 @@ type NetboxIPPoolSpec struct {
 	// release says how a claim's address is released.
 	// +optional
 	Release ReleaseSettings `json:"release,omitempty,omitzero"`
+
+	// preAllocations request addresses for claims by name, as Metal3's
+	// IPPools do: a claim named by a key ("<name>", or "<namespace>/<name>",
+	// which wins) requests that address and gets it or none, as with the
+	// claim annotation ipam-bridge.github.io/requested-address (which must
+	// agree). Each address must lie in one of the sources and not be the
+	// gateway.
+	// +optional
+	PreAllocations PreAllocations `json:"preAllocations,omitempty"`
 }
 
 // NetboxConnection says how to reach NetBox.

@@ -73,3 +73,29 @@ func (p *GlobalInfobloxIPPool) GetOrphans() Orphans { return p.Spec.Orphans }
 
 // GetRelease returns the pool's release settings.
 func (p *GlobalInfobloxIPPool) GetRelease() ReleaseSettings { return p.Spec.Release }
+
+// GetPreAllocations returns the addresses the pool requests for claims by
+// name.
+func (p *NetboxIPPool) GetPreAllocations() PreAllocations { return p.Spec.PreAllocations }
+
+// GetPreAllocations returns the addresses the pool requests for claims by
+// name.
+func (p *GlobalNetboxIPPool) GetPreAllocations() PreAllocations { return p.Spec.PreAllocations }
+
+// GetPreAllocations returns the addresses the pool requests for claims by
+// name.
+func (p *InfobloxIPPool) GetPreAllocations() PreAllocations { return p.Spec.PreAllocations }
+
+// GetPreAllocations returns the addresses the pool requests for claims by
+// name.
+func (p *GlobalInfobloxIPPool) GetPreAllocations() PreAllocations { return p.Spec.PreAllocations }
+
+// For returns the address requested for the claim namespace/name: the
+// entry "<namespace>/<name>", else "<name>"; ok is false when neither is.
+func (p PreAllocations) For(namespace, name string) (IPAddressString, bool) {
+	if a, ok := p[namespace+"/"+name]; ok {
+		return a, true
+	}
+	a, ok := p[name]
+	return a, ok
+}
