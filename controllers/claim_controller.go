@@ -427,7 +427,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		done()
 		return r.allocationFailed(claim, err)
 	}
-	bc := r.backendClaim(claim)
+	bc, backend := r.backendClaim(claim), r.requestedAddress(claim, pool, backend)
 	r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
 		alloc, err := backend.Allocate(ctx, bc)
 		return allocationAnswer{backend: backend, alloc: alloc}, err

@@ -43,6 +43,13 @@ const (
 	// scope; the record was handed to that claim and this claim gets
 	// another address.
 	AddressHeldInClusterReason = "AddressHeldInCluster"
+	// RequestedAddressUnavailableReason: the claim requests an address (by
+	// its annotation ipam-bridge.github.io/requested-address, or the pool's
+	// preAllocations) that cannot be its: outside the pool's sources, the
+	// gateway, held by a record without the claim's marker or by another
+	// live IPAddress, or a request that cannot be read. The message names
+	// the holder; the claim gets no other address.
+	RequestedAddressUnavailableReason = "RequestedAddressUnavailable"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 	// ReservationRestoredReason (event): an audit found a bound claim's
@@ -81,6 +88,8 @@ func poolReason(err error) string {
 func claimReason(err error) string {
 	var secretErr *SecretError
 	switch {
+	case errors.Is(err, backends.ErrRequestedUnavailable):
+		return RequestedAddressUnavailableReason
 	case errors.Is(err, backends.ErrExhausted):
 		return ipamv1.IPAddressClaimReadyPoolExhaustedReason
 	case errors.Is(err, backends.ErrOutsidePool):
