@@ -1,6 +1,6 @@
 // Package docs checks the YAML in README.md, docs/*.md and config/samples
 // against the real CRDs on a real kube-apiserver (envtest): every object of
-// our API group, every CAPI IPAM object and every Secret is created with
+// our API group, every IPAddressClaim and every Secret is created with
 // server-side dry-run and strict field validation, so the schema and the CEL
 // rules apply. Objects of other providers (CAPV, Metal3), whose CRDs are not
 // installed, and YAML fragments are parsed, and every pool reference in them
@@ -36,6 +36,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/hack/release/components"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
@@ -97,7 +99,8 @@ func TestDocumentedYAML(t *testing.T) {
 			case apiVersion == "" || kind == "":
 				// A fragment: a clusterctl.yaml, a part of another object.
 				checkClusterctlConfig(t, d.obj)
-			case strings.HasPrefix(apiVersion, group+"/") || (apiVersion == "v1" && (kind == "Secret" || kind == "Namespace")):
+			case strings.HasPrefix(apiVersion, group+"/") || (apiVersion == "v1" && (kind == "Secret" || kind == "Namespace")) ||
+				(apiVersion == ipamv1.GroupVersion.String() && kind == "IPAddressClaim"):
 				dryRunCreate(t, d.obj)
 				validated[kind]++
 			case apiVersion == "operator.cluster.x-k8s.io/v1alpha2" && kind == "IPAMProvider":
