@@ -549,6 +549,15 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 				}
 				continue
 			}
+			// Or the guard handed another claim's record over to it, and
+			// stopped before the claim was told (the hand-over's answer
+			// was lost): the IPAddress's note, written first, says so.
+			if note, noted := address.Annotations[v1alpha1.RecordMovedAnnotation]; noted {
+				if err := a.reportHeldAgain(ctx, address, p, note); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := a.markReserved(ctx, address, true, ""); err != nil {
 				return err
 			}
@@ -676,6 +685,23 @@ func (a *auditRun) reportMovedHeld(ctx context.Context, address *ipamv1.IPAddres
 	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, fmt.Sprintf(
 		"a record of this claim was moved in the IPAM system to %s; the machine still uses %s, which is held for it. To move the machine, replace it",
 		movedTo, p.Addr()))
+}
+
+// reportHeldAgain says on the claim that its address is held for it again
+// by a record handed over by the guard, unless the claim already says what
+// happened to its record.
+func (a *auditRun) reportHeldAgain(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, note string) error {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if c := conditions.Get(claim, v1alpha1.AddressReservedCondition); c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == v1alpha1.RecordDeletedReason || c.Reason == AddressHeldInClusterReason) {
+		return nil
+	}
+	return a.setReserved(ctx, address, metav1.ConditionTrue, AddressHeldInClusterReason, fmt.Sprintf(
+		"the IPAM system no longer held this claim's address %s for it (its record is at %s); the machine still uses it, and a record holds it for this claim again",
+		p.Addr(), note))
 }
 
 // markRecordMoved notes on an IPAddress where its claim's record was moved.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,5 +58,40 @@ func TestAnAddressHeldInTheClusterIsNeverBoundAgain(t *testing.T) {
 		}
 		assert.True(t, aHolds, "no record holds %s for a", held)
 		assert.True(t, bHolds, "no record holds %s for b", bAddress.Spec.Address)
+	})
+}
+
+// TestAHandOverWhoseAnswerIsLostIsReportedByTheAudit: the guard handed the
+// record the IPAM system answered to the claim whose machine uses its
+// address, but the answer to that change was lost, so the claim was never
+// told. The audit finds the IPAddress's note, written before the change,
+// and tells it.
+func TestAHandOverWhoseAnswerIsLostIsReportedByTheAudit(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		network := netip.MustParsePrefix("10.145.0.0/24")
+		f.seedNetwork(network.String())
+		pool := f.createPool("lost-hand-over", network.String())
+		f.waitPoolReady(pool)
+		a := f.createClaim("a", pool.GetName())
+		held := netip.MustParseAddr(f.waitBound(a).Spec.Address)
+		records := f.recordsWithMarker(f.marker(a.Name))
+		require.Len(t, records, 1)
+		f.sys.deleteRecord(records[0])
+
+		// Every attempt of the hand-over, retries included, is applied and
+		// its answer lost.
+		f.sys.loseRemarkAnswers(50)
+		b := f.createClaim("b", pool.GetName())
+		bAddress := f.waitBound(b)
+		f.sys.clearFaults()
+		assert.NotEqual(t, held.String(), bAddress.Spec.Address, "b was bound to the address a's machine uses")
+		require.Eventually(t, func() bool {
+			return slices.ContainsFunc(f.recordsWithMarker(f.marker(a.Name)), func(r record) bool { return r.Address.Addr() == held })
+		}, waitTimeout, pollInterval, "the hand-over was applied: a record holds %s for a", held)
+
+		f.audit(pool)
+		cond := f.waitClaimCondition(a, v1alpha1.AddressReservedCondition, controllers.AddressHeldInClusterReason)
+		assert.Equal(t, metav1.ConditionTrue, cond.Status, "a's machine's address is held for it again")
+		assert.Contains(t, cond.Message, held.String())
 	})
 }

@@ -68,6 +68,9 @@ type system interface {
 	// management cluster would.
 	reserveForeign(addr netip.Prefix, marker string)
 	loseNextAllocationAnswer()
+	// loseRemarkAnswers applies the next n changes of a record's marker
+	// and loses their answers.
+	loseRemarkAnswers(n int)
 	// slowNextAllocation delays the next allocation request by d; the
 	// system completes it even if the client has given up.
 	slowNextAllocation(d time.Duration)
@@ -223,6 +226,10 @@ func (s *netboxSystem) reserveForeign(addr netip.Prefix, marker string) {
 
 func (s *netboxSystem) loseNextAllocationAnswer() {
 	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: allocatePath})
+}
+
+func (s *netboxSystem) loseRemarkAnswers(n int) {
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "PATCH", PathContains: "/api/ipam/ip-addresses/", Times: n})
 }
 
 func (s *netboxSystem) slowNextAllocation(d time.Duration) {
@@ -397,6 +404,10 @@ func (s *infobloxSystem) reserveForeign(addr netip.Prefix, marker string) {
 
 func (s *infobloxSystem) loseNextAllocationAnswer() {
 	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: "fixedaddress"})
+}
+
+func (s *infobloxSystem) loseRemarkAnswers(n int) {
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "PUT", PathContains: "fixedaddress", Times: n})
 }
 
 func (s *infobloxSystem) slowNextAllocation(d time.Duration) {
