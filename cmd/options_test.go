@@ -6,6 +6,12 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
 
 func TestManagerOptionsFromFlags(t *testing.T) {
@@ -58,4 +64,35 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 			assert.Equal(t, tt.wantSecure, opts.Metrics.SecureServing)
 		})
 	}
+}
+
+func TestCacheKeepsWhatTheProviderReads(t *testing.T) {
+	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+	o := newOptions()
+	o.addFlags(fs)
+	require.NoError(t, fs.Parse(nil))
+	opts, err := o.managerOptions()
+	require.NoError(t, err)
+	require.NotNil(t, opts.Cache.DefaultTransform)
+
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: "c",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}},
+		Annotations:   map[string]string{corev1.LastAppliedConfigAnnotation: "{}"}}}
+	_, err = opts.Cache.DefaultTransform(claim)
+	require.NoError(t, err)
+	assert.Nil(t, claim.ManagedFields)
+	assert.Empty(t, claim.Annotations)
+
+	var clusterTransform func(any) (any, error)
+	for obj, by := range opts.Cache.ByObject {
+		if _, ok := obj.(*clusterv1.Cluster); ok {
+			clusterTransform = by.Transform
+		}
+	}
+	require.NotNil(t, clusterTransform, "Clusters have a transform of their own")
+	cluster := &clusterv1.Cluster{Spec: clusterv1.ClusterSpec{Paused: ptr.To(true), Topology: clusterv1.Topology{Version: "v1.33.0"}}}
+	_, err = clusterTransform(cluster)
+	require.NoError(t, err)
+	assert.True(t, *cluster.Spec.Paused)
+	assert.Empty(t, cluster.Spec.Topology.Version)
 }
