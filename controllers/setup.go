@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/eventrecorder"
 )
 
 // Options configure the provider's reconcilers.
@@ -75,6 +78,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := SetupIndexes(ctx, mgr, kinds); err != nil {
 		return err
 	}
+	recorder, err := eventRecorders(mgr)
+	if err != nil {
+		return err
+	}
 	cache := &Backends{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
@@ -90,7 +97,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		InFlight:                inFlight,
 		Alarms:                  alarms,
 		Tombstones:              tombstones,
-		Recorder:                mgr.GetEventRecorder("ipam-bridge-claim-controller"),
+		Recorder:                recorder("ipam-bridge-claim-controller"),
 		Kinds:                   kinds,
 		Backends:                cache,
 		MachineNames:            &MachineNames{Reader: mgr.GetAPIReader(), Follow: consumerOwnerKinds},
@@ -110,7 +117,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	for _, kind := range kinds {
 		pools := &PoolReconciler{
 			Client:                  mgr.GetClient(),
-			Recorder:                mgr.GetEventRecorder("ipam-bridge-pool-controller"),
+			Recorder:                recorder("ipam-bridge-pool-controller"),
 			Kind:                    kind,
 			Backends:                cache,
 			WatchFilterValue:        opts.WatchFilterValue,
@@ -127,7 +134,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		audits := &AuditReconciler{
 			Client:           mgr.GetClient(),
 			APIReader:        mgr.GetAPIReader(),
-			Recorder:         mgr.GetEventRecorder("ipam-bridge-audit-controller"),
+			Recorder:         recorder("ipam-bridge-audit-controller"),
 			Kind:             kind,
 			Backends:         cache,
 			Identity:         opts.Identity,
@@ -140,4 +147,22 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// eventRecorders returns the reconcilers' event recorders: Normal events go
+// straight to the API server, Warnings through the manager's recorder, which
+// makes a series of a Warning a failing reconcile repeats (see package
+// eventrecorder).
+func eventRecorders(mgr ctrl.Manager) (func(name string) events.EventRecorder, error) {
+	client, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("building the events client: %w", err)
+	}
+	sender := eventrecorder.NewSender(&events.EventSinkImpl{Interface: client}, mgr.GetLogger().WithName("events"))
+	if err := mgr.Add(sender); err != nil {
+		return nil, fmt.Errorf("adding the events sender: %w", err)
+	}
+	return func(name string) events.EventRecorder {
+		return sender.NewRecorder(mgr.GetScheme(), name, mgr.GetEventRecorder(name))
+	}, nil
 }
