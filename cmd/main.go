@@ -52,6 +52,8 @@ func main() {
 	// logger; the backend reports the same errors, typed, on the objects.
 	stdlog.SetFlags(0)
 	stdlog.SetOutput(logWriter{ctrl.Log.WithName("infoblox-go-client").V(4)})
+	setGCPercent(log)
+	setMemoryLimit(log, cgroupMemoryLimitFiles)
 
 	mgrOpts, err := o.managerOptions()
 	if err != nil {
