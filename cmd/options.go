@@ -13,9 +13,7 @@ import (
 	logsv1 "k8s.io/component-base/logs/api/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/flags"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
@@ -151,26 +149,14 @@ func (o *options) managerOptions() (ctrl.Options, error) {
 		Metrics:                       *metrics,
 		HealthProbeBindAddress:        o.healthAddr,
 		PprofBindAddress:              o.profilerAddress,
-		Cache:                         cacheOptions(&o.syncPeriod),
+		// Only what the provider reads, each string and label set that
+		// thousands of claims and IPAddresses repeat once, and of Clusters
+		// only their metadata and spec.paused.
+		Cache: cachetransform.CacheOptions(&o.syncPeriod),
 	}
 	if o.watchNamespace != "" {
 		// Global pools read their Secrets from the manager's namespace.
 		opts.Cache.DefaultNamespaces = map[string]cache.Config{o.watchNamespace: {}, o.controllers.ManagerNamespace: {}}
 	}
 	return opts, nil
-}
-
-// cacheOptions keeps in the cache only what the provider reads, each string
-// and label set that thousands of claims and IPAddresses repeat once (see
-// package cachetransform), and of Clusters only their metadata and
-// spec.paused.
-func cacheOptions(syncPeriod *time.Duration) cache.Options {
-	t := cachetransform.New()
-	return cache.Options{
-		SyncPeriod:       syncPeriod,
-		DefaultTransform: t.Default(),
-		ByObject: map[client.Object]cache.ByObject{
-			&clusterv1.Cluster{}: {Transform: t.Cluster()},
-		},
-	}
 }

@@ -20,11 +20,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -40,6 +43,19 @@ var sharedValueAnnotations = map[string]bool{
 	v1alpha1.ReservationEndpointAnnotation: true,
 	v1alpha1.ReservationScopeAnnotation:    true,
 	clusterv1.PausedAnnotation:             true,
+}
+
+// CacheOptions are the manager's cache options: every kind with Default,
+// Clusters with Cluster, all of them listed again every syncPeriod.
+func CacheOptions(syncPeriod *time.Duration) cache.Options {
+	t := New()
+	return cache.Options{
+		SyncPeriod:       syncPeriod,
+		DefaultTransform: t.Default(),
+		ByObject: map[client.Object]cache.ByObject{
+			&clusterv1.Cluster{}: {Transform: t.Cluster()},
+		},
+	}
 }
 
 // Transforms are the cache's transforms. They share one table of label
