@@ -45,12 +45,13 @@ func TestAnUnusableAnswerIsNeverBound(t *testing.T) {
 		err := k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), address)
 		require.True(t, apierrors.IsNotFound(err), "the claim was bound to %s (%v)", address.Spec.Address, err)
 
-		// The claim has seen the pool not ready: no allocation of it is
-		// under way that could hold the gateway for a moment (a retry
-		// before the pool was marked may have reserved it again, and
-		// released it again), so every reservation of it is released.
+		// The claim has seen the pool not ready. A reservation it started
+		// before, still under way in the background, may hold the gateway
+		// for a moment (and release it, as every unusable answer is): once
+		// it has answered, nothing holds the gateway.
 		f.waitClaimReason(claim, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
-		assert.False(t, f.sys.holds(gateway), "the reservation of the gateway was not released")
+		require.Eventually(t, func() bool { return !f.sys.holds(gateway) }, waitTimeout, pollInterval,
+			"the reservation of the gateway was not released")
 		f.sys.holdGateway(gateway)
 		// A change of the pool validates it again before its sync period.
 		f.update(pool, func() { pool.SetAnnotations(map[string]string{"touched": time.Now().String()}) })
