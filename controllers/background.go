@@ -17,6 +17,15 @@ import (
 // its marker.
 const answerMemory = time.Minute
 
+// maxBackgroundCalls bounds the calls of one kind under way at once: enough
+// to fill several pools' batches of DefaultMaxBatchSize, few enough that a
+// burst of 10,000 claims does not hold 10,000 goroutines in the batches.
+const maxBackgroundCalls = 256
+
+// busyRetry is when a claim refused for the limit looks again, should the
+// end of a call not wake it.
+const busyRetry = 10 * time.Second
+
 // callState is where a claim's background call stands.
 type callState int
 
@@ -44,9 +53,17 @@ type backgroundCalls[T any] struct {
 	wake     chan event.GenericEvent
 	// memory is how long an answer waits to be taken (answerMemory).
 	memory time.Duration
+	// limit is how many calls run at once (maxBackgroundCalls); each
+	// waits in its batch with a goroutine and its stack.
+	limit int
 
-	mu    sync.Mutex
-	calls map[types.NamespacedName]*backgroundCall[T]
+	mu      sync.Mutex
+	calls   map[types.NamespacedName]*backgroundCall[T]
+	running int
+	// waiting are the claims refused for the limit, woken in turn as
+	// calls end.
+	waiting    []types.NamespacedName
+	waitingSet map[types.NamespacedName]bool
 }
 
 // backgroundCall is one claim's call.
@@ -64,7 +81,8 @@ type backgroundCall[T any] struct {
 }
 
 func newBackgroundCalls[T any](lifetime context.Context, wake chan event.GenericEvent) *backgroundCalls[T] {
-	return &backgroundCalls[T]{lifetime: lifetime, wake: wake, memory: answerMemory, calls: map[types.NamespacedName]*backgroundCall[T]{}}
+	return &backgroundCalls[T]{lifetime: lifetime, wake: wake, memory: answerMemory, limit: maxBackgroundCalls,
+		calls: map[types.NamespacedName]*backgroundCall[T]{}, waitingSet: map[types.NamespacedName]bool{}}
 }
 
 // Finish frees what the call holds; the taker of an answer calls it when
@@ -105,11 +123,22 @@ func (b *backgroundCalls[T]) take(claim *ipamv1.IPAddressClaim) (*backgroundCall
 
 // start runs fn in the background for the claim; release, when not nil,
 // is called once its answer is taken and finished, or let go. The caller
-// has checked that no call of the claim is under way (take).
-func (b *backgroundCalls[T]) start(ctx context.Context, claim *ipamv1.IPAddressClaim, release func(), fn func(context.Context) (T, error)) {
+// has checked that no call of the claim is under way (take). It returns
+// false, and runs nothing, when limit calls are under way: the claim is
+// woken when one ends, and should look again after busyRetry regardless.
+func (b *backgroundCalls[T]) start(ctx context.Context, claim *ipamv1.IPAddressClaim, release func(), fn func(context.Context) (T, error)) bool {
 	key := types.NamespacedName{Namespace: claim.Namespace, Name: claim.Name}
 	call := &backgroundCall[T]{uid: claim.UID, release: release}
 	b.mu.Lock()
+	if b.limit > 0 && b.running >= b.limit {
+		if !b.waitingSet[key] {
+			b.waitingSet[key] = true
+			b.waiting = append(b.waiting, key)
+		}
+		b.mu.Unlock()
+		return false
+	}
+	b.running++
 	b.calls[key] = call
 	b.mu.Unlock()
 	// The reconcile's values (its logger) go with the call; its end does
@@ -121,6 +150,8 @@ func (b *backgroundCalls[T]) start(ctx context.Context, claim *ipamv1.IPAddressC
 		defer stop()
 		value, err := fn(callCtx)
 		b.mu.Lock()
+		b.running--
+		woken := b.nextWaitingLocked()
 		call.value, call.err, call.done = value, err, true
 		if call.forgotten {
 			if b.calls[key] == call {
@@ -131,13 +162,33 @@ func (b *backgroundCalls[T]) start(ctx context.Context, claim *ipamv1.IPAddressC
 			time.AfterFunc(b.memory, func() { b.expire(key, call) })
 		}
 		b.mu.Unlock()
-		obj := &ipamv1.IPAddressClaim{}
-		obj.Namespace, obj.Name = key.Namespace, key.Name
-		select {
-		case b.wake <- event.GenericEvent{Object: obj}:
-		case <-b.lifetime.Done():
+		for _, k := range append(woken, key) {
+			obj := &ipamv1.IPAddressClaim{}
+			obj.Namespace, obj.Name = k.Namespace, k.Name
+			select {
+			case b.wake <- event.GenericEvent{Object: obj}:
+			case <-b.lifetime.Done():
+				return
+			}
 		}
 	}()
+	return true
+}
+
+// nextWaitingLocked takes the claims refused for the limit that the free
+// calls can now run: one per free call, so that a woken claim that starts
+// nothing (gone meanwhile) leaves its turn to the next.
+func (b *backgroundCalls[T]) nextWaitingLocked() []types.NamespacedName {
+	n := min(len(b.waiting), b.limit-b.running)
+	if n <= 0 {
+		return nil
+	}
+	woken := b.waiting[:n:n]
+	b.waiting = append([]types.NamespacedName(nil), b.waiting[n:]...)
+	for _, k := range woken {
+		delete(b.waitingSet, k)
+	}
+	return woken
 }
 
 // forget lets the claim's call go: a done one at once, a running one when

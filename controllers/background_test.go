@@ -154,3 +154,28 @@ func TestBackgroundCallEndsWhenTheManagerStops(t *testing.T) {
 		t.Fatal("the call's context did not end with the manager's")
 	}
 }
+
+func TestBackgroundCallsBeyondTheLimitWaitAndAreWokenInTurn(t *testing.T) {
+	wake := make(chan event.GenericEvent, 10)
+	calls := newBackgroundCalls[int](context.Background(), wake)
+	calls.limit = 2
+	proceed := make(chan struct{})
+	run := func(context.Context) (int, error) { <-proceed; return 0, nil }
+
+	require.True(t, calls.start(context.Background(), testClaim("a", "a"), nil, run))
+	require.True(t, calls.start(context.Background(), testClaim("b", "b"), nil, run))
+	assert.False(t, calls.start(context.Background(), testClaim("c", "c"), nil, run), "a third call waits for a free one")
+	assert.False(t, calls.start(context.Background(), testClaim("c", "c"), nil, run), "refused again, it waits once")
+	assert.False(t, calls.start(context.Background(), testClaim("d", "d"), nil, run))
+	_, state := calls.take(testClaim("c", "c"))
+	assert.Equal(t, noCall, state, "a refused call never ran")
+
+	close(proceed)
+	woken := map[string]int{}
+	for range 4 {
+		woken[awaitWake(t, wake).Name]++
+	}
+	assert.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}, woken,
+		"each ended call wakes its own claim and one waiting claim, in turn")
+	assert.True(t, calls.start(context.Background(), testClaim("c", "c"), nil, run), "a woken claim starts its call")
+}

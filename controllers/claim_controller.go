@@ -428,10 +428,13 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		return r.allocationFailed(claim, err)
 	}
 	bc, backend := r.backendClaim(claim), r.requestedAddress(claim, pool, backend)
-	r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
+	if !r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
 		alloc, err := backend.Allocate(ctx, bc)
 		return allocationAnswer{backend: backend, alloc: alloc}, err
-	})
+	}) {
+		done()
+		return ctrl.Result{RequeueAfter: busyRetry}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -603,8 +606,13 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 		// The release runs in the background; the reconcile its answer
 		// brings goes on from here.
 		released, err := r.release(ctx, claim, kind, pool, address)
-		if err != nil || !released {
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if !released {
+			// Its answer brings the claim back; a release refused for the
+			// limit of calls under way is woken too, or looks again.
+			return ctrl.Result{RequeueAfter: busyRetry}, nil
 		}
 		// The reconcile that the IPAddress's deletion brings may still see
 		// the claim with its finalizer in the cache: it must not release
@@ -696,7 +704,9 @@ func (r *ClaimReconciler) startRelease(ctx context.Context, claim *ipamv1.IPAddr
 		grace = d.Duration
 	}
 	bc, poolUID := r.backendClaim(claim), pool.GetUID()
-	r.releases.start(ctx, claim, nil, func(ctx context.Context) (releaseAnswer, error) {
+	// Refused for the limit of calls under way, the claim is woken when
+	// one ends (see reconcileDelete).
+	_ = r.releases.start(ctx, claim, nil, func(ctx context.Context) (releaseAnswer, error) {
 		answer := releaseAnswer{backend: backend, last: last}
 		if grace <= 0 {
 			return answer, backend.Release(ctx, bc, last)
