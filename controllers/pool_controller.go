@@ -237,8 +237,12 @@ func (r *PoolReconciler) reconcileConnectionSecurity(pool Pool) {
 // failed handles a failure to build, validate or count the pool. A ready
 // pool whose backend fails keeps serving allocations, with its last counts
 // marked stale, until the failures persist; anything else makes it not ready.
+// A system that throttles is alive and answering: however long it asks for
+// quiet, the pool stays ready, and the claims' own requests wait for it.
 func (r *PoolReconciler) failed(ctx context.Context, pool Pool, err error) (ctrl.Result, error) {
-	if poolReason(err) != v1alpha1.BackendUnavailableReason || !conditions.IsTrue(pool, v1alpha1.ReadyCondition) || r.outagePersists(pool) {
+	reason := poolReason(err)
+	if !transient(reason) || !conditions.IsTrue(pool, v1alpha1.ReadyCondition) ||
+		(reason == v1alpha1.BackendUnavailableReason && r.outagePersists(pool)) {
 		return r.notReady(ctx, pool, err)
 	}
 	// Set once, when the counts turn stale: a pool's status is not written
@@ -293,10 +297,16 @@ func (r *PoolReconciler) notReady(ctx context.Context, pool Pool, err error) (ct
 	}
 	r.forgetValidation(pool)
 	ctrl.LoggerFrom(ctx).Info("Pool is not ready", "reason", reason, "message", err.Error())
-	if reason == v1alpha1.BackendUnavailableReason {
+	if transient(reason) {
 		return ctrl.Result{RequeueAfter: r.retries.next(client.ObjectKeyFromObject(pool))}, nil
 	}
 	return ctrl.Result{RequeueAfter: min(r.SyncPeriod, r.MaxRetryInterval)}, nil
+}
+
+// transient says whether a pool failure clears by itself, so that it is
+// retried with backoff rather than at the next sync.
+func transient(reason string) bool {
+	return reason == v1alpha1.BackendUnavailableReason || reason == v1alpha1.BackendThrottledReason
 }
 
 // reconcileDelete keeps the pool while IPAddresses from it exist, or an

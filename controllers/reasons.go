@@ -96,6 +96,8 @@ func claimReason(err error) string {
 		return ReservationOutsidePoolReason
 	case errors.Is(err, backends.ErrUnusableAnswer):
 		return UnusableAddressAnsweredReason
+	case errors.Is(err, backends.ErrThrottled):
+		return v1alpha1.BackendThrottledReason
 	case errors.As(err, &secretErr):
 		return ipamv1.IPAddressClaimReadyPoolNotReadyReason
 	default:

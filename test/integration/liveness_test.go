@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -97,32 +98,46 @@ func TestBoundClaimStaysReadyWhenThePoolIsNotReady(t *testing.T) {
 // One failed count refresh neither makes the pool not ready nor stops
 // allocation; the counts are marked stale until a refresh succeeds. The
 // claim whose allocation failed meanwhile binds once the backend answers
-// again, with no event to wake it.
+// again, with no event to wake it. A system that throttles (429) is treated
+// the same way: it is alive, and asks only for quiet.
 func TestFailingBackendKeepsThePoolReadyAndClaimsRetryByThemselves(t *testing.T) {
-	forEachSystem(t, func(t *testing.T, f *fixture) {
-		f.seedNetwork("10.62.0.0/24")
-		pool := f.createPool("pool", "10.62.0.0/24")
-		bound := f.createClaim("bound", "pool")
-		f.waitBound(bound)
+	for _, tc := range []struct {
+		name        string
+		status      int
+		claimReason string
+	}{
+		{"unavailable", http.StatusServiceUnavailable, ipamv1.IPAddressClaimReadyAllocationFailedReason},
+		{"throttled", http.StatusTooManyRequests, v1alpha1.BackendThrottledReason},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachSystem(t, func(t *testing.T, f *fixture) {
+				f.seedNetwork("10.62.0.0/24")
+				pool := f.createPool("pool", "10.62.0.0/24")
+				bound := f.createClaim("bound", "pool")
+				f.waitBound(bound)
 
-		f.sys.failAllRequests()
-		// Any pool event refreshes the counts.
-		got := pool.DeepCopyObject().(controllers.Pool)
-		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
-		f.update(got, func() { got.SetAnnotations(map[string]string{"refresh": "now"}) })
-		cond := f.waitPoolCondition(pool, v1alpha1.AddressesCountedCondition, metav1.ConditionFalse, v1alpha1.CountFailedReason)
-		assert.Contains(t, cond.Message, "status.addresses may be stale")
-		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
-		assert.True(t, conditions.IsTrue(got, v1alpha1.ReadyCondition), "one failed refresh keeps the pool ready")
-		assert.NotNil(t, got.GetPoolStatus().Addresses, "the last counts are kept")
+				f.sys.failAllRequests(tc.status)
+				// Any pool event refreshes the counts.
+				got := pool.DeepCopyObject().(controllers.Pool)
+				require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+				f.update(got, func() { got.SetAnnotations(map[string]string{"refresh": "now"}) })
+				cond := f.waitPoolCondition(pool, v1alpha1.AddressesCountedCondition, metav1.ConditionFalse, v1alpha1.CountFailedReason)
+				assert.Contains(t, cond.Message, "status.addresses may be stale")
+				require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+				assert.True(t, conditions.IsTrue(got, v1alpha1.ReadyCondition), "one failed refresh keeps the pool ready")
+				assert.NotNil(t, got.GetPoolStatus().Addresses, "the last counts are kept")
 
-		waiting := f.createClaim("waiting", "pool")
-		f.waitClaimReason(waiting, ipamv1.IPAddressClaimReadyAllocationFailedReason)
-		f.sys.clearFaults()
-		f.waitBound(waiting)
-		f.waitPoolCondition(pool, v1alpha1.AddressesCountedCondition, metav1.ConditionTrue, v1alpha1.CountedReason)
-		assert.True(t, conditions.IsTrue(f.getClaim(bound), ipamv1.IPAddressClaimReadyCondition))
-	})
+				waiting := f.createClaim("waiting", "pool")
+				f.waitClaimReason(waiting, tc.claimReason)
+				require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+				assert.True(t, conditions.IsTrue(got, v1alpha1.ReadyCondition), "the pool stays ready while its claims fail")
+				f.sys.clearFaults()
+				f.waitBound(waiting)
+				f.waitPoolCondition(pool, v1alpha1.AddressesCountedCondition, metav1.ConditionTrue, v1alpha1.CountedReason)
+				assert.True(t, conditions.IsTrue(f.getClaim(bound), ipamv1.IPAddressClaimReadyCondition))
+			})
+		})
+	}
 }
 
 // A release that fails is retried until it succeeds, with no event.
@@ -133,7 +148,7 @@ func TestFailedReleaseIsRetriedUntilItSucceeds(t *testing.T) {
 		claim := f.createClaim("machine", "pool")
 		f.waitBound(claim)
 
-		f.sys.failAllRequests()
+		f.sys.failAllRequests(http.StatusServiceUnavailable)
 		require.NoError(t, k8s.Delete(f.ctx, claim))
 		f.waitClaimReason(claim, controllers.ReleaseFailedReason)
 		f.sys.clearFaults()

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/netip"
 	"testing"
 
@@ -56,7 +57,7 @@ func TestLostIPAddressHandsItsRecordToTheClaim(t *testing.T) {
 		require.NotEmpty(t, record)
 		assert.Empty(t, f.getClaim(claim).Annotations[v1alpha1.ReservationRecordAnnotation], "a new claim is not written for it")
 
-		f.sys.failAllRequests()
+		f.sys.failAllRequests(http.StatusServiceUnavailable)
 		require.NoError(t, k8s.Delete(f.ctx, first))
 		f.waitGone(first)
 		got := f.getClaim(claim)

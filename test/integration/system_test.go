@@ -78,8 +78,9 @@ type system interface {
 	// countRequests is the number of requests that counted a pool's used
 	// addresses.
 	countRequests() int
-	// failAllRequests answers every request with 503 until clearFaults.
-	failAllRequests()
+	// failAllRequests answers every request with status until
+	// clearFaults.
+	failAllRequests(status int)
 	clearFaults()
 	callCount() int
 	resetCalls()
@@ -256,8 +257,8 @@ func (s *netboxSystem) countRequests() int {
 	return n
 }
 
-func (s *netboxSystem) failAllRequests() {
-	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Times: 1 << 30})
+func (s *netboxSystem) failAllRequests(status int) {
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: status, Times: 1 << 30})
 }
 func (s *netboxSystem) clearFaults()                          { s.target.ClearFaults() }
 func (s *netboxSystem) callCount() int                        { return len(s.target.Calls()) }
@@ -428,8 +429,8 @@ func (s *infobloxSystem) countRequests() int {
 	return n
 }
 
-func (s *infobloxSystem) failAllRequests() {
-	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Times: 1 << 30})
+func (s *infobloxSystem) failAllRequests(status int) {
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: status, Times: 1 << 30})
 }
 func (s *infobloxSystem) clearFaults()          { s.sim.ClearFaults() }
 func (s *infobloxSystem) callCount() int        { return len(s.sim.Calls()) }
