@@ -11,10 +11,16 @@ import (
 // workers, small enough for one request line and one transaction.
 const DefaultMaxBatchSize = 50
 
-// DefaultBatchWindow is how long a batch waits for more calls after its
-// first arrived, unless it is full: claim workers that finish together
-// arrive within it, a lone claim hardly notices it.
-const DefaultBatchWindow = 5 * time.Millisecond
+// DefaultBatchWindow is the longest a batch waits for more calls after its
+// first arrived, unless it is full: long enough that a burst arriving at the
+// pace the API server writes claims fills batches, short beside the time a
+// burst takes.
+const DefaultBatchWindow = 500 * time.Millisecond
+
+// DefaultBatchQuiet is how long a batch waits for one more call: a batch
+// starts once no call arrived for this long, so a lone claim, or the last
+// of a burst, is not kept for the whole window.
+const DefaultBatchQuiet = 50 * time.Millisecond
 
 // Result is one call's answer in a batch.
 type Result[Out any] struct {
@@ -24,8 +30,9 @@ type Result[Out any] struct {
 
 // Batcher coalesces concurrent calls into batches run by one function, so
 // that a backend pays one request where it would pay one per call. A batch
-// starts when Max calls wait, or Window after its first call arrived; calls
-// that arrive while a batch runs wait for the next one. One batch runs at a
+// starts when Max calls wait, when no call arrived for Quiet, or at the
+// latest Window after its first call arrived; calls that arrive while a
+// batch runs wait for the next one. One batch runs at a
 // time: the IPAM systems serialise allocations anyway, and the queue that
 // builds up meanwhile becomes the next batch. Each caller gets its own
 // result, or its context's error if that ends first (the batch still runs:
@@ -35,6 +42,11 @@ type Result[Out any] struct {
 type Batcher[In, Out any] struct {
 	Max    int
 	Window time.Duration
+	// Quiet, when above zero and below Window, starts a batch once no call
+	// arrived for this long.
+	Quiet time.Duration
+	// Observe, if set, is told the size of every batch run.
+	Observe func(size int)
 	// Run answers a batch: one result per input, in order. Its context
 	// carries the first caller's values, never a caller's cancellation,
 	// so one caller giving up cannot fail the others.
@@ -56,6 +68,7 @@ type batchCall[In, Out any] struct {
 // Do runs in as part of a batch and returns its result.
 func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	if b.Max <= 1 {
+		b.observe(1)
 		r := b.Run(ctx, []In{in})[0]
 		return r.Value, r.Err
 	}
@@ -95,20 +108,21 @@ func (b *Batcher[In, Out]) drain() {
 	}
 }
 
-// next waits until the queue is full or its first call's window has passed,
-// and takes a batch from it; nil when the queue is empty.
+// next waits until the queue is full, quiet, or its first call's window has
+// passed, and takes a batch from it; nil when the queue is empty.
 func (b *Batcher[In, Out]) next() []*batchCall[In, Out] {
 	b.mu.Lock()
-	if len(b.queue) > 0 && len(b.queue) < b.Max {
-		wait := time.Until(b.queue[0].arrived.Add(b.Window))
+	for len(b.queue) > 0 && len(b.queue) < b.Max {
+		wait := time.Until(b.due())
+		if wait <= 0 {
+			break
+		}
 		b.mu.Unlock()
-		if wait > 0 {
-			timer := time.NewTimer(wait)
-			select {
-			case <-timer.C:
-			case <-b.full:
-				timer.Stop()
-			}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-b.full:
+			timer.Stop()
 		}
 		b.mu.Lock()
 	}
@@ -128,6 +142,19 @@ func (b *Batcher[In, Out]) next() []*batchCall[In, Out] {
 	return batch
 }
 
+// due is when the waiting batch starts unless it fills first: Window after
+// its first call, or Quiet after its last, whichever is sooner. Called with
+// mu held and a queue that is not empty.
+func (b *Batcher[In, Out]) due() time.Time {
+	due := b.queue[0].arrived.Add(b.Window)
+	if b.Quiet > 0 {
+		if quiet := b.queue[len(b.queue)-1].arrived.Add(b.Quiet); quiet.Before(due) {
+			due = quiet
+		}
+	}
+	return due
+}
+
 // run answers the calls of a batch whose callers still wait.
 func (b *Batcher[In, Out]) run(batch []*batchCall[In, Out]) {
 	live := batch[:0:0]
@@ -145,9 +172,16 @@ func (b *Batcher[In, Out]) run(batch []*batchCall[In, Out]) {
 	for i, c := range live {
 		ins[i] = c.in
 	}
+	b.observe(len(ins))
 	results := b.Run(context.WithoutCancel(live[0].ctx), ins)
 	for i, c := range live {
 		c.done <- results[i]
+	}
+}
+
+func (b *Batcher[In, Out]) observe(size int) {
+	if b.Observe != nil {
+		b.Observe(size)
 	}
 }
 
@@ -156,20 +190,35 @@ type BatchOptions struct {
 	// MaxSize is how many calls one batch carries at most: 0 is
 	// DefaultMaxBatchSize, 1 turns batching off.
 	MaxSize int
-	// Window is how long a batch waits for more calls after its first;
+	// Window is the longest a batch waits for more calls after its first;
 	// 0 is DefaultBatchWindow.
 	Window time.Duration
+	// Quiet starts a batch once no call arrived for this long. 0 is
+	// DefaultBatchQuiet with the default window, and no quiet rule with a
+	// window given: the batch then waits the whole window unless it fills.
+	Quiet time.Duration
+	// Observe, if set, is told the size of every batch, by operation
+	// (allocate, release).
+	Observe func(operation string, size int)
 }
 
-// NewBatcher returns a Batcher bounded by o that answers batches with run.
-func NewBatcher[In, Out any](o BatchOptions, run func(context.Context, []In) []Result[Out]) *Batcher[In, Out] {
+// NewBatcher returns a Batcher bounded by o that answers batches of
+// operation with run.
+func NewBatcher[In, Out any](o BatchOptions, operation string, run func(context.Context, []In) []Result[Out]) *Batcher[In, Out] {
 	if o.MaxSize <= 0 {
 		o.MaxSize = DefaultMaxBatchSize
 	}
 	if o.Window <= 0 {
 		o.Window = DefaultBatchWindow
+		if o.Quiet <= 0 {
+			o.Quiet = DefaultBatchQuiet
+		}
 	}
-	return &Batcher[In, Out]{Max: o.MaxSize, Window: o.Window, Run: run}
+	b := &Batcher[In, Out]{Max: o.MaxSize, Window: o.Window, Quiet: o.Quiet, Run: run}
+	if o.Observe != nil {
+		b.Observe = func(size int) { o.Observe(operation, size) }
+	}
+	return b
 }
 
 // Deduplicated answers calls that may name the same claim more than once (a

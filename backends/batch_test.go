@@ -122,6 +122,57 @@ func sortedBatches(batches [][]string) [][]string {
 	return batches
 }
 
+// A batch that has not filled starts once its calls stop coming, not at
+// the end of its window: a stream of calls closer together than Quiet
+// shares one batch, and the calls after a quiet gap make the next.
+func TestBatcherStartsABatchOnceItsCallsStop(t *testing.T) {
+	b, batches := recordingBatcher(100)
+	b.Quiet = time.Second // Window is an hour: only the quiet rule starts these batches.
+	var sizes []int
+	b.Observe = func(size int) { sizes = append(sizes, size) } // one batch runs at a time
+	stream := func(prefix string, n int) {
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				got, err := b.Do(context.Background(), fmt.Sprintf("%s%d", prefix, i))
+				assert.NoError(t, err)
+				assert.Equal(t, fmt.Sprintf("%s%d!", prefix, i), got)
+			})
+			time.Sleep(20 * time.Millisecond)
+		}
+		wg.Wait()
+	}
+	stream("a", 5)
+	stream("b", 3)
+	assert.Equal(t, [][]string{{"a0", "a1", "a2", "a3", "a4"}, {"b0", "b1", "b2"}}, sortedBatches(batches()))
+	assert.Equal(t, []int{5, 3}, sizes, "every batch is observed with its size")
+}
+
+// The defaults: a window long enough for a burst to fill batches, and a
+// quiet rule so that a lone call is not kept for the whole window.
+func TestNewBatcherDefaults(t *testing.T) {
+	run := func(context.Context, []string) []backends.Result[string] { return nil }
+	for _, tc := range []struct {
+		name       string
+		opts       backends.BatchOptions
+		wantMax    int
+		wantWindow time.Duration
+		wantQuiet  time.Duration
+	}{
+		{"defaults", backends.BatchOptions{}, backends.DefaultMaxBatchSize, backends.DefaultBatchWindow, backends.DefaultBatchQuiet},
+		{"a window given waits for it whole", backends.BatchOptions{MaxSize: 3, Window: time.Hour}, 3, time.Hour, 0},
+		{"both given", backends.BatchOptions{Window: time.Second, Quiet: time.Millisecond}, backends.DefaultMaxBatchSize, time.Second, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := backends.NewBatcher(tc.opts, "allocate", run)
+			assert.Equal(t, tc.wantMax, b.Max)
+			assert.Equal(t, tc.wantWindow, b.Window)
+			assert.Equal(t, tc.wantQuiet, b.Quiet)
+			assert.Less(t, backends.DefaultBatchQuiet, backends.DefaultBatchWindow)
+		})
+	}
+}
+
 func TestDeduplicatedRunsEachMarkerOnce(t *testing.T) {
 	tests := []struct {
 		name    string

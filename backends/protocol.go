@@ -26,8 +26,8 @@ type Protocol[P any, S Source, R, Q any] struct {
 // NewProtocol returns the protocol of owner, driven by d, batching as o says.
 func NewProtocol[P any, S Source, R, Q any](owner Backend, d Driver[P, S, R, Q], o BatchOptions) *Protocol[P, S, R, Q] {
 	p := &Protocol[P, S, R, Q]{d: d, owner: owner}
-	p.allocations = NewBatcher(o, p.allocateBatch)
-	p.releases = NewBatcher(o, p.releaseBatch)
+	p.allocations = NewBatcher(o, "allocate", p.allocateBatch)
+	p.releases = NewBatcher(o, "release", p.releaseBatch)
 	return p
 }
 

@@ -37,6 +37,12 @@ var (
 		Help: "HTTP requests sent to the IPAM systems, each attempt counted, by backend, method and status code (0: no answer).",
 	}, []string{"backend", "method", "code"})
 
+	backendBatchSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "capi_ipam_bridge_backend_batch_size",
+		Help:    "Claims per batch sent to the IPAM systems, by backend and operation (allocate, release): a burst's batches fill up to --max-batch-size.",
+		Buckets: []float64{1, 2, 5, 10, 20, 30, 40, 50, 100, 200},
+	}, []string{"backend", "operation"})
+
 	claimBindSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "capi_ipam_bridge_claim_bind_duration_seconds",
 		Help:    "Time from an IPAddressClaim's creation to its IPAddress being written.",
@@ -81,7 +87,7 @@ var (
 // registerMetrics adds the provider's metrics to controller-runtime's registry.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests,
+		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests, backendBatchSize,
 			claimBindSeconds, poolAddresses, recordsLeft, addressConflicts, waiting, auditRuns, auditActions, auditFindings)
 		// The endpoint limiters' wait, throttled answers and requests in flight.
 		ctrlmetrics.Registry.MustRegister(backendhttp.Collectors()...)
@@ -194,6 +200,13 @@ func outcome(err error) string {
 func observeRequests(backend string) func(method string, code int) {
 	return func(method string, code int) {
 		backendRequests.WithLabelValues(backend, method, strconv.Itoa(code)).Inc()
+	}
+}
+
+// observeBatches returns the hook that records a backend's batch sizes.
+func observeBatches(backend string) func(operation string, size int) {
+	return func(operation string, size int) {
+		backendBatchSize.WithLabelValues(backend, operation).Observe(float64(size))
 	}
 }
 

@@ -42,6 +42,9 @@ type BackendOptions struct {
 	// Observe returns the hook that counts a backend's HTTP requests, by
 	// method and status, in the manager's metrics (Setup sets it).
 	Observe func(backend string) func(method string, code int)
+	// ObserveBatch returns the hook that records the size of a backend's
+	// batches, by operation, in the manager's metrics (Setup sets it).
+	ObserveBatch func(backend string) func(operation string, size int)
 }
 
 // PoolKind describes one pool kind: how to make its objects, where its

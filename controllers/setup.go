@@ -68,6 +68,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	registerMetrics()
 	opts.Backend.Observe = observeRequests
+	opts.Backend.ObserveBatch = observeBatches
 	if opts.Backend.Limits == nil {
 		opts.Backend.Limits = backendhttp.NewLimits()
 	}

@@ -67,7 +67,7 @@ func newInfobloxBackend(pool controllers.Pool, secret *corev1.Secret, opts contr
 			ExtensibleAttributes: spec.Reservation.ExtensibleAttributes,
 		},
 		HTTP:  infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("infoblox"), Limits: opts.Limits},
-		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize},
+		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "infoblox")},
 	}
 	if dns := spec.Reservation.DNS; dns != nil {
 		cfg.Reservation.DNS = &infoblox.DNS{Zone: dns.Zone, View: dns.View}

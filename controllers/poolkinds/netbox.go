@@ -63,7 +63,7 @@ func newNetboxBackend(pool controllers.Pool, secret *corev1.Secret, opts control
 			CustomFields:       spec.Reservation.CustomFields,
 		},
 		HTTP:  netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("netbox"), Limits: opts.Limits},
-		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize},
+		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "netbox")},
 	}
 	gateway, err := gatewayConfig(spec.Gateway)
 	if err != nil {

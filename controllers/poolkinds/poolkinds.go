@@ -60,3 +60,12 @@ func ptrValue[T any](p *T) T {
 	}
 	return *p
 }
+
+// observeBatches is the manager's hook for a backend's batch sizes, or none
+// when the options carry none (a backend built outside the manager).
+func observeBatches(opts controllers.BackendOptions, backend string) func(operation string, size int) {
+	if opts.ObserveBatch == nil {
+		return nil
+	}
+	return opts.ObserveBatch(backend)
+}
