@@ -3,6 +3,8 @@ package netbox
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -58,26 +60,34 @@ func (b *Backend) findByMarker(ctx context.Context, marker string, tagged bool) 
 	return found[marker], nil
 }
 
-// maxMarkerQuery bounds the query of one marker search: gunicorn, which
-// serves NetBox, refuses request lines over 4094 bytes.
-const maxMarkerQuery = 3000
+// maxRequestLine is gunicorn's limit on a request line (its
+// limit_request_line, which NetBox's deployments keep): a longer line is
+// refused with 400. requestLineMargin leaves room for a proxy's changes.
+const (
+	maxRequestLine    = 4094
+	requestLineMargin = 64
+)
 
 // findByMarkers returns the records carrying each marker, oldest first: one
-// request for as many markers as fit in its query (NetBox ORs repeated
-// values of a filter). The values are compared again here because a field
-// whose filter logic an administrator set to "loose" matches substrings.
+// request for as many markers as fit in its request line (NetBox ORs
+// repeated values of a filter). The values are compared again here because
+// a field whose filter logic an administrator set to "loose" matches
+// substrings.
 func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bool) (map[string][]ipRecord, error) {
+	const path = "/api/ipam/ip-addresses/"
 	found := make(map[string][]ipRecord, len(markers))
-	for _, chunk := range markerChunks(b.cfg.MarkerField, markers) {
-		q := url.Values{}
-		if tagged {
-			q.Set("tag", b.cfg.Tag)
-		}
-		q["cf_"+b.cfg.MarkerField] = chunk
-		q.Set("limit", strconv.Itoa(maxPage))
-		q.Set("ordering", "id")
+	base := url.Values{}
+	if tagged {
+		base.Set("tag", b.cfg.Tag)
+	}
+	base.Set("limit", strconv.Itoa(maxPage))
+	base.Set("ordering", "id")
+	field := "cf_" + b.cfg.MarkerField
+	for _, chunk := range markerChunks(http.MethodGet+" "+b.baseURL+path+"? HTTP/1.1", base, field, markers) {
+		q := maps.Clone(base)
+		q[field] = chunk
 		var p page[ipRecord]
-		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		if err := b.getJSON(ctx, path, q, &p); err != nil {
 			return nil, err
 		}
 		if p.Count > int64(len(p.Results)) && len(chunk) > 1 {
@@ -104,14 +114,18 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bo
 	return found, nil
 }
 
-// markerChunks splits markers into groups whose filter fits one query.
-func markerChunks(field string, markers []string) [][]string {
+// markerChunks splits markers into groups whose search fits one request
+// line: line is the request line without its query, base the query's other
+// values, and each marker is one more value of field. A marker too long
+// for a line of its own still gets one (NetBox then answers 400).
+func markerChunks(line string, base url.Values, field string, markers []string) [][]string {
+	budget := maxRequestLine - requestLineMargin - len(line) - len(base.Encode())
 	var chunks [][]string
 	var chunk []string
 	size := 0
 	for _, m := range markers {
-		n := len("&cf_"+field+"=") + len(url.QueryEscape(m))
-		if len(chunk) > 0 && size+n > maxMarkerQuery {
+		n := len("&"+url.QueryEscape(field)+"=") + len(url.QueryEscape(m))
+		if len(chunk) > 0 && size+n > budget {
 			chunks = append(chunks, chunk)
 			chunk, size = nil, 0
 		}

@@ -3,6 +3,7 @@ package netboxsim
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -181,4 +182,27 @@ func TestCallCounting(t *testing.T) {
 	assert.Empty(t, s.Calls())
 	c.do(http.MethodGet, "/api/status/", nil)
 	assert.Equal(t, 1, s.CountCalls("", "/api/status/"))
+}
+
+// gunicorn refuses a request line over 4094 bytes before NetBox sees it.
+func TestRequestLineOverGunicornsLimitIsRefused(t *testing.T) {
+	s := newSim(t)
+	c := client(t, s)
+	const fixed = len("GET /api/ipam/ip-addresses/?q= HTTP/1.1")
+	for _, tc := range []struct {
+		name       string
+		line       int
+		wantStatus int
+	}{
+		{"at the limit", 4094, http.StatusOK},
+		{"one byte over", 4095, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body, _ := c.do(http.MethodGet, "/api/ipam/ip-addresses/?q="+strings.Repeat("a", tc.line-fixed), nil)
+			assert.Equal(t, tc.wantStatus, status, string(body))
+			if tc.wantStatus == http.StatusBadRequest {
+				assert.Contains(t, string(body), "Request Line is too large (4095 &gt; 4094)")
+			}
+		})
+	}
 }

@@ -112,6 +112,10 @@ func (s *Server) ResetCalls() { s.calls.Reset() }
 func (s *Server) CountCalls(method, pathPrefix string) int { return s.calls.Count(method, pathPrefix) }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if line := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto); line > gunicornMaxRequestLine {
+		writeRequestLineTooLarge(w, line)
+		return
+	}
 	// The rate limiter sits in front of everything, as a proxy's would.
 	done, admitted := s.throttle.Admit(w, r, &s.calls, WriteFaultStatus)
 	if !admitted {
@@ -216,4 +220,18 @@ func writeNotFoundPage(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusNotFound)
 	_, _ = io.WriteString(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head><title>Page Not Found | NetBox</title></head>\n"+
 		"<body>\n<h1>Page Not Found</h1>\n<p>The requested page does not exist.</p>\n</body>\n</html>\n")
+}
+
+// gunicornMaxRequestLine is gunicorn's default limit_request_line, which
+// NetBox's deployments keep.
+const gunicornMaxRequestLine = 4094
+
+// writeRequestLineTooLarge answers as gunicorn does to a request line over
+// its limit, before NetBox sees the request.
+func writeRequestLineTooLarge(w http.ResponseWriter, line int) {
+	w.Header().Set("Content-Type", "text/html")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = fmt.Fprintf(w, "<html>\n  <head>\n    <title>Bad Request</title>\n  </head>\n  <body>\n    <h1><p>Bad Request</p></h1>\n"+
+		"    Request Line is too large (%d &gt; %d)\n  </body>\n</html>\n", line, gunicornMaxRequestLine)
 }
