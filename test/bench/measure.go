@@ -32,15 +32,32 @@ type metrics struct {
 	apiRequests map[string]float64
 	// claimReconciles counts the claim controller's reconciles.
 	claimReconciles float64
+	// batches sums the manager's batches to the IPAM system by operation
+	// (capi_ipam_bridge_backend_batch_size).
+	batches map[string]batchSizes
+}
+
+// batchSizes is a batch-size histogram's count and sum.
+type batchSizes struct{ count, claims float64 }
+
+// meanBatch is the mean size of the batches of op between two scrapes; 0
+// when none ran.
+func meanBatch(m0, m1 metrics, op string) float64 {
+	n := m1.batches[op].count - m0.batches[op].count
+	if n <= 0 {
+		return 0
+	}
+	return (m1.batches[op].claims - m0.batches[op].claims) / n
 }
 
 var (
 	metricLine  = regexp.MustCompile(`^([a-z_]+)\{([^}]*)\} ([0-9.e+-]+)$`)
 	methodLabel = regexp.MustCompile(`method="([A-Z]+)"`)
+	opLabel     = regexp.MustCompile(`operation="([a-z]+)"`)
 )
 
 func scrape(ctx context.Context, addr string) (metrics, error) {
-	m := metrics{apiRequests: map[string]float64{}}
+	m := metrics{apiRequests: map[string]float64{}, batches: map[string]batchSizes{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return m, err
@@ -65,6 +82,16 @@ func scrape(ctx context.Context, addr string) (metrics, error) {
 		case "rest_client_requests_total":
 			if verb := methodLabel.FindStringSubmatch(f[2]); verb != nil {
 				m.apiRequests[verb[1]] += v
+			}
+		case "capi_ipam_bridge_backend_batch_size_count", "capi_ipam_bridge_backend_batch_size_sum":
+			if op := opLabel.FindStringSubmatch(f[2]); op != nil {
+				b := m.batches[op[1]]
+				if strings.HasSuffix(f[1], "_count") {
+					b.count += v
+				} else {
+					b.claims += v
+				}
+				m.batches[op[1]] = b
 			}
 		case "controller_runtime_reconcile_total":
 			if strings.Contains(f[2], `controller="ipaddressclaim"`) {

@@ -78,16 +78,16 @@ func printBackend(w io.Writer, rows []*result, latency time.Duration, cost map[i
 	fmt.Fprintf(w, "The pool's default settings (%s) but in the rows whose rate limit says tuned (%s)\n\n",
 		limitLabel(backendhttp.DefaultLimit), limitLabel(config{rateLimit: tunedRateLimit}.limit()))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workers\tbatch\trate limit\tall bound\tclaims/s\tbind p50\tbind p95\tall released\treq/new claim\treq/release\treq/resync\tIPAM limit\tAPI limit\tratio to limit\t")
+	fmt.Fprintln(tw, "workers\tbatch\trate limit\tall bound\tclaims/s\tbind p50\tbind p95\tall released\treq/new claim\treq/release\treq/resync\tmean batch (allocate/release)\tIPAM limit\tAPI limit\tratio to limit\t")
 	for _, r := range rows {
 		ipamLimit, apiLimit, ratio := "-", "-", "-"
 		if r.simulated {
 			l := limitOf(r, latency, cost)
 			ipamLimit, apiLimit, ratio = round(l.ipam), round(l.api), fmt.Sprintf("%.2f", r.wall.Seconds()/l.bound().Seconds())
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t\n", r.workers, batchLabel(r.batch), settingsLabel(r), round(r.wall),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.1f/%.1f\t%s\t%s\t%s\t\n", r.workers, batchLabel(r.batch), settingsLabel(r), round(r.wall),
 			float64(r.claims)/r.wall.Seconds(), round(r.p50), round(r.p95), round(r.releaseWall), r.perClaim, r.perRelease, r.perResync,
-			ipamLimit, apiLimit, ratio)
+			r.allocateBatch, r.releaseBatch, ipamLimit, apiLimit, ratio)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nThe manager's API-server requests per claim by verb (its rest_client_requests_total)")

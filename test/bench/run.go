@@ -73,6 +73,9 @@ type result struct {
 	perClaim    float64
 	perResync   float64
 	perRelease  float64
+	// allocateBatch and releaseBatch are the mean sizes of the manager's
+	// batches in the burst and in the release.
+	allocateBatch, releaseBatch float64
 	// apiPerClaim and apiPerRelease are the manager's API-server requests
 	// by verb, per claim.
 	apiPerClaim, apiPerRelease map[string]float64
@@ -187,6 +190,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		return nil, err
 	}
 	res.apiPerClaim = perClaim(m0, m1, cfg.claims)
+	res.allocateBatch = meanBatch(m0, m1, "allocate")
 
 	// A forced resync: an annotation makes every bound claim reconcile once more.
 	before = sys.requests()
@@ -248,6 +252,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 			return nil, err
 		}
 		res.apiPerRelease = perClaim(m0, m1, cfg.claims)
+		res.releaseBatch = meanBatch(m0, m1, "release")
 	}
 	return res, nil
 }
