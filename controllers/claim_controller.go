@@ -411,6 +411,11 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		defer call.Finish()
 		return r.bind(ctx, claim, kind, pool, call.value.backend, call.value.alloc, call.err)
 	}
+	// The pool is being validated again because a claim got an address it
+	// may not give: asking now would get the same answer (see Revalidate).
+	if r.Alarms.Revalidating(pool) {
+		return r.wait(claim), nil
+	}
 	// The pool reconciler lets a deleted pool go only when no allocation
 	// from it is under way, and refuses new ones first (see InFlight).
 	done, open := r.InFlight.start(pool.GetUID())

@@ -192,8 +192,13 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool Pool) (ctrl.R
 		return r.notReady(ctx, pool, err)
 	}
 	var usage backends.Usage
-	if r.Alarms.revalidationDue(pool) || r.needsValidation(pool, wasReady) {
-		if usage, err = backend.Validate(ctx); err != nil {
+	askedAt, revalidate := r.Alarms.revalidationDue(pool)
+	if revalidate || r.needsValidation(pool, wasReady) {
+		usage, err = backend.Validate(ctx)
+		if revalidate {
+			r.Alarms.revalidated(pool, askedAt)
+		}
+		if err != nil {
 			return r.failed(ctx, pool, err)
 		}
 		r.markValidated(pool)

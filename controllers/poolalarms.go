@@ -35,9 +35,10 @@ import (
 // refused credentials, and answers that suggest the pool no longer holds
 // (see Revalidate).
 type PoolAlarms struct {
-	mu       sync.Mutex
-	byPool   map[types.UID]refusal
-	due      map[types.UID]bool
+	mu     sync.Mutex
+	byPool map[types.UID]refusal
+	// due holds when Revalidate asked, until the pool has validated.
+	due      map[types.UID]time.Time
 	channels map[string]chan event.GenericEvent
 }
 
@@ -55,7 +56,7 @@ const refusalQueue = 256
 
 // NewPoolAlarms returns an empty PoolAlarms.
 func NewPoolAlarms() *PoolAlarms {
-	return &PoolAlarms{byPool: map[types.UID]refusal{}, due: map[types.UID]bool{}, channels: map[string]chan event.GenericEvent{}}
+	return &PoolAlarms{byPool: map[types.UID]refusal{}, due: map[types.UID]time.Time{}, channels: map[string]chan event.GenericEvent{}}
 }
 
 // IsRefusal says whether err is the IPAM system refusing the credentials.
@@ -75,21 +76,47 @@ func (c *PoolAlarms) Refused(kind PoolKind, pool Pool, backend backends.Backend,
 
 // Revalidate has the pool validated at once: the IPAM system answered a
 // claim with an address the pool may not give, which a pool whose gateway
-// record was deleted, or whose prefix was resized, would.
+// record was deleted, or whose prefix was resized, would. Until the pool has
+// validated, its claims start no reservation (see Revalidating): the system
+// would answer the same address again, and a reservation of the gateway
+// under way would let the validation pass.
 func (c *PoolAlarms) Revalidate(kind PoolKind, pool Pool) {
 	c.mu.Lock()
-	c.due[pool.GetUID()] = true
+	c.due[pool.GetUID()] = time.Now()
 	c.mu.Unlock()
 	c.notify(kind, pool)
 }
 
-// revalidationDue says, once, whether Revalidate asked for the pool.
-func (c *PoolAlarms) revalidationDue(pool Pool) bool {
+// revalidationWait bounds how long claims wait for a validation that
+// Revalidate asked for: a pool reconcile that never gets to validate (its
+// backend cannot be built, say) makes the pool not ready instead.
+const revalidationWait = time.Minute
+
+// Revalidating says whether the pool has yet to validate as Revalidate
+// asked.
+func (c *PoolAlarms) Revalidating(pool Pool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	due := c.due[pool.GetUID()]
-	delete(c.due, pool.GetUID())
-	return due
+	at, ok := c.due[pool.GetUID()]
+	return ok && time.Since(at) < revalidationWait
+}
+
+// revalidationDue says whether Revalidate asked for the pool, and when.
+func (c *PoolAlarms) revalidationDue(pool Pool) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.due[pool.GetUID()]
+	return at, ok
+}
+
+// revalidated records that the pool validated after Revalidate asked at
+// at; a request made since stays due.
+func (c *PoolAlarms) revalidated(pool Pool, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.due[pool.GetUID()].Equal(at) {
+		delete(c.due, pool.GetUID())
+	}
 }
 
 func (c *PoolAlarms) notify(kind PoolKind, pool Pool) {
