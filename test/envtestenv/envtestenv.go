@@ -21,6 +21,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolkinds"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/cachetransform"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv/controlplane"
 )
 
@@ -60,6 +61,9 @@ func StartManagerWith(ctx context.Context, cfg *rest.Config, scheme *runtime.Sch
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		// The binary's cache, transforms included: the suites run the
+		// provider on what the manager really keeps of each object.
+		Cache: cachetransform.CacheOptions(nil),
 	}
 	for _, m := range mutate {
 		m(&mgrOpts)
