@@ -184,3 +184,40 @@ func auditLeavesPlannedRecordsToTheIPAMTeam(t *testing.T, h Harness, cidr string
 		assert.NotEqual(t, ref, r.Reference, "a returned plan is the IPAM team's: not listed as the provider's")
 	}
 }
+
+// plannedRecordSurvivesAMove: after clusterctl move, the claim's marker
+// names another management cluster. The audit of the new one restores the
+// claim's record by the address its IPAddress holds, and the record stays
+// planned; released, by its recorded reference even without that, it goes
+// back to the IPAM team as planned.
+func plannedRecordSurvivesAMove(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+	for i, restore := range []bool{true, false} {
+		at := netip.PrefixFrom(nth(cidr, 3+i), network.Bits())
+		machine := fmt.Sprintf("m-moved-%d", i)
+		ref := h.Plan(t, at, machine)
+		planned := h.Snapshot(t, ref)
+		before := forMachine(fmt.Sprintf("moved-%d", i), machine)
+		before.Marker = "old-cluster/" + before.Namespace + "/" + before.Name
+		alloc, err := b.Allocate(ctx, before)
+		require.NoError(t, err)
+		require.Equal(t, ref, alloc.Reference)
+
+		after := before
+		after.Marker = "new-cluster/" + before.Namespace + "/" + before.Name
+		last := alloc.Reservation()
+		if restore {
+			restored, err := b.Restore(ctx, after, alloc.Address)
+			require.NoError(t, err)
+			assert.Equal(t, ref, restored.Reference, "the planned record, no new one")
+			assert.Equal(t, []Reservation{{Address: at.Addr(), Marker: after.Marker, Reference: ref, Planned: true}}, markedWith(h.Reservations(t, cidr), after.Marker),
+				"restored under the new marker, still planned")
+			last = restored.Reservation()
+		}
+		require.NoError(t, b.Release(ctx, after, last))
+		assert.Equal(t, planned, h.Snapshot(t, ref), "released after the move, the record is as planned")
+	}
+}

@@ -162,6 +162,7 @@ func Run(t *testing.T, h Harness) {
 		{"PlannedRecordGoesToOneClaim", "10.201.46.0/28", plannedRecordGoesToOneClaim},
 		{"RequestedAddressPlannedForTheClaimIsAdopted", "10.201.47.0/28", requestedAddressPlannedForTheClaimIsAdopted},
 		{"AuditLeavesPlannedRecordsToTheIPAMTeam", "10.201.48.0/28", auditLeavesPlannedRecordsToTheIPAMTeam},
+		{"PlannedRecordSurvivesAMove", "10.201.49.0/28", plannedRecordSurvivesAMove},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
