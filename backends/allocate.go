@@ -43,7 +43,8 @@ func (p *Protocol[P, S, R, Q]) allocateUnique(ctx context.Context, claims []Clai
 	}
 	// Claims that request an address are reserved each on its own, and
 	// first: the others' next free addresses must not take what they
-	// request (requested.go).
+	// request (requested.go). The others take the records planned for them
+	// first (planned.go).
 	var requested, next []pendingClaim
 	for _, c := range pending {
 		if c.claim.Requested.IsValid() {
@@ -57,8 +58,34 @@ func (p *Protocol[P, S, R, Q]) allocateUnique(ctx context.Context, claims []Clai
 		wg.Go(func() { results[c.index].Value, results[c.index].Err = p.allocateRequested(ctx, pool, c.claim) })
 	}
 	wg.Wait()
+	next = p.adoptAllPlanned(ctx, pool, next, results)
 	p.allocatePending(ctx, pool, next, results)
 	return results
+}
+
+// adoptAllPlanned adopts, each on its own and at once, the records planned
+// for the pending claims, and returns the claims the pool plans none for.
+func (p *Protocol[P, S, R, Q]) adoptAllPlanned(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) []pendingClaim {
+	if !p.d.Plans(pool) {
+		return pending
+	}
+	planned := make([]bool, len(pending))
+	var wg sync.WaitGroup
+	for i, c := range pending {
+		wg.Go(func() {
+			alloc, found, err := p.adoptPlanned(ctx, pool, c.claim)
+			planned[i] = found || err != nil
+			results[c.index] = Result[Allocation]{Value: alloc, Err: err}
+		})
+	}
+	wg.Wait()
+	var left []pendingClaim
+	for i, c := range pending {
+		if !planned[i] {
+			left = append(left, c)
+		}
+	}
+	return left
 }
 
 // adopt finds, with one search, the records carrying the pending claims'

@@ -114,6 +114,10 @@ type Record struct {
 	Marker  string
 	// Reference is the system's identifier of the record.
 	Reference string
+	// Planned: the IPAM team planned the record and the claim adopted it
+	// (see Claim and docs/planned-records.md). Releasing it removes the
+	// marker and keeps the record, as planned.
+	Planned bool
 }
 
 // Reservation says where a claim's address was reserved, as recorded when

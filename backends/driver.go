@@ -67,6 +67,20 @@ type Driver[P any, S Source, R, Q any] interface {
 	// address is an ErrAddressTaken quoting the system.
 	CreateAt(ctx context.Context, pool P, claim Claim, src S, addr netip.Addr) (R, error)
 
+	// Planned lists the records the IPAM team planned for the claim in
+	// the pool's sources (by the name the pool renders for the claim, and
+	// the pool's planned tag, status or attribute), whatever their marker,
+	// in the order to adopt them; none when the pool adopts no planned
+	// records. Every read of a record (View) tells a planned record the
+	// claim adopted (Record.Planned), and Drop, DropAll and Mark return
+	// such a record to the IPAM team instead of deleting or retiring it.
+	Planned(ctx context.Context, pool P, claim Claim) ([]R, error)
+	// Plans says whether the pool adopts planned records at all.
+	Plans(pool P) bool
+	// Adopt writes the claim's marker on a planned record, saying that it
+	// was planned, and changes nothing the IPAM team set.
+	Adopt(ctx context.Context, r R, marker string) error
+
 	// View is what the protocol reads of a record.
 	View(r R) Record
 	// InPool says whether the pool could have given the record: it lies in

@@ -50,7 +50,28 @@ var (
 	// and the claim gets no other. A *RequestedUnavailableError says why
 	// and who holds it.
 	ErrRequestedUnavailable = errors.New("requested address unavailable")
+	// ErrPlannedConflict: the record the IPAM team planned for the claim
+	// is another claim's (it adopted it first), and the claim gets no
+	// other. A *PlannedConflictError names the record and its holder.
+	ErrPlannedConflict = errors.New("planned record held by another claim")
 )
+
+// PlannedConflictError is an ErrPlannedConflict: the record planned for
+// the claim, and what holds it. Nothing was reserved for the claim.
+type PlannedConflictError struct {
+	// Record names the planned record as the IPAM team reads it.
+	Record string
+	// Holder names the marker the record carries instead of the claim's.
+	Holder string
+}
+
+func (e *PlannedConflictError) Error() string {
+	return fmt.Sprintf("the record planned for this claim, %s, is held by %s: another claim adopted it first; the claim gets no other address",
+		e.Record, e.Holder)
+}
+
+// Unwrap makes the error an ErrPlannedConflict.
+func (e *PlannedConflictError) Unwrap() error { return ErrPlannedConflict }
 
 // RequestedUnavailableError is an ErrRequestedUnavailable: why the address
 // a claim requested is not its, and who holds it. Nothing was reserved for

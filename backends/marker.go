@@ -90,3 +90,24 @@ func ParseMarker(identity, marker string) (namespace, name string, ok bool) {
 	}
 	return namespace, name, true
 }
+
+// plannedSeparator ends a claim's marker on a record the IPAM team planned
+// and the claim adopted: the record itself says that it was planned, so a
+// release (by any manager, after any restart or clusterctl move) returns it
+// to the IPAM team instead of deleting it. '#' appears in no namespace,
+// name or identity.
+const plannedSeparator = "#planned"
+
+// PlannedMarker is the value a claim writes on a planned record it adopts:
+// its marker, and that the record was planned.
+func PlannedMarker(marker string) string { return marker + plannedSeparator }
+
+// ParsePlanned splits a stored marker value: the claim's marker, and
+// whether the record was planned. Any other value is its own marker.
+func ParsePlanned(value string) (marker string, planned bool) {
+	marker, found := strings.CutSuffix(value, plannedSeparator)
+	if !found || marker == "" {
+		return value, false
+	}
+	return marker, true
+}

@@ -108,3 +108,23 @@ func TestParseMarker(t *testing.T) {
 		})
 	}
 }
+
+func TestPlannedMarker(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		marker  string
+		planned bool
+	}{
+		{value: backends.PlannedMarker("id/ns/a"), marker: "id/ns/a", planned: true},
+		{value: "id/ns/a", marker: "id/ns/a"},
+		{value: "", marker: ""},
+		{value: "#planned", marker: "#planned"},
+		{value: "id/ns/a#plannedx", marker: "id/ns/a#plannedx"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			marker, planned := backends.ParsePlanned(tc.value)
+			assert.Equal(t, tc.marker, marker)
+			assert.Equal(t, tc.planned, planned)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -56,6 +57,16 @@ func (p *Protocol[P, S, R, Q]) allocateRequested(ctx context.Context, pool P, cl
 			return p.settleRequested(ctx, pool, claim, src, r)
 		}
 	}
+	if r, ok, err := p.plannedHolder(ctx, pool, claim, held); err != nil || ok {
+		if err != nil {
+			return Allocation{}, err
+		}
+		// Planned for the claim by the IPAM team: adopted, not refused.
+		if r, err = p.takePlanned(ctx, claim, r); err != nil {
+			return Allocation{}, err
+		}
+		return p.settleRequested(ctx, pool, claim, src, r)
+	}
 	if len(held) > 0 {
 		return Allocation{}, p.unavailable(addr, held)
 	}
@@ -66,11 +77,30 @@ func (p *Protocol[P, S, R, Q]) allocateRequested(ctx context.Context, pool P, cl
 	return p.settleRequested(ctx, pool, claim, src, r)
 }
 
-// claimable says whether a record holding the requested address may be
-// the claim's: it carries the claim's marker. (A record the IPAM team
-// planned for the claim will count too.)
+// claimable says whether a record holding the requested address is the
+// claim's: it carries the claim's marker. A record the IPAM team planned
+// for the claim becomes the claim's too (plannedHolder).
 func (p *Protocol[P, S, R, Q]) claimable(r R, claim Claim) bool {
 	return p.d.View(r).Marker == claim.Marker
+}
+
+// plannedHolder returns the record without a marker among held that the
+// IPAM team planned for the claim, if the pool adopts planned records.
+func (p *Protocol[P, S, R, Q]) plannedHolder(ctx context.Context, pool P, claim Claim, held []R) (R, bool, error) {
+	var zero R
+	if !p.d.Plans(pool) || !slices.ContainsFunc(held, func(r R) bool { return p.d.View(r).Marker == "" }) {
+		return zero, false, nil
+	}
+	refs, err := p.plannedRefs(ctx, pool, claim)
+	if err != nil {
+		return zero, false, err
+	}
+	for _, r := range held {
+		if v := p.d.View(r); v.Marker == "" && refs[v.Reference] {
+			return r, true, nil
+		}
+	}
+	return zero, false, nil
 }
 
 // requestedSource is the source that may give addr: the first that holds

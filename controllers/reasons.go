@@ -50,6 +50,11 @@ const (
 	// live IPAddress, or a request that cannot be read. The message names
 	// the holder; the claim gets no other address.
 	RequestedAddressUnavailableReason = "RequestedAddressUnavailable"
+	// PlannedRecordConflictReason: the pool adopts planned records, and
+	// the record the IPAM team planned for the claim is held by another
+	// claim, which adopted it first. The message names the record and its
+	// holder; the claim gets no other address.
+	PlannedRecordConflictReason = "PlannedRecordConflict"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 	// ReservationRestoredReason (event): an audit found a bound claim's
@@ -90,6 +95,8 @@ func claimReason(err error) string {
 	switch {
 	case errors.Is(err, backends.ErrRequestedUnavailable):
 		return RequestedAddressUnavailableReason
+	case errors.Is(err, backends.ErrPlannedConflict):
+		return PlannedRecordConflictReason
 	case errors.Is(err, backends.ErrExhausted):
 		return ipamv1.IPAddressClaimReadyPoolExhaustedReason
 	case errors.Is(err, backends.ErrOutsidePool):

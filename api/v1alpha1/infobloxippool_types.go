@@ -76,6 +76,30 @@ type InfobloxIPPoolSpec struct {
 	// gateway.
 	// +optional
 	PreAllocations PreAllocations `json:"preAllocations,omitempty"`
+
+	// planned makes claims adopt the objects the IPAM team planned for
+	// them: a fixed address or host record (the pool's reservation
+	// objectType) in one of the sources, without the provider's marker,
+	// whose name is the one reservation.namePattern renders for the claim
+	// (in dns.zone for host records with DNS), or whose extensible attribute
+	// named here holds that name. The claim writes its marker on it and
+	// changes nothing else; releasing the claim removes the marker and
+	// keeps the object, as planned. See docs/planned-records.md.
+	// +optional
+	Planned *InfobloxPlanned `json:"planned,omitempty"`
+}
+
+// InfobloxPlanned says how the IPAM team names the objects it plans for
+// claims.
+type InfobloxPlanned struct {
+	// extensibleAttribute names a string extensible attribute that holds
+	// the name the pool renders for the claim. Without it, the object's own
+	// name must be that name.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self != 'CAPI-IPAM-Claim'",message="CAPI-IPAM-Claim holds the provider's claim marker"
+	ExtensibleAttribute string `json:"extensibleAttribute,omitempty"`
 }
 
 // InfobloxConnection says how to reach the grid's WAPI.

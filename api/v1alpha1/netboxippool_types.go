@@ -20,6 +20,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || self.preAllocations.all(k, !isIP(self.preAllocations[k]) || self.sources.exists(s, (has(s.prefix) && (!has(s.prefix.cidr) || (isCIDR(s.prefix.cidr) && cidr(s.prefix.cidr).containsIP(ip(self.preAllocations[k]))))) || (has(s.ipRange) && (!has(s.ipRange.start) || (isIP(s.ipRange.start) && ip(s.ipRange.start).family() == ip(self.preAllocations[k]).family())))))",message="every preAllocations address must lie in one of the sources: in a prefix's cidr, or of an IP range's family (a source given by id, and a range's bounds, are checked when a claim asks)"
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || !has(self.gateway) || !has(self.gateway.address) || !isIP(self.gateway.address) || !self.preAllocations.exists(k, isIP(self.preAllocations[k]) && cidr(self.gateway.address + (ip(self.gateway.address).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[k]))",message="a preAllocations address cannot be the gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || self.preAllocations.all(k, !isIP(self.preAllocations[k]) || self.preAllocations.exists_one(j, isIP(self.preAllocations[j]) && cidr(self.preAllocations[k] + (ip(self.preAllocations[k]).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[j])))",message="two preAllocations cannot request the same address"
+// +kubebuilder:validation:XValidation:rule="!has(self.planned) || (has(self.reservation) && has(self.reservation.dnsNamePattern) && size(self.reservation.dnsNamePattern) > 0)",message="planned IP addresses are found by the DNS name reservation.dnsNamePattern renders for a claim: set it"
 type NetboxIPPoolSpec struct {
 	// connection says how to reach NetBox.
 	// +required
@@ -68,6 +69,32 @@ type NetboxIPPoolSpec struct {
 	// gateway.
 	// +optional
 	PreAllocations PreAllocations `json:"preAllocations,omitempty"`
+
+	// planned makes claims adopt the IP addresses the IPAM team planned for
+	// them: an IP address in one of the sources, without the provider's
+	// marker, whose DNS name is the one reservation.dnsNamePattern renders
+	// for the claim, and that carries the tag or has the status given here.
+	// The claim writes its marker (and the provider's tag) on it and changes
+	// nothing else; releasing the claim removes them and keeps the IP
+	// address, as planned. See docs/planned-records.md.
+	// +optional
+	Planned *NetboxPlanned `json:"planned,omitempty"`
+}
+
+// NetboxPlanned says how the IPAM team marks the IP addresses it plans for
+// claims; an IP address must match every field set.
+// +kubebuilder:validation:XValidation:rule="has(self.tag) || has(self.status)",message="planned needs a tag or a status that marks planned IP addresses"
+type NetboxPlanned struct {
+	// tag is the slug of an existing NetBox tag on planned IP addresses.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	Tag string `json:"tag,omitempty"`
+
+	// status of planned IP addresses, for example reserved.
+	// +optional
+	// +kubebuilder:validation:Enum=active;reserved;deprecated;dhcp;slaac
+	Status string `json:"status,omitempty"`
 }
 
 // NetboxConnection says how to reach NetBox.

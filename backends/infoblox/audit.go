@@ -80,13 +80,13 @@ func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func
 				return nil, fmt.Errorf("listing %s marked %s=%q: %w", t, b.cfg.MarkerEA, prefix+"…", err)
 			}
 			for _, o := range page.Result {
-				marker := o.ExtAttrs.get(b.cfg.MarkerEA)
+				marker, planned := b.markerOf(o)
 				addr, err := o.address()
 				if err != nil || !strings.HasPrefix(marker, prefix) {
 					continue
 				}
 				if p, ok := keep(o, addr); ok {
-					out = append(out, backends.Record{Address: p, Marker: marker, Reference: o.Ref})
+					out = append(out, backends.Record{Address: p, Marker: marker, Reference: o.Ref, Planned: planned})
 				}
 			}
 			if page.NextPageID == "" {
@@ -100,11 +100,59 @@ func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func
 
 // Remark sets the object's marker attribute if it still carries rec.Marker.
 func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string) error {
-	if err := b.checkOwned(ctx, rec); err != nil {
+	o, err := b.checkOwned(ctx, rec)
+	if err != nil {
 		return err
 	}
-	return b.setMarker(ctx, rec.Reference, marker)
+	return b.remark(ctx, o, marker)
 }
+
+// remark sets the object's marker. A planned object keeps saying so under
+// its new marker; retired, it goes back to the IPAM team: its plan holds
+// the address.
+func (b *Backend) remark(ctx context.Context, o object, marker string) error {
+	if _, planned := b.markerOf(o); planned {
+		if _, _, tombstone := backends.ParseTombstone(marker); tombstone {
+			return b.unplan(ctx, o.Ref)
+		}
+		marker = backends.PlannedMarker(marker)
+	}
+	return b.setMarker(ctx, o.Ref, marker)
+}
+
+// dropObject deletes the object, or returns a planned one to the IPAM
+// team.
+func (b *Backend) dropObject(ctx context.Context, o object) error {
+	if _, planned := b.markerOf(o); planned {
+		return b.unplan(ctx, o.Ref)
+	}
+	return b.deleteObject(ctx, o.Ref)
+}
+
+// unplan returns a planned object to the IPAM team as it was before a
+// claim adopted it: without the marker attribute ("extattrs-" removes the
+// attributes it names and keeps the others).
+func (b *Backend) unplan(ctx context.Context, ref string) error {
+	objectType, _, _ := strings.Cut(ref, "/")
+	change := &eaRemoval{objectType: objectType, Remove: map[string]map[string]any{b.cfg.MarkerEA: {}}}
+	req, err := b.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
+	if err != nil {
+		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
+	}
+	if _, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("returning the planned %s to the IPAM team (removing %s): %w", ref, b.cfg.MarkerEA, err)
+	}
+	return nil
+}
+
+// eaRemoval is the body of a PUT that removes extensible attributes only.
+type eaRemoval struct {
+	ibclient.IBBase `json:"-"`
+	objectType      string
+	Remove          map[string]map[string]any `json:"extattrs-"`
+}
+
+func (c *eaRemoval) ObjectType() string { return c.objectType }
 
 // setMarker changes only the marker attribute ("extattrs+" adds or
 // replaces the attributes it names and keeps the others).
@@ -130,32 +178,34 @@ type eaChange struct {
 
 func (c *eaChange) ObjectType() string { return c.objectType }
 
-// Delete deletes the object if it still carries rec.Marker.
+// Delete deletes the object if it still carries rec.Marker; a planned
+// object goes back to the IPAM team.
 func (b *Backend) Delete(ctx context.Context, rec backends.Record) error {
-	err := b.checkOwned(ctx, rec)
+	o, err := b.checkOwned(ctx, rec)
 	if errors.Is(err, backends.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	return b.deleteObject(ctx, rec.Reference)
+	return b.dropObject(ctx, o)
 }
 
 // checkOwned reads the object afresh: someone may have taken it over since
 // it was listed.
-func (b *Backend) checkOwned(ctx context.Context, rec backends.Record) error {
+func (b *Backend) checkOwned(ctx context.Context, rec backends.Record) (object, error) {
 	o, ok, err := b.getByRef(ctx, rec.Reference)
+	marker, _ := b.markerOf(o)
 	switch {
 	case err != nil:
-		return err
+		return object{}, err
 	case !ok:
-		return fmt.Errorf("%w: %s", backends.ErrNotFound, rec.Reference)
-	case o.ExtAttrs.get(b.cfg.MarkerEA) != rec.Marker:
-		return fmt.Errorf("%w: %s now carries %s=%q, not %q; it was left in place",
+		return object{}, fmt.Errorf("%w: %s", backends.ErrNotFound, rec.Reference)
+	case marker != rec.Marker:
+		return object{}, fmt.Errorf("%w: %s now carries %s=%q, not %q; it was left in place",
 			backends.ErrNotOwned, rec.Reference, b.cfg.MarkerEA, o.ExtAttrs.get(b.cfg.MarkerEA), rec.Marker)
 	}
-	return nil
+	return o, nil
 }
 
 // Restore creates the claim's object again at address.
@@ -174,12 +224,12 @@ func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address net
 	}
 	if len(held) > 0 {
 		o := held[0]
-		marker := o.ExtAttrs.get(b.cfg.MarkerEA)
+		marker, _ := b.markerOf(o)
 		switch {
 		case marker == claim.Marker:
 		case backends.SameClaim(marker, claim):
 			// The claim's own object under an earlier marker.
-			if err := b.setMarker(ctx, o.Ref, claim.Marker); err != nil {
+			if err := b.remark(ctx, o, claim.Marker); err != nil {
 				return backends.Allocation{}, err
 			}
 		default:

@@ -81,6 +81,15 @@ type Reservation struct {
 	ExtensibleAttributes map[string]string
 }
 
+// Planned says which objects the IPAM team plans for claims: objects of
+// the pool's type whose name is the one the pool's name pattern renders for
+// the claim (for a host record with DNS, in the pool's zone), or, when
+// ExtensibleAttribute names one, whose extensible attribute of that name
+// holds the rendered name.
+type Planned struct {
+	ExtensibleAttribute string
+}
+
 // Config is one Infoblox pool.
 type Config struct {
 	Host        string
@@ -103,6 +112,9 @@ type Config struct {
 	Gateway      backends.Gateway
 	PrefixLength int
 	Reservation  Reservation
+	// Planned, when set, makes claims adopt the objects planned for them
+	// (docs/planned-records.md).
+	Planned *Planned
 
 	// MarkerEA names the extensible attribute that holds the claim's marker.
 	MarkerEA string
@@ -189,6 +201,9 @@ func (c *Config) validate() error {
 	case HostRecord:
 	default:
 		return invalid("object type %q is neither %s nor %s", c.Reservation.ObjectType, FixedAddress, HostRecord)
+	}
+	if c.Planned != nil && c.Planned.ExtensibleAttribute == c.MarkerEA {
+		return invalid("extensible attribute %q is the provider's claim marker and cannot name planned objects", c.MarkerEA)
 	}
 	for name := range c.Reservation.ExtensibleAttributes {
 		if name == c.MarkerEA {

@@ -121,26 +121,79 @@ func (d driver) AtAddress(ctx context.Context, addr netip.Addr) ([]object, error
 	return d.findByAddress(ctx, addr)
 }
 
-func (d driver) Drop(ctx context.Context, o object) error { return d.deleteObject(ctx, o.Ref) }
+// Drop deletes the object, or returns a planned one to the IPAM team.
+func (d driver) Drop(ctx context.Context, o object) error { return d.dropObject(ctx, o) }
 
 // DropAll deletes with one request object: a reference already gone fails
-// the whole transaction.
+// the whole transaction. Planned objects go back to the IPAM team one by
+// one first.
 func (d driver) DropAll(ctx context.Context, objects []object) error {
-	ops := make([]*ibclient.RequestBody, len(objects))
-	for i, o := range objects {
-		ops[i] = &ibclient.RequestBody{Method: http.MethodDelete, Object: o.Ref}
+	var ops []*ibclient.RequestBody
+	for _, o := range objects {
+		if _, planned := d.markerOf(o); planned {
+			if err := d.unplan(ctx, o.Ref); err != nil {
+				return err
+			}
+			continue
+		}
+		ops = append(ops, &ibclient.RequestBody{Method: http.MethodDelete, Object: o.Ref})
+	}
+	if len(ops) == 0 {
+		return nil
 	}
 	_, err := d.sendRequest(ctx, ops)
 	return err
 }
 
 func (d driver) Mark(ctx context.Context, o object, marker string) error {
-	return d.setMarker(ctx, o.Ref, marker)
+	return d.remark(ctx, o, marker)
 }
 
 func (d driver) View(o object) backends.Record {
 	addr, _ := o.address()
-	return backends.Record{Address: netip.PrefixFrom(addr, addr.BitLen()), Marker: o.ExtAttrs.get(d.cfg.MarkerEA), Reference: o.Ref}
+	marker, planned := d.markerOf(o)
+	return backends.Record{Address: netip.PrefixFrom(addr, addr.BitLen()), Marker: marker, Reference: o.Ref, Planned: planned}
+}
+
+// Plans: the pool adopts planned objects.
+func (d driver) Plans([]resolvedSource) bool { return d.cfg.Planned != nil }
+
+// Planned searches the pool's object types in its network view for the
+// name the pool renders for the claim, or for the extensible attribute
+// that holds it.
+func (d driver) Planned(ctx context.Context, _ []resolvedSource, claim backends.Claim) ([]object, error) {
+	if d.cfg.Planned == nil {
+		return nil, nil
+	}
+	name, err := d.name.Render(claim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: name pattern: %v", backends.ErrInvalidConfig, err)
+	}
+	if name == "" {
+		return nil, nil
+	}
+	field := "name"
+	if ea := d.cfg.Planned.ExtensibleAttribute; ea != "" {
+		field = "*" + ea
+	} else if dns := d.cfg.Reservation.DNS; dns != nil && d.cfg.Reservation.ObjectType == HostRecord {
+		name = name + "." + dns.Zone
+	}
+	var found []object
+	for _, t := range d.objectTypes() {
+		var page []object
+		search := map[string]string{field: name, "network_view": d.cfg.NetworkView}
+		if err := d.get(ctx, newObject(t, d.returnFieldsFor(t)...), "", search, &page); err != nil {
+			return nil, fmt.Errorf("searching %s for %s=%q: %w", t, field, name, err)
+		}
+		found = append(found, page...)
+	}
+	sortByAddress(found)
+	return found, nil
+}
+
+// Adopt writes the claim's marker, noting that the object was planned.
+func (d driver) Adopt(ctx context.Context, o object, marker string) error {
+	return d.setMarker(ctx, o.Ref, backends.PlannedMarker(marker))
 }
 
 // InPool: the search is already limited to the pool's network view.

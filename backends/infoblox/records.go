@@ -51,18 +51,20 @@ func (b *Backend) deleteObject(ctx context.Context, ref string) error {
 func (b *Backend) findByMarker(ctx context.Context, marker string, scope backends.Scope) ([]object, error) {
 	var found []object
 	for _, t := range b.objectTypes() {
-		var page []object
-		search := map[string]string{"*" + b.cfg.MarkerEA: marker}
-		if scope == backends.InPool {
-			search["network_view"] = b.cfg.NetworkView
-		}
-		if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
-			return nil, fmt.Errorf("searching %s for %s=%q: %w", t, b.cfg.MarkerEA, marker, err)
-		}
-		for _, o := range page {
-			// The search is exact, but an object is only ours if it says so.
-			if o.ExtAttrs.get(b.cfg.MarkerEA) == marker {
-				found = append(found, o)
+		for _, value := range b.markerValues(marker) {
+			var page []object
+			search := map[string]string{"*" + b.cfg.MarkerEA: value}
+			if scope == backends.InPool {
+				search["network_view"] = b.cfg.NetworkView
+			}
+			if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
+				return nil, fmt.Errorf("searching %s for %s=%q: %w", t, b.cfg.MarkerEA, value, err)
+			}
+			for _, o := range page {
+				// The search is exact, but an object is only ours if it says so.
+				if o.ExtAttrs.get(b.cfg.MarkerEA) == value {
+					found = append(found, o)
+				}
 			}
 		}
 	}
@@ -78,7 +80,11 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope bac
 		return map[string][]object{}, nil
 	}
 	var ops []*ibclient.RequestBody
+	var values []string
 	for _, m := range markers {
+		values = append(values, b.markerValues(m)...)
+	}
+	for _, m := range values {
 		for _, t := range types {
 			search := map[string]any{"*" + b.cfg.MarkerEA: m}
 			if scope == backends.InPool {
@@ -98,14 +104,15 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope bac
 	}
 	found := map[string][]object{}
 	for i, a := range answers {
-		marker := markers[i/len(types)]
+		value := values[i/len(types)]
 		var page []object
 		if err := json.Unmarshal(a, &page); err != nil {
-			return nil, fmt.Errorf("%w: decoding the search for %s=%q: %v", backends.ErrUnavailable, b.cfg.MarkerEA, marker, err)
+			return nil, fmt.Errorf("%w: decoding the search for %s=%q: %v", backends.ErrUnavailable, b.cfg.MarkerEA, value, err)
 		}
 		for _, o := range page {
 			// The search is exact, but an object is only ours if it says so.
-			if o.ExtAttrs.get(b.cfg.MarkerEA) == marker {
+			if o.ExtAttrs.get(b.cfg.MarkerEA) == value {
+				marker, _ := b.markerOf(o)
 				found[marker] = append(found[marker], o)
 			}
 		}
@@ -114,6 +121,17 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope bac
 		sortByAddress(objects)
 	}
 	return found, nil
+}
+
+// markerValues are the values of the marker attribute that name the
+// claim: its marker, and, where the pool adopts planned objects, its
+// marker on a planned object. A pool that stopped adopting them still
+// releases such an object by its reference.
+func (b *Backend) markerValues(marker string) []string {
+	if b.cfg.Planned == nil {
+		return []string{marker}
+	}
+	return []string{marker, backends.PlannedMarker(marker)}
 }
 
 // findByAddress returns the pool's objects that hold addr.

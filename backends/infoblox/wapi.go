@@ -244,6 +244,13 @@ func (e eaValues) get(name string) string {
 	}
 }
 
+// markerOf is the claim's marker an object carries, and whether the IPAM
+// team planned it (see backends.PlannedMarker).
+func (b *Backend) markerOf(o object) (marker string, planned bool) {
+	marker, planned = backends.ParsePlanned(o.ExtAttrs.get(b.cfg.MarkerEA))
+	return marker, planned
+}
+
 // object is a fixed address or a host record as the backend reads it.
 type object struct {
 	Ref       string   `json:"_ref"`

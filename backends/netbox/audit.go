@@ -80,12 +80,12 @@ func (b *Backend) listMarked(ctx context.Context, prefix string, q url.Values, k
 			return nil, fmt.Errorf("listing the records marked %q: %w", prefix+"…", err)
 		}
 		for _, r := range p.Results {
-			r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+			b.readMarker(&r)
 			addr, err := netip.ParsePrefix(r.Address)
 			if err != nil || !strings.HasPrefix(r.Marker, prefix) || !keep(r) {
 				continue
 			}
-			out = append(out, backends.Record{Address: addr, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID)})
+			out = append(out, backends.Record{Address: addr, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID), Planned: r.planned})
 		}
 		if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
 			return out, nil
@@ -103,9 +103,19 @@ func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string
 	return b.remarkRecord(ctx, r, marker)
 }
 
+// A planned record keeps saying so under its new marker; retired, it goes
+// back to the IPAM team: its plan holds the address.
 func (b *Backend) remarkRecord(ctx context.Context, r ipRecord, marker string) error {
-	patch := map[string]any{"custom_fields": map[string]any{b.cfg.MarkerField: marker}}
-	if _, _, tombstone := backends.ParseTombstone(marker); tombstone {
+	_, _, tombstone := backends.ParseTombstone(marker)
+	value := marker
+	switch {
+	case r.planned && tombstone:
+		return b.unplan(ctx, r)
+	case r.planned:
+		value = backends.PlannedMarker(marker)
+	}
+	patch := map[string]any{"custom_fields": map[string]any{b.cfg.MarkerField: value}}
+	if tombstone {
 		patch["status"] = "deprecated"
 	}
 	if err := b.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil); err != nil {
@@ -205,7 +215,7 @@ func (b *Backend) createAt(ctx context.Context, claim backends.Claim, refs *refe
 		}
 		return ipRecord{}, err
 	}
-	created.Marker = markerValue(created.CustomFields, b.cfg.MarkerField)
+	b.readMarker(&created)
 	return created, nil
 }
 

@@ -125,7 +125,12 @@ func recordID(ref string) (int32, bool) {
 
 const recordRefPrefix = "ipam/ip-addresses/"
 
+// deleteRecord deletes the record, or returns a planned one to the IPAM
+// team.
 func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
+	if r.planned {
+		return b.unplan(ctx, r)
+	}
 	resp, err := b.api.IpamAPI.IpamIpAddressesDestroy(ctx, r.ID).Execute()
 	if err != nil {
 		err = classify(fmt.Sprintf("deleting IP address %d (%s)", r.ID, r.Address), resp, err)

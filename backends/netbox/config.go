@@ -74,6 +74,14 @@ type Reservation struct {
 	CustomFields       map[string]string
 }
 
+// Planned says which IP addresses the IPAM team plans for claims: those
+// whose DNS name is the one the pool's DNS name pattern renders for the
+// claim, and that carry Tag or have Status (both, when both are set).
+type Planned struct {
+	Tag    string
+	Status string
+}
+
 // DefaultDescriptionPattern names the claim and its cluster, so the IPAM
 // team can tell who holds an address.
 const DefaultDescriptionPattern = `Cluster API claim {{ .Namespace }}/{{ .ClaimName }}{{ with .ClusterName }} of cluster {{ . }}{{ end }}`
@@ -92,6 +100,9 @@ type Config struct {
 	Gateway      backends.Gateway
 	PrefixLength int
 	Reservation  Reservation
+	// Planned, when set, makes claims adopt the IP addresses planned for
+	// them (docs/planned-records.md).
+	Planned *Planned
 
 	// Tag and MarkerField name the provider's tag slug and custom field.
 	Tag         string
@@ -147,6 +158,14 @@ func (c *Config) validate() error {
 	}
 	if _, ok := c.Reservation.CustomFields[c.MarkerField]; ok {
 		return fmt.Errorf("%w: custom field %q is the provider's claim marker and cannot be set", backends.ErrInvalidConfig, c.MarkerField)
+	}
+	if p := c.Planned; p != nil {
+		if p.Tag == "" && p.Status == "" {
+			return fmt.Errorf("%w: planned records need a tag or a status that marks them", backends.ErrInvalidConfig)
+		}
+		if c.Reservation.DNSNamePattern == "" {
+			return fmt.Errorf("%w: planned records are found by the DNS name the pool renders for a claim: set a DNS name pattern", backends.ErrInvalidConfig)
+		}
 	}
 	if c.PrefixLength < 0 || c.PrefixLength > 128 {
 		return fmt.Errorf("%w: prefix length %d out of range", backends.ErrInvalidConfig, c.PrefixLength)

@@ -56,7 +56,7 @@ func (d driver) Create(ctx context.Context, src resolvedSource, requests []netbo
 	records := make([]ipRecord, len(created))
 	for i, ip := range created {
 		records[i] = recordFromAPI(ip)
-		records[i].Marker = markerValue(records[i].CustomFields, d.cfg.MarkerField)
+		d.readMarker(&records[i])
 	}
 	return records, nil
 }
@@ -122,11 +122,20 @@ func (d driver) AtAddress(ctx context.Context, addr netip.Addr) ([]ipRecord, err
 func (d driver) Drop(ctx context.Context, r ipRecord) error { return d.deleteRecord(ctx, r) }
 
 // DropAll deletes the listed IDs in one transaction; IDs already gone are
-// no error.
+// no error. Planned records go back to the IPAM team one by one first.
 func (d driver) DropAll(ctx context.Context, records []ipRecord) error {
-	ids := make([]map[string]int32, len(records))
-	for i, r := range records {
-		ids[i] = map[string]int32{"id": r.ID}
+	var ids []map[string]int32
+	for _, r := range records {
+		if r.planned {
+			if err := d.unplan(ctx, r); err != nil {
+				return err
+			}
+			continue
+		}
+		ids = append(ids, map[string]int32{"id": r.ID})
+	}
+	if len(ids) == 0 {
+		return nil
 	}
 	return d.sendJSON(ctx, http.MethodDelete, "/api/ipam/ip-addresses/", nil, ids, nil)
 }
@@ -137,7 +146,7 @@ func (d driver) Mark(ctx context.Context, r ipRecord, marker string) error {
 
 func (d driver) View(r ipRecord) backends.Record {
 	p, _ := netip.ParsePrefix(r.Address)
-	return backends.Record{Address: p, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID)}
+	return backends.Record{Address: p, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID), Planned: r.planned}
 }
 
 func (d driver) InPool(p preparation, r ipRecord) bool { return inSources(r, p.sources) }
@@ -168,7 +177,7 @@ func (b *Backend) getRecord(ctx context.Context, id int32) (ipRecord, bool, erro
 	case err != nil:
 		return ipRecord{}, false, err
 	}
-	r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+	b.readMarker(&r)
 	return r, true, nil
 }
 
@@ -200,7 +209,7 @@ func (d driver) Holders(ctx context.Context, _ preparation, src resolvedSource, 
 		return nil, err
 	}
 	for i := range p.Results {
-		p.Results[i].Marker = markerValue(p.Results[i].CustomFields, d.cfg.MarkerField)
+		d.readMarker(&p.Results[i])
 	}
 	return p.Results, nil
 }
@@ -212,4 +221,63 @@ func (d driver) CreationOrdered() bool { return true }
 // its VRF, carrying what an available-ips request would.
 func (d driver) CreateAt(ctx context.Context, p preparation, claim backends.Claim, src resolvedSource, addr netip.Addr) (ipRecord, error) {
 	return d.createAt(ctx, claim, p.refs, src, addr)
+}
+
+// Plans: the pool says how the IPAM team marks planned records.
+func (d driver) Plans(preparation) bool { return d.cfg.Planned != nil }
+
+// Planned lists the IP addresses whose DNS name is the one the pool renders
+// for the claim, with the pool's planned tag and status, oldest first:
+// NetBox filters by all three.
+func (d driver) Planned(ctx context.Context, _ preparation, claim backends.Claim) ([]ipRecord, error) {
+	if d.cfg.Planned == nil {
+		return nil, nil
+	}
+	name, err := d.dnsName.Render(claim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dnsName pattern: %v", backends.ErrInvalidConfig, err)
+	}
+	if name == "" {
+		return nil, nil
+	}
+	q := url.Values{}
+	q.Set("dns_name", name)
+	if d.cfg.Planned.Tag != "" {
+		q.Set("tag", d.cfg.Planned.Tag)
+	}
+	if d.cfg.Planned.Status != "" {
+		q.Set("status", d.cfg.Planned.Status)
+	}
+	q.Set("ordering", "id")
+	q.Set("limit", strconv.Itoa(maxPage))
+	var p page[ipRecord]
+	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		return nil, fmt.Errorf("looking up IP addresses planned as %q: %w", name, err)
+	}
+	for i := range p.Results {
+		d.readMarker(&p.Results[i])
+	}
+	return p.Results, nil
+}
+
+// Adopt writes the claim's marker, noting that the record was planned, and
+// nothing else: no tag of the provider's either (the marker search of a
+// pool that adopts planned records does without it).
+func (d driver) Adopt(ctx context.Context, r ipRecord, marker string) error {
+	patch := map[string]any{"custom_fields": map[string]any{d.cfg.MarkerField: backends.PlannedMarker(marker)}}
+	if err := d.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil); err != nil {
+		return fmt.Errorf("marking IP address %d (%s) %q: %w", r.ID, r.Address, marker, err)
+	}
+	return nil
+}
+
+// unplan returns a planned record to the IPAM team as it was before a claim
+// adopted it: without the marker.
+func (b *Backend) unplan(ctx context.Context, r ipRecord) error {
+	patch := map[string]any{"custom_fields": map[string]any{b.cfg.MarkerField: nil}}
+	err := b.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil)
+	if err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("returning the planned IP address %d (%s) to the IPAM team: %w", r.ID, r.Address, err)
+	}
+	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
 // Lookups decode only the fields the backend reads, so a NetBox release that
@@ -33,8 +35,17 @@ type ipRecord struct {
 	Address      string         `json:"address"`
 	VRF          *brief         `json:"vrf"`
 	CustomFields map[string]any `json:"custom_fields"`
-	// Marker is the value of the marker field, filled after decoding.
+	// Marker is the claim's marker the marker field holds, filled after
+	// decoding (see readMarker).
 	Marker string `json:"-"`
+	// planned: the IPAM team planned the record and a claim adopted it.
+	planned bool
+}
+
+// readMarker fills the record's marker, and whether it was planned, from
+// its marker field.
+func (b *Backend) readMarker(r *ipRecord) {
+	r.Marker, r.planned = backends.ParsePlanned(markerValue(r.CustomFields, b.cfg.MarkerField))
 }
 
 func recordFromAPI(ip netbox.IPAddress) ipRecord {
@@ -76,6 +87,17 @@ const (
 func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bool) (map[string][]ipRecord, error) {
 	const path = "/api/ipam/ip-addresses/"
 	found := make(map[string][]ipRecord, len(markers))
+	values := markers
+	if b.cfg.Planned != nil {
+		// A planned record a claim adopted carries the marker as
+		// backends.PlannedMarker writes it, and no tag of the provider's:
+		// the marker alone finds it, and its sources limit the pool's.
+		tagged = false
+		values = nil
+		for _, m := range markers {
+			values = append(values, m, backends.PlannedMarker(m))
+		}
+	}
 	base := url.Values{}
 	if tagged {
 		base.Set("tag", b.cfg.Tag)
@@ -83,27 +105,36 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bo
 	base.Set("limit", strconv.Itoa(maxPage))
 	base.Set("ordering", "id")
 	field := "cf_" + b.cfg.MarkerField
-	for _, chunk := range markerChunks(http.MethodGet+" "+b.baseURL+path+"? HTTP/1.1", base, field, markers) {
+	for _, chunk := range markerChunks(http.MethodGet+" "+b.baseURL+path+"? HTTP/1.1", base, field, values) {
 		q := maps.Clone(base)
 		q[field] = chunk
 		var p page[ipRecord]
 		if err := b.getJSON(ctx, path, q, &p); err != nil {
 			return nil, err
 		}
-		if p.Count > int64(len(p.Results)) && len(chunk) > 1 {
+		if p.Count > int64(len(p.Results)) {
 			// More records than a page: search the markers one by one.
-			for _, marker := range chunk {
-				records, err := b.findByMarker(ctx, marker, tagged)
-				if err != nil {
-					return nil, err
+			var claims []string
+			for _, v := range chunk {
+				if m, _ := backends.ParsePlanned(v); !slices.Contains(claims, m) {
+					claims = append(claims, m)
 				}
-				found[marker] = records
 			}
-			continue
+			if len(claims) > 1 {
+				for _, marker := range claims {
+					records, err := b.findByMarker(ctx, marker, tagged)
+					if err != nil {
+						return nil, err
+					}
+					found[marker] = append(found[marker], records...)
+				}
+				continue
+			}
 		}
 		for _, r := range p.Results {
-			r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
-			if slices.Contains(chunk, r.Marker) {
+			raw := markerValue(r.CustomFields, b.cfg.MarkerField)
+			b.readMarker(&r)
+			if slices.Contains(chunk, raw) {
 				found[r.Marker] = append(found[r.Marker], r)
 			}
 		}
@@ -156,7 +187,7 @@ func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]ipRecor
 	for _, r := range p.Results {
 		for _, s := range sources {
 			if s.vrfID == vrfIDOf(r.VRF) && s.Contains(addr) {
-				r.Marker = markerValue(r.CustomFields, b.cfg.MarkerField)
+				b.readMarker(&r)
 				held = append(held, r)
 				break
 			}

@@ -55,8 +55,12 @@ func (b *Backend) ensureSetup(ctx context.Context) (*references, error) {
 
 func (b *Backend) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, error) {
 	wanted := append([]string{b.cfg.Tag}, b.cfg.Reservation.Tags...)
+	lookup := slices.Clone(wanted)
+	if b.cfg.Planned != nil && b.cfg.Planned.Tag != "" {
+		lookup = append(lookup, b.cfg.Planned.Tag)
+	}
 	var p page[brief]
-	if err := b.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": wanted, "limit": {"1000"}}, &p); err != nil {
+	if err := b.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": lookup, "limit": {"1000"}}, &p); err != nil {
 		return nil, fmt.Errorf("looking up tags: %w", err)
 	}
 	found := map[string]brief{}
@@ -76,6 +80,11 @@ func (b *Backend) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, er
 			return nil, err
 		}
 		found[t.Slug] = t
+	}
+	if b.cfg.Planned != nil && b.cfg.Planned.Tag != "" {
+		if _, ok := found[b.cfg.Planned.Tag]; !ok {
+			return nil, fmt.Errorf("%w: tag %q, which marks the records the IPAM team plans, does not exist in NetBox", backends.ErrNotFound, b.cfg.Planned.Tag)
+		}
 	}
 	tags := make([]netbox.NestedTagRequest, 0, len(wanted))
 	for _, slug := range wanted {

@@ -69,6 +69,9 @@ func newInfobloxBackend(pool controllers.Pool, secret *corev1.Secret, opts contr
 		HTTP:  infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("infoblox"), Limits: opts.Limits},
 		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "infoblox")},
 	}
+	if p := spec.Planned; p != nil {
+		cfg.Planned = &infoblox.Planned{ExtensibleAttribute: p.ExtensibleAttribute}
+	}
 	if dns := spec.Reservation.DNS; dns != nil {
 		cfg.Reservation.DNS = &infoblox.DNS{Zone: dns.Zone, View: dns.View}
 	}

@@ -65,6 +65,9 @@ func newNetboxBackend(pool controllers.Pool, secret *corev1.Secret, opts control
 		HTTP:  netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("netbox"), Limits: opts.Limits},
 		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "netbox")},
 	}
+	if p := spec.Planned; p != nil {
+		cfg.Planned = &netbox.Planned{Tag: p.Tag, Status: p.Status}
+	}
 	gateway, err := gatewayConfig(spec.Gateway)
 	if err != nil {
 		return nil, err

@@ -100,10 +100,15 @@ func (r *run) editRecords(st *state, rng *rand.Rand) error {
 	for _, rec := range recs {
 		held[rec.Address.Addr()] = true
 	}
+	for a := range r.reserved {
+		// Requested, perhaps not reserved yet.
+		held[a] = true
+	}
 	var candidates []types.NamespacedName
 	for _, key := range r.claimKeys {
 		_, deleted := r.deleted[key]
-		if !deleted && r.ready(st, key) && len(byClaim[key]) == 1 &&
+		// A planned record is the IPAM team's plan: they leave it be.
+		if !deleted && r.plans[key].kind != planned && r.ready(st, key) && len(byClaim[key]) == 1 &&
 			byClaim[key][0].Address.Addr().String() == st.addresses[key].Spec.Address {
 			candidates = append(candidates, key)
 		}

@@ -44,25 +44,27 @@ func main() { os.Exit(chaos()) }
 // clean-ups (envtest's processes) run.
 func chaos() int {
 	var (
-		backendsFlag = flag.String("backend", "netbox-sim,wapi-sim", "IPAM systems, comma-separated: netbox-sim, wapi-sim, netbox-real (needs NETBOX_URL and tokens from hack/netbox/up.sh)")
-		seedsFlag    = flag.String("seeds", "1,2,3", "RNG seeds, comma-separated; one run per backend and seed")
-		claims       = flag.Int("claims", 1000, "claims per run")
-		pools        = flag.Int("pools", 5, "namespaced pools per run, each in a namespace of its own; claims are spread over them")
-		kills        = flag.Int("kills", 3, "SIGKILLs of the manager during the allocation burst, and again during the release burst")
-		faultRate    = flag.Float64("fault-rate", 0.2, "share of IPAM requests that suffer a fault while faults are on (5xx, reset before, reset after, slow in equal parts)")
-		deleteRate   = flag.Float64("delete-rate", 0.05, "share of IPAddresses deleted once bound")
-		slowMax      = flag.Duration("slow-max", 2*time.Second, "longest delay of a slow answer")
-		slowRequest  = flag.Bool("slow-request", false, "delay slow requests before they reach the IPAM system instead of delaying their answers (a killed manager's request may then be processed after its successor acted)")
-		outage       = flag.Duration("outage", 10*time.Second, "one outage per burst, this long, during which every IPAM request fails (5xx or reset); 0 for none")
-		stall        = flag.Duration("stall", 90*time.Second, "stop the faults of a burst when no claim progressed for this long")
-		faultMax     = flag.Duration("fault-max", 10*time.Minute, "stop the faults of a burst after this long at most")
-		liveness     = flag.Duration("liveness", 3*time.Minute, "bound, after the faults stop, for every claim to bind (or, releasing, to be gone)")
-		concurrency  = flag.Int("concurrency", 10, "the manager's --ipaddressclaim-concurrency")
-		managerBin   = flag.String("manager", "", "manager binary to run; built from ./cmd when empty")
-		workDir      = flag.String("workdir", "", "directory for the manager's logs and kubeconfig; a new temporary one when empty")
-		out          = flag.String("out", "", "also write the table to this file")
-		managerArgs  = flag.String("manager-args", "", "extra manager flags, space-separated")
-		ipamTeam     = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records, and rotate the credentials (see docs/chaos.md)")
+		backendsFlag   = flag.String("backend", "netbox-sim,wapi-sim", "IPAM systems, comma-separated: netbox-sim, wapi-sim, netbox-real (needs NETBOX_URL and tokens from hack/netbox/up.sh)")
+		seedsFlag      = flag.String("seeds", "1,2,3", "RNG seeds, comma-separated; one run per backend and seed")
+		claims         = flag.Int("claims", 1000, "claims per run")
+		pools          = flag.Int("pools", 5, "namespaced pools per run, each in a namespace of its own; claims are spread over them")
+		kills          = flag.Int("kills", 3, "SIGKILLs of the manager during the allocation burst, and again during the release burst")
+		faultRate      = flag.Float64("fault-rate", 0.2, "share of IPAM requests that suffer a fault while faults are on (5xx, reset before, reset after, slow in equal parts)")
+		deleteRate     = flag.Float64("delete-rate", 0.05, "share of IPAddresses deleted once bound")
+		slowMax        = flag.Duration("slow-max", 2*time.Second, "longest delay of a slow answer")
+		slowRequest    = flag.Bool("slow-request", false, "delay slow requests before they reach the IPAM system instead of delaying their answers (a killed manager's request may then be processed after its successor acted)")
+		outage         = flag.Duration("outage", 10*time.Second, "one outage per burst, this long, during which every IPAM request fails (5xx or reset); 0 for none")
+		stall          = flag.Duration("stall", 90*time.Second, "stop the faults of a burst when no claim progressed for this long")
+		faultMax       = flag.Duration("fault-max", 10*time.Minute, "stop the faults of a burst after this long at most")
+		liveness       = flag.Duration("liveness", 3*time.Minute, "bound, after the faults stop, for every claim to bind (or, releasing, to be gone)")
+		concurrency    = flag.Int("concurrency", 10, "the manager's --ipaddressclaim-concurrency")
+		managerBin     = flag.String("manager", "", "manager binary to run; built from ./cmd when empty")
+		workDir        = flag.String("workdir", "", "directory for the manager's logs and kubeconfig; a new temporary one when empty")
+		out            = flag.String("out", "", "also write the table to this file")
+		managerArgs    = flag.String("manager-args", "", "extra manager flags, space-separated")
+		requestedShare = flag.Float64("requested-share", 0.1, "share of claims that request an address (by annotation), from the top of their pool's network")
+		plannedShare   = flag.Float64("planned-share", 0.1, "share of claims that adopt a record the IPAM team planned for them before the run")
+		ipamTeam       = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records, and rotate the credentials (see docs/chaos.md)")
 	)
 	flag.Parse()
 
@@ -122,6 +124,7 @@ func chaos() int {
 				backend: backend, seed: seed, claims: *claims, pools: *pools, kills: *kills,
 				faultRate: *faultRate, deleteRate: *deleteRate, slowMax: *slowMax, slowRequest: *slowRequest, outage: *outage, stall: *stall,
 				faultMax: *faultMax, liveness: *liveness, concurrency: *concurrency, extraArgs: strings.Fields(*managerArgs), ipamTeam: *ipamTeam,
+				requestedShare: *requestedShare, plannedShare: *plannedShare,
 			}
 			fmt.Fprintf(os.Stderr, "\n===== %s, seed %d: %d claims in %d pools, %d kills per burst, fault rate %.2f\n",
 				backend, seed, s.claims, s.pools, s.kills, s.faultRate)

@@ -54,6 +54,10 @@ type settings struct {
 	concurrency int
 	extraArgs   []string
 	ipamTeam    bool
+	// requestedShare and plannedShare are the shares of claims that
+	// request an address, and that adopt a record planned for them.
+	requestedShare float64
+	plannedShare   float64
 }
 
 // result is what one run measured and found.
@@ -137,6 +141,10 @@ type run struct {
 	// deleted are the IPAddresses the run deleted, as they were.
 	deleted map[types.NamespacedName]*ipamv1.IPAddress
 	team    ipamTeam
+	// plans are the claims that request an address or adopt a planned
+	// record (plans.go); reserved their addresses.
+	plans    map[types.NamespacedName]claimPlan
+	reserved map[netip.Addr]bool
 }
 
 func (h *harness) runOne(ctx context.Context, s settings) *result {
@@ -303,6 +311,9 @@ func (r *run) setupCluster(ctx context.Context) error {
 	}
 	for i := range r.s.claims {
 		r.claimKeys = append(r.claimKeys, types.NamespacedName{Namespace: r.namespaces[i%len(r.namespaces)], Name: fmt.Sprintf("m-%04d", i)})
+	}
+	if err := r.planClaims(); err != nil {
+		return err
 	}
 
 	args := []string{
@@ -546,6 +557,7 @@ func (r *run) allocate(ctx context.Context) error {
 					PoolRef: ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind, Name: "pool"},
 				},
 			}
+			r.annotate(claim)
 			return r.h.k8s.Create(ctx, claim)
 		})
 	}()
@@ -715,6 +727,9 @@ func (r *run) checkBound(ctx context.Context) error {
 	}
 	byClaim := map[types.NamespacedName][]record{}
 	for _, rec := range recs {
+		if r.isPlannedSeed(rec) {
+			continue // not adopted: its claim says so
+		}
 		key, ok := claimOfMarker(rec.Marker)
 		if _, exists := st.claims[key]; !ok || !exists {
 			r.res.violate(&r.res.leaks, "record %s (%s) with marker %q belongs to no claim", rec.ID, rec.Address, rec.Marker)
@@ -754,6 +769,7 @@ func (r *run) checkBound(ctx context.Context) error {
 			}
 		}
 	}
+	r.checkPlansBound(st, byClaim)
 	r.logf("bound: %d IPAddresses, %d records checked", len(st.addresses), len(recs))
 	return nil
 }
@@ -829,7 +845,11 @@ func (r *run) checkReleased(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.checkPlansReleased(recs)
 	for _, rec := range recs {
+		if r.isPlannedSeed(rec) {
+			continue // back as planned
+		}
 		key, _ := claimOfMarker(rec.Marker)
 		if _, exists := st.claims[key]; exists {
 			continue // its claim is stuck, already reported

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
@@ -25,6 +26,8 @@ type record struct {
 	// Marker is the provider's claim marker; "" when the record has none.
 	Marker string
 	ID     string
+	// Planned: the marker says the IPAM team planned the record.
+	Planned bool
 }
 
 // system is an IPAM system under chaos: seeded by the harness, reached by
@@ -55,6 +58,9 @@ type system interface {
 	readdress(rec record, to netip.Addr) error
 	rescope(rec record) error
 	deleteRecord(rec record) error
+	// plan creates, as the IPAM team would, the record of addr planned for
+	// the claim whose pool renders name, and returns its ID.
+	plan(addr netip.Prefix, name string) (string, error)
 	// rotateCredentials makes the system refuse the credentials secretData
 	// gave and returns the Secret data of new ones.
 	rotateCredentials(proxyCA []byte) map[string][]byte
@@ -121,8 +127,10 @@ func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret
 		Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection: v1alpha1.NetboxConnection{URL: proxyURL, CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
 				RateLimit: chaosRateLimit},
-			Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: cidr.String()}}},
-			Orphans: chaosOrphans,
+			Sources:     []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: cidr.String()}}},
+			Orphans:     chaosOrphans,
+			Reservation: v1alpha1.NetboxReservation{DNSNamePattern: plannedNamePattern},
+			Planned:     &v1alpha1.NetboxPlanned{Status: "reserved"},
 		},
 	}
 }
@@ -136,8 +144,9 @@ func (s *netboxSystem) records() (out []record, err error) {
 		if perr != nil {
 			return nil, fmt.Errorf("NetBox IP address %d: %w", ip.ID, perr)
 		}
-		m, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
-		out = append(out, record{Address: p, Marker: m, ID: strconv.Itoa(int(ip.ID))})
+		value, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
+		m, planned := backends.ParsePlanned(value)
+		out = append(out, record{Address: p, Marker: m, ID: strconv.Itoa(int(ip.ID)), Planned: planned})
 	}
 	return out, nil
 }
@@ -180,6 +189,16 @@ func (s *netboxSystem) rescope(rec record) error {
 
 func (s *netboxSystem) deleteRecord(rec record) error {
 	return s.edit(rec, func(id int32) { s.target.DeleteIPAddress(id) })
+}
+
+// plan creates a reserved IP address with the DNS name the pools render.
+func (s *netboxSystem) plan(addr netip.Prefix, name string) (id string, err error) {
+	if s.tb != nil {
+		defer s.tb.RecoverFatal(&err)
+	}
+	return strconv.Itoa(int(s.target.AddIPAddress(addr.String(), netboxsim.IPOptions{
+		Status: "reserved", DNSName: name, Description: "planned by the IPAM team",
+	}))), nil
 }
 
 func (s *netboxSystem) rotateCredentials([]byte) map[string][]byte {
@@ -246,8 +265,10 @@ func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, 
 				Host: u.Hostname(), Port: int32(port), CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
 				RateLimit: chaosRateLimit,
 			},
-			Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr.String()}}},
-			Orphans: chaosOrphans,
+			Sources:     []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr.String()}}},
+			Orphans:     chaosOrphans,
+			Reservation: v1alpha1.InfobloxReservation{NamePattern: plannedNamePattern},
+			Planned:     &v1alpha1.InfobloxPlanned{},
 		},
 	}
 }
@@ -261,7 +282,8 @@ func (s *wapiSystem) records() ([]record, error) {
 				if bits <= 0 {
 					bits = a.BitLen()
 				}
-				out = append(out, record{Address: netip.PrefixFrom(a, bits), Marker: o.EAs[infoblox.DefaultMarkerEA], ID: o.Ref})
+				m, planned := backends.ParsePlanned(o.EAs[infoblox.DefaultMarkerEA])
+				out = append(out, record{Address: netip.PrefixFrom(a, bits), Marker: m, ID: o.Ref, Planned: planned})
 			}
 		}
 	}
@@ -294,6 +316,13 @@ func (s *wapiSystem) deleteRecord(rec record) error {
 		return fmt.Errorf("no object %s", rec.ID)
 	}
 	return nil
+}
+
+// plan creates a fixed address with the name the pools render.
+func (s *wapiSystem) plan(addr netip.Prefix, name string) (string, error) {
+	ref := s.sim.AddFixedAddress("default", addr.Addr().String(), nil)
+	s.sim.SetName(ref, name)
+	return ref, nil
 }
 
 // rotateCredentials changes the user's password, as a grid admin does:

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 type infobloxHarness struct {
 	sim        *wapisim.Server
 	objectType infoblox.ObjectType
+	// planned are the networks PlannedPool created.
+	planned sync.Map
 }
 
 // refusingZone is where RefusingPool's host records take their names.
@@ -132,8 +135,8 @@ func (h *infobloxHarness) objects(network netip.Prefix) []wapisim.Object {
 func (h *infobloxHarness) Reservations(t testing.TB, cidr string) []Reservation {
 	var out []Reservation
 	for _, o := range h.objects(netip.MustParsePrefix(cidr)) {
-		if marker := o.EAs[infoblox.DefaultMarkerEA]; marker != "" {
-			out = append(out, Reservation{Address: o.Addresses[0], Marker: marker, Reference: o.Ref})
+		if marker, planned := backends.ParsePlanned(o.EAs[infoblox.DefaultMarkerEA]); marker != "" {
+			out = append(out, Reservation{Address: o.Addresses[0], Marker: marker, Reference: o.Ref, Planned: planned})
 		}
 	}
 	return out
@@ -195,3 +198,31 @@ func (h *infobloxHarness) Requests() int { return len(h.sim.Calls()) }
 func (h *infobloxHarness) SetLatency(d time.Duration) { h.sim.SetLatency(d) }
 
 func (h *infobloxHarness) Server() httpfault.Disturbable { return h.sim }
+
+// PlannedPool adopts objects of the harness's type named for the claim's
+// machine.
+func (h *infobloxHarness) PlannedPool(t testing.TB, cidr string) backends.Backend {
+	if _, created := h.planned.LoadOrStore(cidr, true); !created {
+		h.seed(cidr)
+	}
+	cfg := h.config(t, "secret", PoolOptions{}, cidr)
+	cfg.Reservation.NamePattern = plannedDNSName("{{ .MachineName }}")
+	cfg.Planned = &infoblox.Planned{}
+	return newBackend(t, cfg)
+}
+
+func (h *infobloxHarness) Plan(t testing.TB, addr netip.Prefix, machine string) string {
+	if h.objectType == infoblox.HostRecord {
+		return h.sim.AddHostRecord(wapisim.HostRecord{Name: plannedDNSName(machine), Addresses: []string{addr.Addr().String()},
+			Comment: "planned by the IPAM team for " + machine})
+	}
+	ref := h.sim.AddFixedAddress("default", addr.Addr().String(), nil)
+	h.sim.SetName(ref, plannedDNSName(machine))
+	return ref
+}
+
+func (h *infobloxHarness) Snapshot(t testing.TB, ref string) any {
+	o, ok := h.sim.Object(ref)
+	require.True(t, ok, "no object %s", ref)
+	return o
+}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ const netboxToken = "0123456789abcdef0123456789abcdef01234567"
 
 type netboxHarness struct {
 	target netboxtarget.Target
+	// planned are the networks PlannedPool created.
+	planned sync.Map
 }
 
 // NetBoxHarness runs the suite against target: the simulator, or a real
@@ -86,9 +89,10 @@ func (h *netboxHarness) Reservations(t testing.TB, cidr string) []Reservation {
 	var out []Reservation
 	for _, ip := range h.target.IPAddresses() {
 		addr := netip.MustParsePrefix(ip.Address).Addr()
-		marker, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
+		value, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
+		marker, planned := backends.ParsePlanned(value)
 		if network.Contains(addr) && marker != "" {
-			out = append(out, Reservation{Address: addr, Marker: marker, Reference: fmt.Sprintf("ipam/ip-addresses/%d", ip.ID)})
+			out = append(out, Reservation{Address: addr, Marker: marker, Reference: fmt.Sprintf("ipam/ip-addresses/%d", ip.ID), Planned: planned})
 		}
 	}
 	return out
@@ -145,3 +149,49 @@ func (h *netboxHarness) Requests() int { return len(h.target.Calls()) }
 func (h *netboxHarness) SetLatency(d time.Duration) { h.target.SetLatency(d) }
 
 func (h *netboxHarness) Server() httpfault.Disturbable { return h.target }
+
+// plannedDNSName is the DNS name the planned pools render for a machine.
+func plannedDNSName(machine string) string { return machine + ".planned.example" }
+
+// PlannedPool adopts IP addresses with status reserved and the DNS name
+// rendered for the claim's machine.
+func (h *netboxHarness) PlannedPool(t testing.TB, cidr string) backends.Backend {
+	if _, created := h.planned.LoadOrStore(cidr, true); !created {
+		h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
+	}
+	cfg := netbox.Config{
+		URL: h.target.URL(), Token: netboxToken,
+		Sources:     []netbox.Source{{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)}},
+		Reservation: netbox.Reservation{DNSNamePattern: plannedDNSName("{{ .MachineName }}")},
+		Planned:     &netbox.Planned{Status: "reserved"},
+	}
+	b, err := netbox.New(cfg)
+	require.NoError(t, err)
+	return b
+}
+
+func (h *netboxHarness) Plan(t testing.TB, addr netip.Prefix, machine string) string {
+	id := h.target.AddIPAddress(addr.String(), netboxsim.IPOptions{
+		Status: "reserved", DNSName: plannedDNSName(machine), Description: "planned by the IPAM team for " + machine,
+	})
+	return fmt.Sprintf("ipam/ip-addresses/%d", id)
+}
+
+// Snapshot is the IP address without custom fields that hold nothing:
+// NetBox lists every field defined, null when unset.
+func (h *netboxHarness) Snapshot(t testing.TB, ref string) any {
+	for _, ip := range h.target.IPAddresses() {
+		if fmt.Sprintf("ipam/ip-addresses/%d", ip.ID) == ref {
+			fields := map[string]any{}
+			for k, v := range ip.CustomFields {
+				if v != nil {
+					fields[k] = v
+				}
+			}
+			ip.CustomFields = fields
+			return ip
+		}
+	}
+	t.Fatalf("no IP address %s", ref)
+	return nil
+}

@@ -29,6 +29,8 @@ type Reservation struct {
 	// Reference is the system's identifier of the record, as the backend
 	// names it in an Allocation.
 	Reference string
+	// Planned: the marker says the IPAM team planned the record.
+	Planned bool
 }
 
 // Harness sets up one IPAM system for the suite. Networks are given as CIDRs
@@ -65,6 +67,16 @@ type Harness interface {
 	// Disown removes the marker from the record holding addr, as a human
 	// taking the address over would.
 	Disown(t testing.TB, addr netip.Addr)
+	// PlannedPool creates network cidr as Pool does and returns a backend
+	// that adopts the records planned for its claims, as Plan makes them.
+	PlannedPool(t testing.TB, cidr string) backends.Backend
+	// Plan creates, as the IPAM team would, a record at addr (with its
+	// network's prefix length) planned for the claims whose machine is
+	// named machine, without a marker, and returns its reference.
+	Plan(t testing.TB, addr netip.Prefix, machine string) string
+	// Snapshot is the record ref names, every field the IPAM team sees,
+	// to compare before and after.
+	Snapshot(t testing.TB, ref string) any
 	// LoseAllocationAnswers makes the system apply the next n allocation
 	// requests (of one claim or of a batch) and cut the connection each
 	// time without answering.
@@ -145,6 +157,12 @@ func Run(t *testing.T, h Harness) {
 		{"RequestedAddressLostAnswerLeavesOneRecord", "10.201.42.0/25", requestedAddressLostAnswerLeavesOneRecord},
 		{"RequestedClaimInABatchFailsAlone", "10.201.43.0/24", requestedClaimInABatchFailsAlone},
 		{"ClaimsRequestingOneAddressGetItOnce", "10.201.44.0/26", claimsRequestingOneAddressGetItOnce},
+		// Records planned ahead (planned.go).
+		{"PlannedRecordIsAdoptedAndReturned", "10.201.45.0/28", plannedRecordIsAdoptedAndReturned},
+		{"PlannedRecordGoesToOneClaim", "10.201.46.0/28", plannedRecordGoesToOneClaim},
+		{"RequestedAddressPlannedForTheClaimIsAdopted", "10.201.47.0/28", requestedAddressPlannedForTheClaimIsAdopted},
+		{"AuditLeavesPlannedRecordsToTheIPAMTeam", "10.201.48.0/28", auditLeavesPlannedRecordsToTheIPAMTeam},
+		{"PlannedRecordSurvivesAMove", "10.201.49.0/28", plannedRecordSurvivesAMove},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
@@ -64,6 +66,15 @@ type system interface {
 	moveOutOfScope(r record) string
 	// holds says whether any record holds addr, marked or not.
 	holds(addr netip.Addr) bool
+	// plan creates, as the IPAM team would, the record of addr planned for
+	// the claims of a planned pool (plannedPool) whose name renders name,
+	// without a marker, and returns its reference.
+	plan(addr netip.Prefix, name string) string
+	// plannedPool makes pool adopt the records plan makes, by the name
+	// rendered from its claims' machine name and namespace.
+	plannedPool(pool controllers.Pool)
+	// snapshot is the record ref names, every field the IPAM team sees.
+	snapshot(ref string) any
 	// reserveForeign makes a marked reservation of addr as another
 	// management cluster would.
 	reserveForeign(addr netip.Prefix, marker string)
@@ -96,8 +107,10 @@ type system interface {
 
 // record is a reservation in the IPAM system.
 type record struct {
-	Address     netip.Prefix
-	Marker      string
+	Address netip.Prefix
+	Marker  string
+	// Planned: the marker says the IPAM team planned the record.
+	Planned     bool
 	Description string
 	ref         string
 	id          int32
@@ -115,6 +128,8 @@ type netboxSystem struct {
 	token  string
 	// providerObjects: the provider's tag and custom field were seeded.
 	providerObjects bool
+	// plannedTag: the tag of planned IP addresses was seeded.
+	plannedTag bool
 }
 
 func (s *netboxSystem) name() string { return "NetBox" }
@@ -168,8 +183,9 @@ func (s *netboxSystem) retarget(pool controllers.Pool, cidr string) {
 func (s *netboxSystem) records() []record {
 	var out []record
 	for _, ip := range s.target.IPAddresses() {
-		if m, _ := ip.CustomFields[netbox.DefaultMarkerField].(string); m != "" {
-			out = append(out, record{Address: netip.MustParsePrefix(ip.Address), Marker: m, Description: ip.Description, id: ip.ID})
+		value, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
+		if m, planned := backends.ParsePlanned(value); m != "" {
+			out = append(out, record{Address: netip.MustParsePrefix(ip.Address), Marker: m, Planned: planned, Description: ip.Description, id: ip.ID})
 		}
 	}
 	return out
@@ -354,8 +370,8 @@ func (s *infobloxSystem) objects() []wapisim.Object {
 func (s *infobloxSystem) records() []record {
 	var out []record
 	for _, o := range s.objects() {
-		if m := o.EAs[infoblox.DefaultMarkerEA]; m != "" && len(o.Addresses) > 0 {
-			out = append(out, record{Address: netip.PrefixFrom(o.Addresses[0], o.Prefix.Bits()), Marker: m,
+		if m, planned := backends.ParsePlanned(o.EAs[infoblox.DefaultMarkerEA]); m != "" && len(o.Addresses) > 0 {
+			out = append(out, record{Address: netip.PrefixFrom(o.Addresses[0], o.Prefix.Bits()), Marker: m, Planned: planned,
 				Description: o.Comment, ref: o.Ref})
 		}
 	}
@@ -441,3 +457,77 @@ func (s *infobloxSystem) throttle(l httpfault.ThrottleLimit) {
 	s.sim.SetThrottle(l)
 }
 func (s *infobloxSystem) throttleArrivals() []httpfault.Arrival { return s.sim.ThrottleArrivals() }
+
+// plannedNamePattern renders the name of a claim's planned record: its
+// machine's, in a domain of the test's namespace (a real NetBox is shared
+// by every test of a run).
+const plannedNamePattern = "{{ .MachineName }}.{{ .Namespace }}.planned.example"
+
+// plannedTag marks the IP addresses the IPAM team plans in NetBox.
+const plannedTag = "planned"
+
+// seedPlannedTag creates the tag of planned IP addresses, once: the
+// simulator, as NetBox, would make a second tag of one slug.
+func (s *netboxSystem) seedPlannedTag() {
+	if !s.plannedTag {
+		s.target.AddTag(plannedTag, plannedTag)
+		s.plannedTag = true
+	}
+}
+
+func (s *netboxSystem) plannedPool(pool controllers.Pool) {
+	s.seedPlannedTag()
+	spec := pool.(interface {
+		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
+	}).GetNetboxSpec()
+	spec.Reservation.DNSNamePattern = plannedNamePattern
+	spec.Planned = &v1alpha1.NetboxPlanned{Tag: plannedTag}
+}
+
+func (s *netboxSystem) plan(addr netip.Prefix, name string) string {
+	s.seedPlannedTag()
+	id := s.target.AddIPAddress(addr.String(), netboxsim.IPOptions{
+		Status: "reserved", Tags: []string{plannedTag}, DNSName: name, Description: "planned by the IPAM team",
+	})
+	return fmt.Sprintf("ipam/ip-addresses/%d", id)
+}
+
+// snapshot is the IP address without custom fields that hold nothing:
+// NetBox lists every field defined, null when unset.
+func (s *netboxSystem) snapshot(ref string) any {
+	for _, ip := range s.target.IPAddresses() {
+		if fmt.Sprintf("ipam/ip-addresses/%d", ip.ID) == ref {
+			fields := map[string]any{}
+			for k, v := range ip.CustomFields {
+				if v != nil {
+					fields[k] = v
+				}
+			}
+			ip.CustomFields = fields
+			return ip
+		}
+	}
+	return nil
+}
+
+func (s *infobloxSystem) plannedPool(pool controllers.Pool) {
+	spec := pool.(interface {
+		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
+	}).GetInfobloxSpec()
+	spec.Reservation.NamePattern = plannedNamePattern
+	spec.Planned = &v1alpha1.InfobloxPlanned{}
+}
+
+func (s *infobloxSystem) plan(addr netip.Prefix, name string) string {
+	ref := s.sim.AddFixedAddress("default", addr.Addr().String(), nil)
+	s.sim.SetName(ref, name)
+	return ref
+}
+
+func (s *infobloxSystem) snapshot(ref string) any {
+	o, ok := s.sim.Object(ref)
+	if !ok {
+		return nil
+	}
+	return o
+}

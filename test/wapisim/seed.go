@@ -235,6 +235,13 @@ func (s *Server) SetEA(ref, name, value string) {
 	s.mustObj(ref).eas[name] = s.db.typedEA(name, value)
 }
 
+// SetName names an object, as an administrator's GUI edit would.
+func (s *Server) SetName(ref, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mustObj(ref).name = name
+}
+
 // RemoveEA removes an extensible attribute from an object.
 func (s *Server) RemoveEA(ref, name string) {
 	s.mu.Lock()
