@@ -93,6 +93,15 @@ const (
 // claims that no Machine owns.
 const MachineNameAnnotation = "ipam-bridge.github.io/machine-name"
 
+// MACAddressAnnotation on an IPAddressClaim of a pool whose fixed addresses
+// carry the machine's MAC (spec.reservation.macAddress Machine) holds the
+// MAC its record was made with, lower case with colons. The provider writes
+// it from the claim's machine before it first reserves, and compares it
+// with the machine's MAC afterwards (a change is reported, never written to
+// the grid); a value set beforehand is kept, so it also gives a MAC to
+// claims that no machine owns.
+const MACAddressAnnotation = "ipam-bridge.github.io/mac-address"
+
 // RequestedAddressAnnotation on an IPAddressClaim asks for one address, for
 // example "10.120.0.10" or "2001:db8::10" (no prefix length): the claim gets
 // exactly that address, or none and says why (RequestedAddressUnavailable),
