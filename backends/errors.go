@@ -50,6 +50,10 @@ var (
 	// and the claim gets no other. A *RequestedUnavailableError says why
 	// and who holds it.
 	ErrRequestedUnavailable = errors.New("requested address unavailable")
+	// ErrMACAddressInUse: the system refused a DHCP reservation for the
+	// claim's MAC (Claim.MAC) because another of its records holds that
+	// MAC; nothing was reserved. The message names the MAC and the holder.
+	ErrMACAddressInUse = errors.New("MAC address held by another record")
 )
 
 // RequestedUnavailableError is an ErrRequestedUnavailable: why the address
