@@ -50,6 +50,15 @@ const (
 	// live IPAddress, or a request that cannot be read. The message names
 	// the holder; the claim gets no other address.
 	RequestedAddressUnavailableReason = "RequestedAddressUnavailable"
+	// MACAddressUnknownReason: the claim's pool gives fixed addresses the
+	// machine's MAC, which is not known yet (the BareMetalHost has no
+	// bootMACAddress, the VSphereVM's device no MAC) or cannot be read; the
+	// claim waits, and is woken when the MAC appears.
+	MACAddressUnknownReason = "MACAddressUnknown"
+	// MACAddressInUseReason: the IPAM system refused the machine's MAC,
+	// which another of its records holds; the message names the MAC and the
+	// holder. Nothing was reserved for the claim.
+	MACAddressInUseReason = "MACAddressInUse"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 	// ReservationRestoredReason (event): an audit found a bound claim's
@@ -90,6 +99,8 @@ func claimReason(err error) string {
 	switch {
 	case errors.Is(err, backends.ErrRequestedUnavailable):
 		return RequestedAddressUnavailableReason
+	case errors.Is(err, backends.ErrMACAddressInUse):
+		return MACAddressInUseReason
 	case errors.Is(err, backends.ErrExhausted):
 		return ipamv1.IPAddressClaimReadyPoolExhaustedReason
 	case errors.Is(err, backends.ErrOutsidePool):

@@ -102,6 +102,20 @@ const MachineNameAnnotation = "ipam-bridge.github.io/machine-name"
 // claims that no machine owns.
 const MACAddressAnnotation = "ipam-bridge.github.io/mac-address"
 
+// The condition a bound claim of a pool whose fixed addresses carry the
+// machine's MAC has: does its record's MAC (MACAddressAnnotation) still
+// match the machine's?
+const (
+	// MACAddressCurrentCondition is True while the machine's MAC is the one
+	// the claim's record was made with, False once it changed.
+	MACAddressCurrentCondition = "MACAddressCurrent"
+	// MACAddressMatchesReason: the machine's MAC is the record's.
+	MACAddressMatchesReason = "MACAddressMatches"
+	// MACAddressChangedReason: the machine's MAC changed after the record
+	// was made; the record keeps its MAC until the IPAM team changes it.
+	MACAddressChangedReason = "MACAddressChanged"
+)
+
 // RequestedAddressAnnotation on an IPAddressClaim asks for one address, for
 // example "10.120.0.10" or "2001:db8::10" (no prefix length): the claim gets
 // exactly that address, or none and says why (RequestedAddressUnavailable),

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +68,9 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	env, cfg, err := envtestenv.Start()
+	// A VSphereVM stand-in: the kind a claim's MAC is read from (see
+	// macaddress_test.go).
+	env, cfg, err := envtestenv.Start(filepath.Join("testdata", "vspherevms.yaml"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
