@@ -37,8 +37,13 @@ import (
 //     the host; the MAC is the BareMetalHost's spec.bootMACAddress.
 //   - CAPV: IPAddressClaim → VSphereVM; CAPV names the claim
 //     <vm>-<device index>-<pool index>, and the MAC is the device's
-//     spec.network.devices[i].macAddr when set, else the one vSphere gave
-//     it, status.network[i].macAddr.
+//     spec.network.devices[i].macAddr. A MAC that vSphere generates is of
+//     no use before binding: CAPV (1.16) clones the VM, then waits for the
+//     claims, and writes the NICs' MACs (status.network[i].macAddr) only
+//     once the VM is ready, which needs the addresses. Such a claim is
+//     reserved without a MAC (MACAddressDeferred event) instead of
+//     waiting for ever; status.network[i].macAddr is only compared with
+//     a recorded MAC afterwards.
 //
 // The MAC is read when the claim is first reserved and recorded in the
 // claim's annotation ipam-bridge.github.io/mac-address; until it is known
@@ -87,8 +92,11 @@ type machineMAC struct {
 	MAC string
 	// Source is the object the MAC is, or will be, read from.
 	Source macSource
-	// Unknown says why the MAC is not known yet.
+	// Unknown says why the MAC is not known yet: the claim waits.
 	Unknown string
+	// Deferred says why the MAC cannot be known before the claim is bound:
+	// the claim is reserved without one.
+	Deferred string
 }
 
 // MACAddresses finds the MAC of the machine's interface a claim's address
@@ -159,12 +167,15 @@ func (m *MACAddresses) fromVSphereVM(ctx context.Context, claim *ipamv1.IPAddres
 		return machineMAC{Source: src, Unknown: why}, err
 	}
 	where := fmt.Sprintf("spec.network.devices[%d].macAddr", device)
-	mac := nestedListField(vm.Object, device, "macAddr", "spec", "network", "devices")
-	if mac == "" {
-		where = fmt.Sprintf("status.network[%d].macAddr", device)
-		mac = nestedListField(vm.Object, device, "macAddr", "status", "network")
+	if mac := nestedListField(vm.Object, device, "macAddr", "spec", "network", "devices"); mac != "" {
+		return macFrom(src, where, mac)
 	}
-	return macFrom(src, where, mac)
+	status := fmt.Sprintf("status.network[%d].macAddr", device)
+	if mac := nestedListField(vm.Object, device, "macAddr", "status", "network"); mac != "" {
+		return macFrom(src, status, mac)
+	}
+	return machineMAC{Source: src, Deferred: fmt.Sprintf("%s sets no %s, and CAPV reports the MAC vSphere gives the device (%s) only once the VM is ready, "+
+		"which needs this address", src, where, status)}, nil
 }
 
 // fromMetal3Machine reads the bootMACAddress of the BareMetalHost the
@@ -387,6 +398,11 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 	case found.Unknown != "":
 		r.waitForMAC(claim, found.Unknown)
 		return "", ptr.To(r.wait(claim)), nil
+	case found.Deferred != "":
+		// Waiting would wait for ever: reserve without a MAC, and say so.
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressDeferredReason, "Allocate",
+			"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+		return "", nil, nil
 	}
 	// No machine interface: a reservation without a MAC, as for any pool.
 	ctrl.LoggerFrom(ctx).V(2).Info("No Metal3 or CAPV machine owns the claim, its fixed address carries no MAC")

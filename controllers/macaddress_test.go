@@ -169,7 +169,7 @@ func TestMACAddressesLookup(t *testing.T) {
 			wantGets: []string{"Metal3Data/ns/workers-0", "Metal3Machine/ns/m3m-a", "BareMetalHost/hosts/host-0"},
 		},
 		{
-			name:        "CAPV: the device's MAC in the VSphereVM's status",
+			name:        "CAPV: the MAC vSphere gave the device, as the VSphereVM's status reports it (checked once bound)",
 			claimName:   "vm-a-1-0",
 			claimOwners: []metav1.OwnerReference{vm},
 			seed: func(r *objectReader) {
@@ -189,13 +189,14 @@ func TestMACAddressesLookup(t *testing.T) {
 			wantGets: []string{"VSphereVM/ns/vm-a"},
 		},
 		{
-			name:        "CAPV: the VM is not cloned yet, its devices have no MAC",
+			name:        "CAPV: no MAC in the device's spec, none reported: deferred, never waited for",
 			claimName:   "vm-a-0-0",
 			claimOwners: []metav1.OwnerReference{vm},
 			seed: func(r *objectReader) {
 				r.add("VSphereVM", "ns", "vm-a", nil, nil, vmNetwork([]string{""}, nil))
 			},
-			want:     machineMAC{Source: vmSource, Unknown: "VSphereVM ns/vm-a has no status.network[0].macAddr yet"},
+			want: machineMAC{Source: vmSource, Deferred: "VSphereVM ns/vm-a sets no spec.network.devices[0].macAddr, and CAPV reports " +
+				"the MAC vSphere gives the device (status.network[0].macAddr) only once the VM is ready, which needs this address"},
 			wantGets: []string{"VSphereVM/ns/vm-a"},
 		},
 		{

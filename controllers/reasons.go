@@ -55,6 +55,11 @@ const (
 	// bootMACAddress, the VSphereVM's device no MAC) or cannot be read; the
 	// claim waits, and is woken when the MAC appears.
 	MACAddressUnknownReason = "MACAddressUnknown"
+	// MACAddressDeferredReason (event): the claim's pool gives fixed
+	// addresses the machine's MAC, but the MAC cannot be known before the
+	// claim is bound (a CAPV device without spec macAddr); the address is
+	// reserved without one.
+	MACAddressDeferredReason = "MACAddressDeferred"
 	// MACAddressInUseReason: the IPAM system refused the machine's MAC,
 	// which another of its records holds; the message names the MAC and the
 	// holder. Nothing was reserved for the claim.

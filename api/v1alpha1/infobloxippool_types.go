@@ -212,11 +212,14 @@ type InfobloxReservation struct {
 	// default) reserves the address: match_client RESERVED, MAC
 	// 00:00:00:00:00:00. Machine makes it a DHCP reservation for the
 	// machine's interface: match_client MAC_ADDRESS and the MAC of the
-	// interface the claim serves (Metal3: the BareMetalHost's
-	// bootMACAddress; CAPV: the VSphereVM's network device), read when the
-	// claim is first reserved; the claim waits (MACAddressUnknown) until
-	// that MAC is known. A claim no machine owns is reserved without a MAC
-	// unless it carries the annotation ipam-bridge.github.io/mac-address.
+	// interface the claim serves, read when the claim is first reserved.
+	// Metal3: the BareMetalHost's bootMACAddress; the claim waits
+	// (MACAddressUnknown) until the host has one. CAPV: the network
+	// device's macAddr set in the VSphereMachine; without one the address
+	// is reserved without a MAC (CAPV reports the MAC vSphere generates
+	// only once the addresses are bound). A claim no machine owns is
+	// reserved without a MAC unless it carries the annotation
+	// ipam-bridge.github.io/mac-address.
 	// IPv6 fixed addresses keep their DUID. Fixed addresses only.
 	// +optional
 	// +kubebuilder:default=None

@@ -68,9 +68,9 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	// A VSphereVM stand-in: the kind a claim's MAC is read from (see
-	// macaddress_test.go).
-	env, cfg, err := envtestenv.Start(filepath.Join("testdata", "vspherevms.yaml"))
+	// Stand-ins for the Metal3 and CAPV kinds between a claim and its
+	// machine's MAC (see macaddress_test.go).
+	env, cfg, err := envtestenv.Start(filepath.Join("testdata", "crds"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
