@@ -85,6 +85,24 @@ type macSource struct {
 
 func (s macSource) String() string { return s.Kind.Kind + " " + s.NamespacedName.String() }
 
+// key is the source as the claim's MACAddressSourceAnnotation records it:
+// "<Kind>.<group>/<namespace>/<name>".
+func (s macSource) key() string { return s.Kind.String() + "/" + s.Namespace + "/" + s.Name }
+
+// parseMACSource reads a MACAddressSourceAnnotation value.
+func parseMACSource(v string) (macSource, bool) {
+	gk, rest, ok := strings.Cut(v, "/")
+	if !ok {
+		return macSource{}, false
+	}
+	ns, name, ok := strings.Cut(rest, "/")
+	kind := schema.ParseGroupKind(gk)
+	if !ok || name == "" || kind.Kind == "" {
+		return macSource{}, false
+	}
+	return macSource{Kind: kind, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, true
+}
+
 // machineMAC is what a claim's owner chain says of its MAC.
 type machineMAC struct {
 	// MAC, lower case with colons; "" when it is not known (yet), or the
@@ -112,6 +130,9 @@ type MACAddresses struct {
 	mu       sync.Mutex
 	watchers map[macSource]sets.Set[types.NamespacedName]
 	sources  map[types.NamespacedName]macSource
+	// due are the bound claims whose source changed since their MAC was
+	// last compared.
+	due sets.Set[types.NamespacedName]
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
@@ -286,6 +307,18 @@ func (m *MACAddresses) watch(src macSource, claim types.NamespacedName) {
 	m.sources[claim] = src
 }
 
+// takeDue says whether the claim's source changed since its MAC was last
+// compared, and clears that.
+func (m *MACAddresses) takeDue(claim types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.due.Has(claim) {
+		return false
+	}
+	m.due.Delete(claim)
+	return true
+}
+
 // forget drops a claim that is gone.
 func (m *MACAddresses) forget(claim types.NamespacedName) {
 	if m == nil {
@@ -298,19 +331,24 @@ func (m *MACAddresses) forget(claim types.NamespacedName) {
 		return
 	}
 	delete(m.sources, claim)
+	m.due.Delete(claim)
 	if m.watchers[src].Delete(claim).Len() == 0 {
 		delete(m.watchers, src)
 	}
 }
 
 // claimsOf maps an object of a source kind to the claims whose MAC it
-// holds.
+// holds, and marks them due for a comparison.
 func (m *MACAddresses) claimsOf(kind schema.GroupKind) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		var reqs []reconcile.Request
 		for claim := range m.watchers[macSource{Kind: kind, NamespacedName: client.ObjectKeyFromObject(o)}] {
+			if m.due == nil {
+				m.due = sets.New[types.NamespacedName]()
+			}
+			m.due.Insert(claim)
 			reqs = append(reqs, reconcile.Request{NamespacedName: claim})
 		}
 		return reqs
@@ -391,6 +429,7 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 			claim.Annotations = map[string]string{}
 		}
 		claim.Annotations[v1alpha1.MACAddressAnnotation] = found.MAC
+		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.key()
 		ctrl.LoggerFrom(ctx).Info("The fixed address will carry the machine's MAC", "mac", found.MAC, "source", found.Source.String())
 		// The annotation's write brings the claim back; the requeue covers
 		// a missed event.
@@ -422,10 +461,21 @@ func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
 // checkBoundMAC compares a bound claim's recorded MAC with its machine's
 // and reports a change on the claim (MACAddressCurrent False, an event),
 // without touching the record: the IPAM team decides. A claim without a
-// recorded MAC (bound before its pool opted in) is not checked.
+// recorded MAC (bound before its pool opted in) is not checked. The
+// comparison reads the owner chain (up to three gets), so a bound claim
+// makes it once, and then only when its source object changed: a restart
+// or a resync of thousands of bound claims reads nothing but the cache.
 func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool Pool) error {
 	recorded := claim.Annotations[v1alpha1.MACAddressAnnotation]
 	if r.MACAddresses == nil || recorded == "" || pool == nil || !wantsMachineMAC(pool) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(claim)
+	if src, ok := parseMACSource(claim.Annotations[v1alpha1.MACAddressSourceAnnotation]); ok {
+		r.MACAddresses.watch(src, key)
+	}
+	prev := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
+	if !r.MACAddresses.takeDue(key) && prev != nil {
 		return nil
 	}
 	found, err := r.MACAddresses.Lookup(ctx, claim)
@@ -433,12 +483,14 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAdd
 		return fmt.Errorf("finding the machine's MAC: %w", err)
 	}
 	if found.Source != (macSource{}) {
-		r.MACAddresses.watch(found.Source, client.ObjectKeyFromObject(claim))
+		// The chain may now lead elsewhere (a Metal3Machine on another
+		// host): follow the source it names now.
+		r.MACAddresses.watch(found.Source, key)
+		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.key()
 	}
 	if found.MAC == "" {
 		return nil // nothing to compare with: the record stays as it is
 	}
-	prev := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
 	if normalized, err := NormalizeMAC(recorded); err == nil && normalized == found.MAC {
 		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
 			Reason: v1alpha1.MACAddressMatchesReason})

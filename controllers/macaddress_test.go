@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 )
 
 // objectReader serves whole objects, by kind, namespace and name, as
@@ -296,4 +299,53 @@ func TestMACWatchersMapSourcesToClaims(t *testing.T) {
 	// A claim whose MAC now comes from elsewhere is woken by that only.
 	m.watch(macSource{Kind: bareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: "hosts", Name: "host-1"}}, b)
 	assert.Empty(t, m.claimsOf(bareMetalHostKind)(context.Background(), obj))
+}
+
+func TestMACSourceAnnotationRoundTrip(t *testing.T) {
+	src := macSource{Kind: bareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: "hosts", Name: "host-0"}}
+	assert.Equal(t, "BareMetalHost.metal3.io/hosts/host-0", src.key())
+	got, ok := parseMACSource(src.key())
+	require.True(t, ok)
+	assert.Equal(t, src, got)
+	for _, bad := range []string{"", "BareMetalHost.metal3.io", "BareMetalHost.metal3.io/hosts", "/hosts/host-0"} {
+		_, ok := parseMACSource(bad)
+		assert.False(t, ok, "%q", bad)
+	}
+}
+
+// TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged: a bound claim
+// compares its MAC once, and then only after an event on its source; a
+// restarted manager (a fresh MACAddresses) reads nothing for the claims
+// whose comparison is on record.
+func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
+	m3m := ownerRef(infraV1beta1, "Metal3Machine", "m3m-a")
+	reader := &objectReader{}
+	reader.add("Metal3Data", "ns", "workers-0", []metav1.OwnerReference{m3m}, nil, nil)
+	reader.add("Metal3Machine", "ns", "m3m-a", nil, map[string]string{bareMetalHostAnnotation: "ns/host-0"}, nil)
+	reader.add("BareMetalHost", "ns", "host-0", nil, nil, map[string]any{"spec": map[string]any{"bootMACAddress": "52:54:00:aa:bb:01"}})
+	pool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine}}}
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-0-pool",
+		OwnerReferences: []metav1.OwnerReference{ownerRef(infraV1beta1, "Metal3Data", "workers-0")},
+		Annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
+			v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0"}}}
+	r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), MACAddresses: &MACAddresses{Reader: reader, Follow: consumerOwnerKinds}}
+	ctx := context.Background()
+
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	assert.Len(t, reader.gets, 3, "the first comparison reads the chain")
+	assert.Equal(t, v1alpha1.MACAddressMatchesReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
+
+	reader.gets = nil
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	r.MACAddresses = &MACAddresses{Reader: reader, Follow: consumerOwnerKinds} // a restart
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	assert.Empty(t, reader.gets, "a resync or a restart reads nothing")
+
+	host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
+	reqs := r.MACAddresses.claimsOf(bareMetalHostKind)(ctx, host)
+	require.Len(t, reqs, 1, "the restarted manager maps the host to the claim from its annotation")
+	require.NoError(t, unstructured.SetNestedField(reader.objects["BareMetalHost/ns/host-0"].Object, "52:54:00:aa:bb:02", "spec", "bootMACAddress"))
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	assert.Len(t, reader.gets, 3, "an event on the source makes it compare again")
+	assert.Equal(t, v1alpha1.MACAddressChangedReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
 }

@@ -102,6 +102,14 @@ const MachineNameAnnotation = "ipam-bridge.github.io/machine-name"
 // claims that no machine owns.
 const MACAddressAnnotation = "ipam-bridge.github.io/mac-address"
 
+// MACAddressSourceAnnotation on such a claim names the object its MAC was
+// read from, "<Kind>.<group>/<namespace>/<name>" (for example
+// "BareMetalHost.metal3.io/hosts/host-0"), so that a restarted manager
+// knows which object's changes to compare the MAC against without reading
+// the owner chain of every bound claim. The provider writes it with
+// MACAddressAnnotation.
+const MACAddressSourceAnnotation = "ipam-bridge.github.io/mac-address-source"
+
 // The condition a bound claim of a pool whose fixed addresses carry the
 // machine's MAC has: does its record's MAC (MACAddressAnnotation) still
 // match the machine's?

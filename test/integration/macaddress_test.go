@@ -116,7 +116,9 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		require.Len(t, fixed, 1)
 		assert.Equal(t, "52:54:00:aa:bb:01", fixed[0].MAC)
 		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient, "the grid's DHCP serves the address to that MAC")
-		assert.Equal(t, "52:54:00:aa:bb:01", f.getClaim(claimA).Annotations[v1alpha1.MACAddressAnnotation])
+		got := f.getClaim(claimA)
+		assert.Equal(t, "52:54:00:aa:bb:01", got.Annotations[v1alpha1.MACAddressAnnotation])
+		assert.Equal(t, "BareMetalHost.metal3.io/"+f.ns+"/host-a", got.Annotations[v1alpha1.MACAddressSourceAnnotation])
 		f.waitClaimCondition(claimA, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressMatchesReason)
 	})
 
