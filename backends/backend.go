@@ -150,6 +150,12 @@ type Claim struct {
 	// give (the gateway, a network or broadcast address), or is held by a
 	// record that does not carry the claim's marker.
 	Requested netip.Addr
+	// MAC is the hardware address of the machine's interface the address
+	// is for, lower case with colons, or "" for none (the caller sets it
+	// only for pools that ask for it). A backend that makes DHCP
+	// reservations gives the claim's new record this MAC; one whose system
+	// refuses the MAC as another record's answers ErrMACAddressInUse.
+	MAC string
 }
 
 // Allocation is an address reserved in the external system.

@@ -54,6 +54,10 @@ var (
 	// is another claim's (it adopted it first), and the claim gets no
 	// other. A *PlannedConflictError names the record and its holder.
 	ErrPlannedConflict = errors.New("planned record held by another claim")
+	// ErrMACAddressInUse: the system refused a DHCP reservation for the
+	// claim's MAC (Claim.MAC) because another of its records holds that
+	// MAC; nothing was reserved. The message names the MAC and the holder.
+	ErrMACAddressInUse = errors.New("MAC address held by another record")
 )
 
 // PlannedConflictError is an ErrPlannedConflict: the record planned for

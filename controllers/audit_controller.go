@@ -618,6 +618,11 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 			return err
 		}
 	}
+	if movedTo == "" {
+		// A deleted DHCP reservation comes back as it was made; a moved
+		// record still holds the MAC, so the address is only held.
+		claim.MAC = recordedMAC(liveClaim, a.pool)
+	}
 	alloc, err := a.backend.Restore(ctx, claim, p)
 	switch {
 	case err == nil && movedTo != "":

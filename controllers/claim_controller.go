@@ -74,6 +74,9 @@ type ClaimReconciler struct {
 	// MachineNames names the Machine of each new claim, for the pools'
 	// patterns.
 	MachineNames *MachineNames
+	// MACAddresses finds the MAC of the machine's interface, for pools
+	// whose fixed addresses carry it (macaddress.go); nil for none.
+	MACAddresses *MACAddresses
 
 	// Identity distinguishes this management cluster's reservations when
 	// several share one IPAM system.
@@ -168,6 +171,19 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		b = b.Watches(kind.New(), handler.EnqueueRequestsFromMapFunc(r.poolToClaims(kind)),
 			builder.WithPredicates(poolMayUnblockClaims()))
 	}
+	if r.MACAddresses != nil {
+		// The MAC a claim waits for, or was bound with, may appear or
+		// change: a metadata-only watch (every change moves the
+		// resourceVersion) wakes the claims that read it.
+		served, missing := servedSources(mgr.GetRESTMapper())
+		for _, s := range served {
+			b = b.WatchesMetadata(s.obj, handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(s.kind)))
+		}
+		if len(missing) > 0 {
+			log.Info("Not watching kinds the API server does not serve; claims waiting for a MAC from them look again after their backoff",
+				"kinds", missing)
+		}
+	}
 	return b.Complete(r)
 }
 
@@ -182,6 +198,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			r.waits.forget(req.NamespacedName)
 			r.allocations.forget(req.NamespacedName)
 			r.releases.forget(req.NamespacedName)
+			r.MACAddresses.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -365,6 +382,9 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		if err := r.settleLateAnswer(ctx, claim, address); err != nil {
 			return ctrl.Result{}, err
 		}
+		if err := r.checkBoundMAC(ctx, claim, pool); err != nil {
+			return ctrl.Result{}, err
+		}
 		claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
 		setClaimReady(claim, metav1.ConditionTrue, AddressAllocatedReason, "")
 		return ctrl.Result{}, nil
@@ -427,12 +447,20 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		done()
 		return ctrl.Result{}, err
 	}
+	// A pool whose fixed addresses carry the machine's MAC may have the
+	// claim wait for it (macaddress.go).
+	mac, later, err := r.macForAllocation(ctx, claim, pool)
+	if err != nil || later != nil {
+		done()
+		return ptr.Deref(later, ctrl.Result{}), err
+	}
 	backend, err := r.Backends.For(ctx, kind, pool)
 	if err != nil {
 		done()
 		return r.allocationFailed(claim, err)
 	}
 	bc, backend := r.backendClaim(claim), r.requestedAddress(claim, pool, backend)
+	bc.MAC = mac
 	if !r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
 		alloc, err := backend.Allocate(ctx, bc)
 		return allocationAnswer{backend: backend, alloc: alloc}, err

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -76,23 +77,37 @@ func (m *MachineNames) Ensure(ctx context.Context, claim *ipamv1.IPAddressClaim)
 // resolve returns the first Machine among refs or, depth first, among the
 // owners of the objects refs name that are of a followed kind; "" if none.
 func (m *MachineNames) resolve(ctx context.Context, namespace string, refs []metav1.OwnerReference, hops int, seen map[string]bool) (string, error) {
-	for _, ref := range refs {
-		if isMachine(ref) {
-			return ref.Name, nil
+	ref, err := findOwner(ctx, m.Reader, m.Follow, namespace, refs, hops, seen, isMachine)
+	if err != nil || ref == nil {
+		return "", err
+	}
+	return ref.Name, nil
+}
+
+// findOwner returns the first owner reference among refs that match
+// accepts or, depth first, among the owners of the objects refs name that
+// are of a kind in follow, reading those objects' metadata only; nil if
+// none. A branch ends at an object that is gone, of a kind not served, or
+// that the manager may not read.
+func findOwner(ctx context.Context, reader client.Reader, follow []schema.GroupKind, namespace string, refs []metav1.OwnerReference,
+	hops int, seen map[string]bool, accepts func(metav1.OwnerReference) bool) (*metav1.OwnerReference, error) {
+	for i := range refs {
+		if accepts(refs[i]) {
+			return &refs[i], nil
 		}
 	}
 	if hops == 0 {
-		return "", nil
+		return nil, nil
 	}
 	for _, ref := range refs {
 		gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-		if !m.follows(gvk.GroupKind()) || seen[string(ref.UID)] {
+		if !slices.Contains(follow, gvk.GroupKind()) || seen[string(ref.UID)] {
 			continue
 		}
 		seen[string(ref.UID)] = true
 		owner := &metav1.PartialObjectMetadata{}
 		owner.SetGroupVersionKind(gvk)
-		err := m.Reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, owner)
+		err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, owner)
 		switch {
 		case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
 			// A branch that ends here: the object is gone, its kind is not
@@ -100,25 +115,16 @@ func (m *MachineNames) resolve(ctx context.Context, namespace string, refs []met
 			ctrl.LoggerFrom(ctx).V(2).Info("Owner chain ends", "kind", ref.Kind, "name", ref.Name, "reason", err.Error())
 			continue
 		case err != nil:
-			return "", fmt.Errorf("reading %s %s: %w", ref.Kind, ref.Name, err)
+			return nil, fmt.Errorf("reading %s %s: %w", ref.Kind, ref.Name, err)
 		case owner.UID != ref.UID:
 			continue // a namesake of the owner, not the owner
 		}
-		name, err := m.resolve(ctx, namespace, owner.OwnerReferences, hops-1, seen)
-		if err != nil || name != "" {
-			return name, err
+		found, err := findOwner(ctx, reader, follow, namespace, owner.OwnerReferences, hops-1, seen, accepts)
+		if err != nil || found != nil {
+			return found, err
 		}
 	}
-	return "", nil
-}
-
-func (m *MachineNames) follows(gk schema.GroupKind) bool {
-	for _, f := range m.Follow {
-		if f == gk {
-			return true
-		}
-	}
-	return false
+	return nil, nil
 }
 
 func isMachine(ref metav1.OwnerReference) bool {

@@ -55,6 +55,20 @@ const (
 	// claim, which adopted it first. The message names the record and its
 	// holder; the claim gets no other address.
 	PlannedRecordConflictReason = "PlannedRecordConflict"
+	// MACAddressUnknownReason: the claim's pool gives fixed addresses the
+	// machine's MAC, which is not known yet (the BareMetalHost has no
+	// bootMACAddress, the VSphereVM's device no MAC) or cannot be read; the
+	// claim waits, and is woken when the MAC appears.
+	MACAddressUnknownReason = "MACAddressUnknown"
+	// MACAddressDeferredReason (event): the claim's pool gives fixed
+	// addresses the machine's MAC, but the MAC cannot be known before the
+	// claim is bound (a CAPV device without spec macAddr); the address is
+	// reserved without one.
+	MACAddressDeferredReason = "MACAddressDeferred"
+	// MACAddressInUseReason: the IPAM system refused the machine's MAC,
+	// which another of its records holds; the message names the MAC and the
+	// holder. Nothing was reserved for the claim.
+	MACAddressInUseReason = "MACAddressInUse"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 	// ReservationRestoredReason (event): an audit found a bound claim's
@@ -97,6 +111,8 @@ func claimReason(err error) string {
 		return RequestedAddressUnavailableReason
 	case errors.Is(err, backends.ErrPlannedConflict):
 		return PlannedRecordConflictReason
+	case errors.Is(err, backends.ErrMACAddressInUse):
+		return MACAddressInUseReason
 	case errors.Is(err, backends.ErrExhausted):
 		return ipamv1.IPAddressClaimReadyPoolExhaustedReason
 	case errors.Is(err, backends.ErrOutsidePool):

@@ -102,6 +102,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Kinds:                   kinds,
 		Backends:                cache,
 		MachineNames:            &MachineNames{Reader: mgr.GetAPIReader(), Follow: consumerOwnerKinds},
+		MACAddresses:            &MACAddresses{Reader: mgr.GetAPIReader(), Follow: consumerOwnerKinds},
 		Identity:                opts.Identity,
 		WatchFilterValue:        opts.WatchFilterValue,
 		MaxConcurrentReconciles: opts.ClaimConcurrency,

@@ -93,6 +93,37 @@ const (
 // claims that no Machine owns.
 const MachineNameAnnotation = "ipam-bridge.github.io/machine-name"
 
+// MACAddressAnnotation on an IPAddressClaim of a pool whose fixed addresses
+// carry the machine's MAC (spec.reservation.macAddress Machine) holds the
+// MAC its record was made with, lower case with colons. The provider writes
+// it from the claim's machine before it first reserves, and compares it
+// with the machine's MAC afterwards (a change is reported, never written to
+// the grid); a value set beforehand is kept, so it also gives a MAC to
+// claims that no machine owns.
+const MACAddressAnnotation = "ipam-bridge.github.io/mac-address"
+
+// MACAddressSourceAnnotation on such a claim names the object its MAC was
+// read from, "<Kind>.<group>/<namespace>/<name>" (for example
+// "BareMetalHost.metal3.io/hosts/host-0"), so that a restarted manager
+// knows which object's changes to compare the MAC against without reading
+// the owner chain of every bound claim. The provider writes it with
+// MACAddressAnnotation.
+const MACAddressSourceAnnotation = "ipam-bridge.github.io/mac-address-source"
+
+// The condition a bound claim of a pool whose fixed addresses carry the
+// machine's MAC has: does its record's MAC (MACAddressAnnotation) still
+// match the machine's?
+const (
+	// MACAddressCurrentCondition is True while the machine's MAC is the one
+	// the claim's record was made with, False once it changed.
+	MACAddressCurrentCondition = "MACAddressCurrent"
+	// MACAddressMatchesReason: the machine's MAC is the record's.
+	MACAddressMatchesReason = "MACAddressMatches"
+	// MACAddressChangedReason: the machine's MAC changed after the record
+	// was made; the record keeps its MAC until the IPAM team changes it.
+	MACAddressChangedReason = "MACAddressChanged"
+)
+
 // RequestedAddressAnnotation on an IPAddressClaim asks for one address, for
 // example "10.120.0.10" or "2001:db8::10" (no prefix length): the claim gets
 // exactly that address, or none and says why (RequestedAddressUnavailable),

@@ -200,6 +200,7 @@ const (
 // Patterns are Go templates over .ClaimName, .Namespace, .ClusterName and
 // .MachineName (see MachineNameAnnotation).
 // +kubebuilder:validation:XValidation:rule="!has(self.dns) || self.objectType == 'HostRecord'",message="dns applies to host records only"
+// +kubebuilder:validation:XValidation:rule="!has(self.macAddress) || self.macAddress == 'None' || self.objectType == 'FixedAddress'",message="macAddress Machine applies to fixed addresses only"
 type InfobloxReservation struct {
 	// objectType is FixedAddress (the default) or HostRecord.
 	// +optional
@@ -230,7 +231,36 @@ type InfobloxReservation struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
 	ExtensibleAttributes map[string]string `json:"extensibleAttributes,omitempty"`
+
+	// macAddress says which MAC an IPv4 fixed address carries. None (the
+	// default) reserves the address: match_client RESERVED, MAC
+	// 00:00:00:00:00:00. Machine makes it a DHCP reservation for the
+	// machine's interface: match_client MAC_ADDRESS and the MAC of the
+	// interface the claim serves, read when the claim is first reserved.
+	// Metal3: the BareMetalHost's bootMACAddress; the claim waits
+	// (MACAddressUnknown) until the host has one. CAPV: the network
+	// device's macAddr set in the VSphereMachine; without one the address
+	// is reserved without a MAC (CAPV reports the MAC vSphere generates
+	// only once the addresses are bound). A claim no machine owns is
+	// reserved without a MAC unless it carries the annotation
+	// ipam-bridge.github.io/mac-address.
+	// IPv6 fixed addresses keep their DUID. Fixed addresses only.
+	// +optional
+	// +kubebuilder:default=None
+	MACAddress InfobloxMACAddress `json:"macAddress,omitempty"`
 }
+
+// InfobloxMACAddress is where a fixed address's MAC comes from.
+// +kubebuilder:validation:Enum=None;Machine
+type InfobloxMACAddress string
+
+const (
+	// InfobloxMACNone reserves fixed addresses without a MAC.
+	InfobloxMACNone InfobloxMACAddress = "None"
+	// InfobloxMACMachine gives fixed addresses the MAC of the machine's
+	// interface.
+	InfobloxMACMachine InfobloxMACAddress = "Machine"
+)
 
 // InfobloxDNS says where host records live in DNS.
 type InfobloxDNS struct {

@@ -112,10 +112,18 @@ func (b *Backend) newObjectAt(claim backends.Claim, ipv6 bool, next string) (ibc
 		fa.IPv6Address = next
 		fa.Duid = duidFor(claim.Marker)
 	} else {
-		// A reservation: the address is held without a MAC.
-		reserved := "RESERVED"
 		fa.IPv4Address = next
-		fa.MatchClient = &reserved
+		if claim.MAC != "" {
+			// A DHCP reservation: the grid's DHCP gives the address to
+			// the machine's interface, as infoblox-go-client's AllocateIP
+			// asks for one.
+			mac, byMAC := claim.MAC, "MAC_ADDRESS"
+			fa.Mac, fa.MatchClient = &mac, &byMAC
+		} else {
+			// A reservation: the address is held without a MAC.
+			reserved := "RESERVED"
+			fa.MatchClient = &reserved
+		}
 	}
 	return fa, nil
 }

@@ -150,6 +150,8 @@ func classify(e *wapiError) error {
 		return backends.ErrForbidden
 	case e.class == "AdmConDataNotFoundError":
 		return backends.ErrNotFound
+	case macInUseText.MatchString(text):
+		return backends.ErrMACAddressInUse
 	case strings.Contains(text, "IBDataConflictError") || strings.Contains(text, "already"):
 		return backends.ErrConflict
 	case e.status == http.StatusBadRequest:
@@ -209,7 +211,7 @@ func (b *Backend) create(ctx context.Context, obj ibclient.IBObject, returnField
 	req.URL.RawQuery = q.Encode()
 	body, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req)
 	if err != nil {
-		return object{}, err
+		return object{}, b.explainMACInUse(ctx, obj, err)
 	}
 	var created object
 	if err := json.Unmarshal(body, &created); err != nil || created.Ref == "" {

@@ -69,6 +69,9 @@ const (
 	vmNamingTemplate   = "{{ .machine.name }}-vm"
 	vmName             = machineName + "-vm"
 	bootstrapSecret    = "capv-md-0-bootstrap-ghs8d"
+	// deviceMAC is the third network device's MAC, set in the
+	// VSphereMachine (VMware's OUI, as CAPV asks).
+	deviceMAC = "00:50:56:3F:00:07"
 )
 
 // pool is one pool a network device names, and what the test expects of
@@ -91,7 +94,8 @@ func (p pool) netbox() bool { return strings.HasSuffix(p.kind, "NetboxIPPool") }
 
 // TestCAPVDrivesOurPools: a VSphereMachine's first network device names a
 // NetboxIPPool, its second a GlobalNetboxIPPool and an (IPv6)
-// InfobloxIPPool, its third a GlobalInfobloxIPPool. CAPV's VSphereMachine
+// InfobloxIPPool, its third a GlobalInfobloxIPPool whose fixed addresses
+// carry the device's MAC (set in the VSphereMachine). CAPV's VSphereMachine
 // controller makes the VSphereVM, its VSphereVM controller creates one
 // claim per pool reference, our manager binds them with records named after
 // the Machine, CAPV clones the VM in vCenter and writes our addresses,
@@ -244,6 +248,27 @@ func TestCAPVDrivesOurPools(t *testing.T) {
 		assert.Equal(t, d.gateway6, eth.Gateway6, "device %d", i)
 		assert.False(t, eth.DHCP4 || eth.DHCP6, "device %d", i)
 	}
+
+	// The GlobalInfobloxIPPool's fixed address is a DHCP reservation for
+	// the MAC its device (the third) has: the one the VSphereMachine sets,
+	// which CAPV copies to the VSphereVM and vSphere gives the NIC.
+	for _, p := range want {
+		if p.kind != "GlobalInfobloxIPPool" {
+			continue
+		}
+		objs, err := sims.wapiObjects("fixedaddress")
+		require.NoError(t, err)
+		var fixed []wapiObject
+		for _, o := range objs {
+			if o.EAs[infobloxMarkerEA] == marker(ns, p.claimName()) {
+				fixed = append(fixed, o)
+			}
+		}
+		require.Len(t, fixed, 1)
+		assert.Equal(t, strings.ToLower(deviceMAC), fixed[0].MAC, "the fixed address carries device %d's MAC", p.device)
+		assert.Equal(t, strings.ToLower(deviceMAC), strings.ToLower(macs[p.device]), "vSphere gave the NIC that MAC")
+		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
+	}
 	require.NoError(t, k8s.Get(ctx, client.ObjectKeyFromObject(vm), vm))
 	assert.True(t, conditions.IsTrue(vm, infrav1.VSphereVMIPAddressClaimsFulfilledCondition), "%+v",
 		conditions.Get(vm, infrav1.VSphereVMIPAddressClaimsFulfilledCondition))
@@ -331,8 +356,9 @@ func createPools(t *testing.T, ns string, pools []pool) {
 		"InfobloxIPPool": infobloxSpec(infobloxCIDR, map[string]any{
 			"objectType": "HostRecord", "namePattern": "{{ .MachineName }}", "dns": map[string]any{"zone": infobloxZone},
 		}),
+		// DHCP reservations for the MAC vSphere gives the device.
 		"GlobalInfobloxIPPool": infobloxSpec(globalInfobloxCIDR, map[string]any{
-			"objectType": "FixedAddress", "namePattern": "{{ .MachineName }}",
+			"objectType": "FixedAddress", "namePattern": "{{ .MachineName }}", "macAddress": "Machine",
 		}),
 	}
 	var objs []*unstructured.Unstructured
@@ -412,7 +438,10 @@ func createMachine(t *testing.T, ns string, pools []pool) {
 	devices := []infrav1.NetworkDeviceSpec{
 		{NetworkName: "VM Network"},
 		{NetworkName: "DC0_DVPG0"},
-		{NetworkName: "VM Network"},
+		// Its MAC is set: the only one the provider can know before the
+		// addresses are bound (CAPV reports vSphere's own once the VM is
+		// ready, which needs them).
+		{NetworkName: "VM Network", MACAddr: deviceMAC},
 	}
 	for _, p := range pools {
 		devices[p.device].AddressesFromPools = append(devices[p.device].AddressesFromPools,

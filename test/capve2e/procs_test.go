@@ -160,6 +160,9 @@ type wapiObject struct {
 	Name      string            `json:"name"`
 	Addresses []string          `json:"addresses"`
 	EAs       map[string]string `json:"eas"`
+	// MAC and MatchClient of a fixed address.
+	MAC         string `json:"mac,omitempty"`
+	MatchClient string `json:"matchClient,omitempty"`
 }
 
 func startIPAMSims(bin, logPath string) (*ipamSims, error) {

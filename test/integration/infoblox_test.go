@@ -233,6 +233,10 @@ func TestInvalidInfobloxSpecsAreRejectedByTheAPIServer(t *testing.T) {
 		{"DNS on a fixed address", func(s *v1alpha1.InfobloxIPPoolSpec) {
 			s.Reservation.DNS = &v1alpha1.InfobloxDNS{Zone: "k8s.example.com"}
 		}, "dns applies to host records only"},
+		{"machine MAC on a host record", func(s *v1alpha1.InfobloxIPPoolSpec) {
+			s.Reservation = v1alpha1.InfobloxReservation{ObjectType: v1alpha1.InfobloxHostRecord, MACAddress: v1alpha1.InfobloxMACMachine}
+		}, "macAddress Machine applies to fixed addresses only"},
+		{"unknown MAC source", func(s *v1alpha1.InfobloxIPPoolSpec) { s.Reservation.MACAddress = "BareMetalHost" }, "macAddress"},
 		{"zone with a trailing dot", func(s *v1alpha1.InfobloxIPPoolSpec) {
 			s.Reservation = v1alpha1.InfobloxReservation{ObjectType: v1alpha1.InfobloxHostRecord, DNS: &v1alpha1.InfobloxDNS{Zone: "k8s.example.com."}}
 		}, "zone must be a DNS name without a trailing dot"},

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -67,7 +68,9 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	env, cfg, err := envtestenv.Start()
+	// Stand-ins for the Metal3 and CAPV kinds between a claim and its
+	// machine's MAC (see macaddress_test.go).
+	env, cfg, err := envtestenv.Start(filepath.Join("testdata", "crds"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -41,6 +41,7 @@ const (
 	netboxCIDR       = "10.122.0.0/24"
 	globalNetboxCIDR = "10.123.0.0/24"
 	infobloxCIDR     = "10.124.0.0/24"
+	dhcpCIDR         = "10.121.0.0/24"
 )
 
 // The Metal3 objects, named as a MachineDeployment would name them: the
@@ -59,7 +60,11 @@ const (
 	wapiSecret    = "infoblox"
 	netboxPool    = "nb"
 	infobloxPool  = "ib"
+	dhcpPool      = "ib-dhcp"
 	metal3DataFmt = templateName + "-0"
+	// bootMAC is the BareMetalHost's bootMACAddress, as an operator writes
+	// it; the grid stores it in lower case.
+	bootMAC = "52:54:00:AB:CD:01"
 )
 
 // pool is one of the three pools the Metal3DataTemplate names, and what
@@ -78,7 +83,8 @@ type pool struct {
 func (p pool) claimName() string { return metal3DataFmt + "-" + p.name }
 
 // TestMetal3DataTemplateDrivesOurPools: a Metal3DataTemplate names a
-// NetboxIPPool, a GlobalNetboxIPPool and an InfobloxIPPool in networkData
+// NetboxIPPool, a GlobalNetboxIPPool and two InfobloxIPPools (host records,
+// and fixed addresses that carry the BareMetalHost's MAC) in networkData
 // fromPoolRef; CAPM3's reconcilers create the claims, ours fulfil them with
 // records named after the Machine, CAPM3 writes the addresses, prefixes and
 // gateways into the networkData Secret, and the Machine's going (its
@@ -114,8 +120,10 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 	t.Cleanup(wapi.Close)
 	password := "pw-" + randomHex(8)
 	wapi.AddUser("capi-"+ns, password, wapisim.Permissions{Write: true, Superuser: true})
-	wapi.AddNetwork("default", infobloxCIDR, nil)
-	wapi.AddFixedAddress("default", netip.MustParsePrefix(infobloxCIDR).Addr().Next().String(), nil) // the gateway
+	for _, cidr := range []string{infobloxCIDR, dhcpCIDR} {
+		wapi.AddNetwork("default", cidr, nil)
+		wapi.AddFixedAddress("default", netip.MustParsePrefix(cidr).Addr().Next().String(), nil) // the gateway
+	}
 	wapi.AddZone("default", infobloxZone)
 	createSecret(t, ns, wapiSecret, map[string][]byte{
 		v1alpha1.InfobloxUsernameKey: []byte("capi-" + ns),
@@ -135,6 +143,15 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 				ObjectType:  v1alpha1.InfobloxHostRecord,
 				NamePattern: "{{ .MachineName }}",
 				DNS:         &v1alpha1.InfobloxDNS{Zone: infobloxZone},
+			},
+		}},
+		&v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: dhcpPool}, Spec: v1alpha1.InfobloxIPPoolSpec{
+			Connection: v1alpha1.InfobloxConnection{Host: wapi.Host(), Port: int32(port), CredentialsSecretRef: v1alpha1.SecretReference{Name: wapiSecret}},
+			Sources:    []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: dhcpCIDR}}},
+			Reservation: v1alpha1.InfobloxReservation{
+				ObjectType:  v1alpha1.InfobloxFixedAddress,
+				NamePattern: "{{ .MachineName }}",
+				MACAddress:  v1alpha1.InfobloxMACMachine,
 			},
 		}},
 	}
@@ -166,6 +183,18 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 		}
 		return netip.Addr{}, "", false
 	}
+	// The fixed address, with the MAC and match_client the grid's DHCP
+	// serves it by.
+	var fixedMAC, fixedMatch string
+	fixedAddress := func(marker string) (netip.Addr, string, bool) {
+		for _, o := range wapi.Objects("fixedaddress") {
+			if o.EAs[infoblox.DefaultMarkerEA] == marker && len(o.Addresses) == 1 {
+				fixedMAC, fixedMatch = o.MAC, o.MatchClient
+				return o.Addresses[0], o.Name, true
+			}
+		}
+		return netip.Addr{}, "", false
+	}
 	want := []pool{
 		{kind: "NetboxIPPool", name: netboxPool, cidr: netboxCIDR, network: "provisioning", record: netboxRecord,
 			wantName: machineName + "." + netboxZone},
@@ -173,6 +202,8 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 			wantName: machineName + "." + globalZone},
 		{kind: "InfobloxIPPool", name: infobloxPool, cidr: infobloxCIDR, network: "baremetal", record: hostRecord,
 			wantName: machineName + "." + infobloxZone},
+		{kind: "InfobloxIPPool", name: dhcpPool, cidr: dhcpCIDR, network: "provisioning-dhcp", record: fixedAddress,
+			wantName: machineName},
 	}
 
 	// What CAPI and CAPM3's Metal3Machine controller would have made: the
@@ -216,6 +247,14 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 		require.True(t, found, "no %s record for claim %s", p.kind, p.claimName())
 		assert.Equal(t, addr, got)
 		assert.Equal(t, p.wantName, name)
+		if p.name == dhcpPool {
+			// Read back from the grid: a DHCP reservation for the host's
+			// boot interface, found through Metal3Data, Metal3Machine and
+			// its metal3.io/BareMetalHost annotation.
+			assert.Equal(t, "52:54:00:ab:cd:01", fixedMAC, "the fixed address carries the BareMetalHost's bootMACAddress")
+			assert.Equal(t, "MAC_ADDRESS", fixedMatch)
+			assert.Equal(t, "52:54:00:ab:cd:01", claim.Annotations[v1alpha1.MACAddressAnnotation])
+		}
 	}
 
 	// CAPM3 renders our addresses, prefixes and gateways into the
@@ -290,7 +329,8 @@ func createMetal3Machine(t *testing.T, ns string, pools []pool) {
 		},
 	}
 	create(machine)
-	create(&bmov1alpha1.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostName}})
+	create(&bmov1alpha1.BareMetalHost{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostName},
+		Spec: bmov1alpha1.BareMetalHostSpec{BootMACAddress: bootMAC}})
 
 	template := &infrav1.Metal3DataTemplate{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: templateName, Labels: labels},

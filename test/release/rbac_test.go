@@ -214,19 +214,34 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 	forbidden("creating Leases outside its namespace", asManager.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}}))
 	forbidden("creating Namespaces", asManager.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}}))
 
-	// The Machine-name chain reads the consumers' objects: get, nothing more.
+	// The Machine-name chain reads the consumers' objects: get, nothing
+	// more. The objects a MAC is read from (BareMetalHosts, VSphereVMs)
+	// are also listed and watched, by a metadata-only informer that wakes
+	// the claims waiting for a MAC; never written.
 	reviewer, err := client.New(cfg, client.Options{})
 	require.NoError(t, err)
-	for _, resource := range []string{"metal3datas", "metal3dataclaims", "metal3machines", "vspherevms", "vspheremachines"} {
-		for verb, want := range map[string]bool{"get": true, "list": false, "watch": false, "update": false, "delete": false} {
+	readOnly := map[string]bool{"get": true, "list": false, "watch": false, "update": false, "patch": false, "delete": false}
+	watched := map[string]bool{"get": true, "list": true, "watch": true, "update": false, "patch": false, "delete": false}
+	for _, r := range []struct {
+		group, resource string
+		verbs           map[string]bool
+	}{
+		{"infrastructure.cluster.x-k8s.io", "metal3datas", readOnly},
+		{"infrastructure.cluster.x-k8s.io", "metal3dataclaims", readOnly},
+		{"infrastructure.cluster.x-k8s.io", "metal3machines", readOnly},
+		{"infrastructure.cluster.x-k8s.io", "vspheremachines", readOnly},
+		{"infrastructure.cluster.x-k8s.io", "vspherevms", watched},
+		{"metal3.io", "baremetalhosts", watched},
+	} {
+		for verb, want := range r.verbs {
 			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 				User: "system:serviceaccount:" + targetNS + ":" + serviceAccount, Groups: []string{"system:serviceaccounts", "system:authenticated"},
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: ns, Verb: verb, Group: "infrastructure.cluster.x-k8s.io", Resource: resource,
+					Namespace: ns, Verb: verb, Group: r.group, Resource: r.resource,
 				},
 			}}
 			require.NoError(t, reviewer.Create(ctx, review))
-			assert.Equal(t, want, review.Status.Allowed, "%s %s", verb, resource)
+			assert.Equal(t, want, review.Status.Allowed, "%s %s.%s", verb, r.resource, r.group)
 		}
 	}
 

@@ -131,6 +131,13 @@
 //     conflicts: is_conflict is always false), discovery, cloud API
 //     ownership (cloud_info is a fixed default), multiple grid members
 //     (_proxy_search=LOCAL answers as the grid master), and XML bodies.
+//   - MACs: a fixed address's mac must be six hex pairs (':' or '-'), and
+//     no two fixed addresses of one network may carry the same MAC (the
+//     zero MAC of reservations excepted), on create and update, with NIOS
+//     8.2's text ("MAC address … is used in two fixed addresses … and …,
+//     which are in the same network …"); its error class is a best guess.
+//     DHCP-enabled host addresses are not checked against fixed addresses'
+//     MACs, which NIOS may do.
 //   - Host records answer mac in ipv4addrs only when one is set, and
 //     network members as an empty list; NIOS fills DHCP defaults there.
 //

@@ -3,6 +3,7 @@ package wapisim
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 )
 
 // wapiError is NIOS's JSON error body. NIOS writes it pretty-printed with
@@ -109,6 +110,15 @@ func errNetworkViewNotFound(v string) wapiError { return errNotFound("Network vi
 // address) at an address in the same network view. Best guess text.
 func errIPInUse(ip fmt.Stringer, view string) wapiError {
 	return errConflict("The IP address %s is already in use by a fixed address in network view %s.", ip, view)
+}
+
+// errMACInUse: a second fixed address with the same MAC in one network.
+// The text is NIOS 8.2's (ansible/ansible#58708: "MAC address
+// 08:6d:41:e8:fd:e8 is used in two fixed addresses 192.168.10.1 and
+// 192.168.10.1, which are in the same network 192.168.10.0/24."); the error
+// class around it (a database conflict) is a best guess.
+func errMACInUse(mac string, held, wanted netip.Addr, network netip.Prefix) wapiError {
+	return errConflict("MAC address %s is used in two fixed addresses %s and %s, which are in the same network %s.", mac, held, wanted, network)
 }
 
 // errEAExists: best guess, following "The network ... already exists.".

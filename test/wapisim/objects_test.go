@@ -296,3 +296,61 @@ func TestRefsAndObjectTypes(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, `"network": "2001:db8:16::/64"`)
 }
+
+// TestFixedAddressMAC: NIOS checks a fixed address's MAC and refuses a MAC
+// another fixed address of the same network carries, on create and update;
+// reservations (the zero MAC) and other networks are not concerned.
+func TestFixedAddressMAC(t *testing.T) {
+	s := newSim(t)
+	s.AddNetwork("default", "10.13.0.0/24", nil)
+	s.AddNetwork("default", "10.14.0.0/24", nil)
+	c := client(t, s, adminUser)
+	create := func(body map[string]any) (int, string) {
+		status, resp, _ := c.do(http.MethodPost, "fixedaddress", body)
+		return status, resp
+	}
+	status, body := create(map[string]any{"ipv4addr": "10.13.0.5", "mac": "AA-BB-CC-DD-EE-01"})
+	require.Equal(t, http.StatusCreated, status, body)
+	l := c.getList("fixedaddress?ipv4addr=10.13.0.5&_return_fields=mac,match_client")
+	require.Len(t, l, 1)
+	assert.Equal(t, "aa:bb:cc:dd:ee:01", l[0]["mac"], "NIOS stores the MAC in lower case with colons")
+	assert.Equal(t, "MAC_ADDRESS", l[0]["match_client"])
+
+	tests := []struct {
+		name   string
+		body   map[string]any
+		status int
+		text   string
+	}{
+		{"same MAC, same network", map[string]any{"ipv4addr": "10.13.0.6", "mac": "aa:bb:cc:dd:ee:01"}, 400,
+			"MAC address aa:bb:cc:dd:ee:01 is used in two fixed addresses 10.13.0.5 and 10.13.0.6, which are in the same network 10.13.0.0/24."},
+		{"malformed MAC", map[string]any{"ipv4addr": "10.13.0.7", "mac": "aa:bb:cc:dd:ee"}, 400,
+			"Invalid value for mac: aa:bb:cc:dd:ee"},
+		{"same MAC, other network", map[string]any{"ipv4addr": "10.14.0.5", "mac": "aa:bb:cc:dd:ee:01"}, 201, ""},
+		{"two reservations", map[string]any{"ipv4addr": "10.13.0.8", "match_client": "RESERVED"}, 201, ""},
+		{"another reservation", map[string]any{"ipv4addr": "10.13.0.9", "match_client": "RESERVED"}, 201, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := create(tt.body)
+			require.Equal(t, tt.status, status, body)
+			if tt.text != "" {
+				assert.Equal(t, tt.text, wapiErr(t, body)["text"])
+			}
+		})
+	}
+
+	t.Run("update to a held MAC", func(t *testing.T) {
+		ref := c.getList("fixedaddress?ipv4addr=10.13.0.8")[0]["_ref"].(string)
+		status, body, _ := c.do(http.MethodPut, ref, map[string]any{"mac": "AA:BB:CC:DD:EE:01", "match_client": "MAC_ADDRESS"})
+		require.Equal(t, 400, status, body)
+		assert.Equal(t, "MAC address aa:bb:cc:dd:ee:01 is used in two fixed addresses 10.13.0.5 and 10.13.0.8, which are in the same network 10.13.0.0/24.",
+			wapiErr(t, body)["text"])
+		status, body, _ = c.do(http.MethodPut, ref, map[string]any{"mac": "not-a-mac"})
+		require.Equal(t, 400, status, body)
+		assert.Equal(t, "00:00:00:00:00:00", c.getList("fixedaddress?ipv4addr=10.13.0.8&_return_fields=mac")[0]["mac"],
+			"a refused update changes nothing")
+		status, body, _ = c.do(http.MethodPut, ref, map[string]any{"mac": "aa:bb:cc:dd:ee:02", "match_client": "MAC_ADDRESS"})
+		require.Equal(t, 200, status, body)
+	})
+}

@@ -411,6 +411,22 @@ func (o *object) hostAddr(a netip.Addr) *hostAddr {
 // in the view. Host addresses without DHCP do not conflict, as on NIOS
 // (terraform-provider-infoblox#235: a host record with DHCP off may share
 // an address with another object).
+// macHolder returns another fixed address of the network view's network
+// prefix that carries mac, or nil. NIOS refuses two fixed addresses with one
+// MAC in the same network (the zero MAC of reservations excepted), and
+// says so naming both addresses and the network (see errMACInUse).
+func (st *store) macHolder(view string, prefix netip.Prefix, mac string, self *object) *object {
+	if mac == "" || mac == zeroMAC {
+		return nil
+	}
+	for _, o := range st.list(typeFixed) {
+		if o != self && o.netView == view && o.prefix == prefix && o.mac == mac {
+			return o
+		}
+	}
+	return nil
+}
+
 func (st *store) dhcpConflict(view string, a netip.Addr, self *object) bool {
 	for _, o := range st.holders(view, a) {
 		if o == self {

@@ -354,6 +354,9 @@ func (c *request) createFixed(o *object, b *body) *wapiError {
 	if st.dhcpConflict(o.netView, o.addr, nil) {
 		return ptr(errIPInUse(o.addr, o.netView))
 	}
+	if h := st.macHolder(o.netView, o.prefix, o.mac, nil); h != nil {
+		return ptr(errMACInUse(o.mac, h.addr, o.addr, o.prefix))
+	}
 	passthrough(o, b.m, passthroughFixed...)
 	delete(o.extra, "cloud_info") // cloud_info is computed; NIOS echoes its own
 	return nil
@@ -575,6 +578,17 @@ func (c *request) update() response {
 			return errResponse(errProto("wapisim: updating %s is not simulated", f))
 		}
 	}
+	newMAC, hasMAC := b.str("mac")
+	hasMAC = hasMAC && newMAC != "" && c.typ == typeFixed
+	if hasMAC {
+		if !macRE.MatchString(newMAC) {
+			return errResponse(errInvalidValue("mac", newMAC))
+		}
+		newMAC = strings.ToLower(strings.ReplaceAll(newMAC, "-", ":"))
+		if h := st.macHolder(o.netView, o.prefix, newMAC, o); h != nil {
+			return errResponse(errMACInUse(newMAC, h.addr, o.addr, o.prefix))
+		}
+	}
 	if c.typ == typeHost && hasName {
 		name = strings.ToLower(strings.TrimSuffix(name, "."))
 		if o.dns && st.zoneFor(o.dnsView, name) == nil {
@@ -592,8 +606,8 @@ func (c *request) update() response {
 		st.put(o)
 	}
 	if c.typ == typeFixed {
-		if mac, ok := b.str("mac"); ok && mac != "" {
-			o.mac = strings.ToLower(mac)
+		if hasMAC {
+			o.mac = newMAC
 		}
 		if mc, ok := b.str("match_client"); ok && mc != "" {
 			o.matchClient = mc

@@ -52,6 +52,9 @@ type wapiObject struct {
 	Name      string            `json:"name"`
 	Addresses []string          `json:"addresses"`
 	EAs       map[string]string `json:"eas"`
+	// MAC and MatchClient of a fixed address.
+	MAC         string `json:"mac,omitempty"`
+	MatchClient string `json:"matchClient,omitempty"`
 }
 
 func main() {
@@ -148,7 +151,7 @@ func run() error {
 	mux.HandleFunc("GET /wapi/objects", func(w http.ResponseWriter, r *http.Request) {
 		out := []wapiObject{}
 		for _, o := range wapi.Objects(r.URL.Query().Get("type")) {
-			obj := wapiObject{Type: o.Type, Name: o.Name, EAs: o.EAs}
+			obj := wapiObject{Type: o.Type, Name: o.Name, EAs: o.EAs, MAC: o.MAC, MatchClient: o.MatchClient}
 			for _, a := range o.Addresses {
 				obj.Addresses = append(obj.Addresses, a.String())
 			}

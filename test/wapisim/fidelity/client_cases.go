@@ -272,6 +272,25 @@ var clientCases = []clientCase{
 		want: fixed("10.1.0.11", "10.1.0.0/24", "fa2"),
 	},
 	{
+		// NIOS refuses a second fixed address with the same MAC in one
+		// network (ansible/ansible#58708), whatever match_client says.
+		name: "fixed address with a MAC, and the same MAC again in the network",
+		seed: seedNetwork,
+		run: func(t *testing.T, e *env) any {
+			alloc := func(mac string) (*ibclient.FixedAddress, error) {
+				return e.om.AllocateIP("default", "10.1.0.0/24", "", false, mac, "fa", "claim", ibclient.EA{"Tenant": "a"},
+					"MAC_ADDRESS", "", "", nil, "", false, nil, false)
+			}
+			f, err := alloc("AA:BB:CC:DD:EE:01")
+			require.NoError(t, err)
+			_, err = alloc("aa:bb:cc:dd:ee:01")
+			require.Error(t, err)
+			return []any{f.IPv4Address, str(f.Mac), str(f.MatchClient), len(e.s.Objects("fixedaddress")),
+				regexp.MustCompile(`MAC address aa:bb:cc:dd:ee:01 is used in two fixed addresses 10\.1\.0\.1 and 10\.1\.0\.2, which are in the same network 10\.1\.0\.0/24\.`).MatchString(err.Error())}
+		},
+		want: []any{"10.1.0.1", "aa:bb:cc:dd:ee:01", "MAC_ADDRESS", 1, true},
+	},
+	{
 		name: "GetFixedAddress by network and address",
 		seed: func(s *wapisim.Server) {
 			seedNetwork(s)

@@ -1,0 +1,510 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+)
+
+// DHCP reservations with the machine's MAC: an Infoblox pool with
+// spec.reservation.macAddress Machine gives each new fixed address the MAC
+// of the machine's interface the claim serves, found through the owner
+// chain that names the claim's Machine:
+//   - Metal3: IPAddressClaim → Metal3Data → Metal3Machine (directly or via
+//     the Metal3DataClaim), whose annotation metal3.io/BareMetalHost names
+//     the host; the MAC is the BareMetalHost's spec.bootMACAddress.
+//   - CAPV: IPAddressClaim → VSphereVM; CAPV names the claim
+//     <vm>-<device index>-<pool index>, and the MAC is the device's
+//     spec.network.devices[i].macAddr. A MAC that vSphere generates is of
+//     no use before binding: CAPV (1.16) clones the VM, then waits for the
+//     claims, and writes the NICs' MACs (status.network[i].macAddr) only
+//     once the VM is ready, which needs the addresses. Such a claim is
+//     reserved without a MAC (MACAddressDeferred event) instead of
+//     waiting for ever; status.network[i].macAddr is only compared with
+//     a recorded MAC afterwards.
+//
+// The MAC is read when the claim is first reserved and recorded in the
+// claim's annotation ipam-bridge.github.io/mac-address; until it is known
+// the claim waits (MACAddressUnknown), woken by a metadata-only watch on
+// the kind the MAC comes from. A MAC that changes afterwards is reported
+// on the bound claim (MACAddressCurrent False, MACAddressChanged) and never
+// written to the grid: the record the IPAM team sees is the one they
+// reviewed.
+
+// Reading the MAC: the BareMetalHost's and the VSphereVM's whole object is
+// fetched by get (the API serves no single field), of which one field is
+// read; list and watch serve the metadata-only informers that wake waiting
+// claims.
+// +kubebuilder:rbac:groups=metal3.io,resources=baremetalhosts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=vspherevms,verbs=get;list;watch
+
+var (
+	bareMetalHostKind = schema.GroupKind{Group: "metal3.io", Kind: "BareMetalHost"}
+	vsphereVMKind     = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "VSphereVM"}
+	metal3MachineKind = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "Metal3Machine"}
+	// macSourceKinds are the kinds a MAC is read from, watched to wake the
+	// claims that wait for one.
+	macSourceKinds = []schema.GroupKind{bareMetalHostKind, vsphereVMKind}
+)
+
+const (
+	// bareMetalHostAnnotation on a Metal3Machine names its host as
+	// "<namespace>/<name>" (CAPM3's baremetal.HostAnnotation).
+	bareMetalHostAnnotation = "metal3.io/BareMetalHost"
+	// bareMetalHostVersion is the version BareMetalHosts are read in.
+	bareMetalHostVersion = "v1alpha1"
+)
+
+// macSource is the object a claim's MAC is read from.
+type macSource struct {
+	Kind schema.GroupKind
+	types.NamespacedName
+}
+
+func (s macSource) String() string { return s.Kind.Kind + " " + s.NamespacedName.String() }
+
+// key is the source as the claim's MACAddressSourceAnnotation records it:
+// "<Kind>.<group>/<namespace>/<name>".
+func (s macSource) key() string { return s.Kind.String() + "/" + s.Namespace + "/" + s.Name }
+
+// parseMACSource reads a MACAddressSourceAnnotation value.
+func parseMACSource(v string) (macSource, bool) {
+	gk, rest, ok := strings.Cut(v, "/")
+	if !ok {
+		return macSource{}, false
+	}
+	ns, name, ok := strings.Cut(rest, "/")
+	kind := schema.ParseGroupKind(gk)
+	if !ok || name == "" || kind.Kind == "" {
+		return macSource{}, false
+	}
+	return macSource{Kind: kind, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, true
+}
+
+// machineMAC is what a claim's owner chain says of its MAC.
+type machineMAC struct {
+	// MAC, lower case with colons; "" when it is not known (yet), or the
+	// claim has no machine interface (Source is zero).
+	MAC string
+	// Source is the object the MAC is, or will be, read from.
+	Source macSource
+	// Unknown says why the MAC is not known yet: the claim waits.
+	Unknown string
+	// Deferred says why the MAC cannot be known before the claim is bound:
+	// the claim is reserved without one.
+	Deferred string
+}
+
+// MACAddresses finds the MAC of the machine's interface a claim's address
+// is for, and remembers which claims wait for or hold the MAC of which
+// object, to wake them when it changes.
+type MACAddresses struct {
+	// Reader reads past the cache: the objects read are few per claim, and
+	// a cache would hold every BareMetalHost and VSphereVM whole.
+	Reader client.Reader
+	// Follow are the kinds whose owners are followed (consumerOwnerKinds).
+	Follow []schema.GroupKind
+
+	mu       sync.Mutex
+	watchers map[macSource]sets.Set[types.NamespacedName]
+	sources  map[types.NamespacedName]macSource
+	// due are the bound claims whose source changed since their MAC was
+	// last compared.
+	due sets.Set[types.NamespacedName]
+}
+
+// wantsMachineMAC says whether the pool's fixed addresses carry the
+// machine's MAC.
+func wantsMachineMAC(pool Pool) bool {
+	p, ok := pool.(interface {
+		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
+	})
+	return ok && p.GetInfobloxSpec().Reservation.MACAddress == v1alpha1.InfobloxMACMachine
+}
+
+// NormalizeMAC parses a 48-bit MAC in any of the usual notations and
+// writes it as NIOS stores it: lower case, with colons.
+func NormalizeMAC(s string) (string, error) {
+	hw, err := net.ParseMAC(strings.TrimSpace(s))
+	if err != nil || len(hw) != 6 {
+		return "", fmt.Errorf("%q is not a 48-bit MAC address", s)
+	}
+	return hw.String(), nil
+}
+
+// Lookup finds the claim's MAC through its owner chain. A claim that no
+// Metal3 or CAPV machine owns gets a zero machineMAC.
+func (m *MACAddresses) Lookup(ctx context.Context, claim *ipamv1.IPAddressClaim) (machineMAC, error) {
+	isVM := func(ref metav1.OwnerReference) bool { return refKind(ref) == vsphereVMKind }
+	if vm, _ := findOwner(ctx, m.Reader, nil, claim.Namespace, claim.OwnerReferences, 0, nil, isVM); vm != nil {
+		return m.fromVSphereVM(ctx, claim, *vm)
+	}
+	isM3M := func(ref metav1.OwnerReference) bool { return refKind(ref) == metal3MachineKind }
+	m3m, err := findOwner(ctx, m.Reader, m.Follow, claim.Namespace, claim.OwnerReferences, maxOwnerHops, map[string]bool{}, isM3M)
+	if err != nil || m3m == nil {
+		return machineMAC{}, err
+	}
+	return m.fromMetal3Machine(ctx, claim.Namespace, *m3m)
+}
+
+func refKind(ref metav1.OwnerReference) schema.GroupKind {
+	return schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind).GroupKind()
+}
+
+// fromVSphereVM reads the MAC of the VSphereVM's network device the claim
+// serves, which CAPV's claim name <vm>-<device>-<pool> gives.
+func (m *MACAddresses) fromVSphereVM(ctx context.Context, claim *ipamv1.IPAddressClaim, ref metav1.OwnerReference) (machineMAC, error) {
+	device, ok := capvDevice(claim.Name, ref.Name)
+	if !ok {
+		// Not a claim CAPV made for a device: no interface to read.
+		ctrl.LoggerFrom(ctx).V(2).Info("The claim's name is not <VSphereVM>-<device>-<pool>, no MAC to read", "VSphereVM", ref.Name)
+		return machineMAC{}, nil
+	}
+	src := macSource{Kind: vsphereVMKind, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: ref.Name}}
+	vm, why, err := m.read(ctx, src, ref.APIVersion, ref.UID)
+	if err != nil || vm == nil {
+		return machineMAC{Source: src, Unknown: why}, err
+	}
+	where := fmt.Sprintf("spec.network.devices[%d].macAddr", device)
+	if mac := nestedListField(vm.Object, device, "macAddr", "spec", "network", "devices"); mac != "" {
+		return macFrom(src, where, mac)
+	}
+	status := fmt.Sprintf("status.network[%d].macAddr", device)
+	if mac := nestedListField(vm.Object, device, "macAddr", "status", "network"); mac != "" {
+		return macFrom(src, status, mac)
+	}
+	return machineMAC{Source: src, Deferred: fmt.Sprintf("%s sets no %s, and CAPV reports the MAC vSphere gives the device (%s) only once the VM is ready, "+
+		"which needs this address", src, where, status)}, nil
+}
+
+// fromMetal3Machine reads the bootMACAddress of the BareMetalHost the
+// Metal3Machine names.
+func (m *MACAddresses) fromMetal3Machine(ctx context.Context, namespace string, ref metav1.OwnerReference) (machineMAC, error) {
+	m3mSrc := macSource{Kind: metal3MachineKind, NamespacedName: types.NamespacedName{Namespace: namespace, Name: ref.Name}}
+	m3m := &metav1.PartialObjectMetadata{}
+	m3m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+	if why, err := m.get(ctx, m3mSrc, ref.UID, m3m); err != nil || why != "" {
+		return machineMAC{Unknown: why}, err
+	}
+	host := m3m.Annotations[bareMetalHostAnnotation]
+	hostNS, hostName, ok := strings.Cut(host, "/")
+	if !ok || hostNS == "" || hostName == "" {
+		// CAPM3 names the host before it makes the Metal3DataClaim, so
+		// this is rare; the claim's capped backoff looks again.
+		return machineMAC{Unknown: fmt.Sprintf("%s names no BareMetalHost in its annotation %s", m3mSrc, bareMetalHostAnnotation)}, nil
+	}
+	src := macSource{Kind: bareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: hostNS, Name: hostName}}
+	bmh, why, err := m.read(ctx, src, bareMetalHostKind.WithVersion(bareMetalHostVersion).GroupVersion().String(), "")
+	if err != nil || bmh == nil {
+		return machineMAC{Source: src, Unknown: why}, err
+	}
+	mac, _, _ := unstructured.NestedString(bmh.Object, "spec", "bootMACAddress")
+	return macFrom(src, "spec.bootMACAddress", mac)
+}
+
+// read gets the source object whole; nil and why when it cannot be read.
+func (m *MACAddresses) read(ctx context.Context, src macSource, apiVersion string, uid types.UID) (*unstructured.Unstructured, string, error) {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(apiVersion)
+	obj.SetKind(src.Kind.Kind)
+	why, err := m.get(ctx, src, uid, obj)
+	if err != nil || why != "" {
+		return nil, why, err
+	}
+	return obj, "", nil
+}
+
+// get reads obj, and says why not where the object is not there to read:
+// gone, a namesake of the one owning the chain, of a kind not served, or
+// one the manager may not read.
+func (m *MACAddresses) get(ctx context.Context, src macSource, uid types.UID, obj client.Object) (string, error) {
+	err := m.Reader.Get(ctx, src.NamespacedName, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("%s not found", src), nil
+	case apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
+		return fmt.Sprintf("%s cannot be read: %v", src, err), nil
+	case err != nil:
+		return "", fmt.Errorf("reading %s: %w", src, err)
+	case uid != "" && obj.GetUID() != uid:
+		return fmt.Sprintf("%s is not the one that owns the claim (UID %s)", src, obj.GetUID()), nil
+	}
+	return "", nil
+}
+
+func macFrom(src macSource, where, value string) (machineMAC, error) {
+	if value == "" {
+		return machineMAC{Source: src, Unknown: fmt.Sprintf("%s has no %s yet", src, where)}, nil
+	}
+	mac, err := NormalizeMAC(value)
+	if err != nil {
+		return machineMAC{Source: src, Unknown: fmt.Sprintf("%s %s: %v", src, where, err)}, nil
+	}
+	return machineMAC{MAC: mac, Source: src}, nil
+}
+
+// capvDevice parses the device index from a claim CAPV named
+// <vm>-<device>-<pool>.
+func capvDevice(claimName, vmName string) (int, bool) {
+	rest, ok := strings.CutPrefix(claimName, vmName+"-")
+	if !ok {
+		return 0, false
+	}
+	device, pool, ok := strings.Cut(rest, "-")
+	d, errD := strconv.Atoi(device)
+	_, errP := strconv.Atoi(pool)
+	return d, ok && errD == nil && errP == nil && d >= 0
+}
+
+// nestedListField is obj's fields...[index][field] as a string, "" if any
+// part is missing.
+func nestedListField(obj map[string]any, index int, field string, fields ...string) string {
+	list, _, _ := unstructured.NestedSlice(obj, fields...)
+	if index >= len(list) {
+		return ""
+	}
+	item, _ := list[index].(map[string]any)
+	s, _ := item[field].(string)
+	return s
+}
+
+// watch remembers that the claim's MAC comes from src.
+func (m *MACAddresses) watch(src macSource, claim types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watchers == nil {
+		m.watchers, m.sources = map[macSource]sets.Set[types.NamespacedName]{}, map[types.NamespacedName]macSource{}
+	}
+	if old, ok := m.sources[claim]; ok && old != src {
+		m.watchers[old].Delete(claim)
+	}
+	if m.watchers[src] == nil {
+		m.watchers[src] = sets.New[types.NamespacedName]()
+	}
+	m.watchers[src].Insert(claim)
+	m.sources[claim] = src
+}
+
+// takeDue says whether the claim's source changed since its MAC was last
+// compared, and clears that.
+func (m *MACAddresses) takeDue(claim types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.due.Has(claim) {
+		return false
+	}
+	m.due.Delete(claim)
+	return true
+}
+
+// forget drops a claim that is gone.
+func (m *MACAddresses) forget(claim types.NamespacedName) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	src, ok := m.sources[claim]
+	if !ok {
+		return
+	}
+	delete(m.sources, claim)
+	m.due.Delete(claim)
+	if m.watchers[src].Delete(claim).Len() == 0 {
+		delete(m.watchers, src)
+	}
+}
+
+// claimsOf maps an object of a source kind to the claims whose MAC it
+// holds, and marks them due for a comparison.
+func (m *MACAddresses) claimsOf(kind schema.GroupKind) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		var reqs []reconcile.Request
+		for claim := range m.watchers[macSource{Kind: kind, NamespacedName: client.ObjectKeyFromObject(o)}] {
+			if m.due == nil {
+				m.due = sets.New[types.NamespacedName]()
+			}
+			m.due.Insert(claim)
+			reqs = append(reqs, reconcile.Request{NamespacedName: claim})
+		}
+		return reqs
+	}
+}
+
+// watchedSource is a source kind served by the API server, as the claim
+// controller watches it.
+type watchedSource struct {
+	kind schema.GroupKind
+	obj  *metav1.PartialObjectMetadata
+}
+
+// servedSources are the source kinds the API server serves now. A kind
+// installed after the manager started is not watched until it restarts:
+// its waiting claims look again after their capped backoff.
+func servedSources(mapper meta.RESTMapper) (served []watchedSource, missing []string) {
+	for _, gk := range macSourceKinds {
+		mapping, err := mapper.RESTMapping(gk)
+		if err != nil {
+			missing = append(missing, gk.String())
+			continue
+		}
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(mapping.GroupVersionKind)
+		served = append(served, watchedSource{kind: gk, obj: obj})
+	}
+	return served, missing
+}
+
+// recordedMAC is the MAC the claim's record was made with, for a pool
+// whose fixed addresses carry the machine's MAC; "" otherwise.
+func recordedMAC(claim *ipamv1.IPAddressClaim, pool Pool) string {
+	if !wantsMachineMAC(pool) {
+		return ""
+	}
+	mac, err := NormalizeMAC(claim.Annotations[v1alpha1.MACAddressAnnotation])
+	if err != nil {
+		return ""
+	}
+	return mac
+}
+
+// macForAllocation returns the MAC the claim's new record carries, or the
+// result to return instead of reserving now. The claim's annotation wins;
+// else the machine's MAC is looked up and recorded in the annotation, which
+// is persisted before anything is reserved (as the finalizer is), so that a
+// restarted manager makes the record with the MAC the claim names. Until
+// the MAC is known the claim waits, its Ready condition saying why. A claim
+// rebuilding its IPAddress (bound once) never waits: its record exists,
+// whatever MAC it carries.
+func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IPAddressClaim, pool Pool) (string, *ctrl.Result, error) {
+	if r.MACAddresses == nil || !wantsMachineMAC(pool) {
+		return "", nil, nil
+	}
+	key := client.ObjectKeyFromObject(claim)
+	if recorded, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; ok {
+		mac, err := NormalizeMAC(recorded)
+		if err != nil {
+			r.waitForMAC(claim, fmt.Sprintf("the claim's annotation %s: %v", v1alpha1.MACAddressAnnotation, err))
+			return "", ptr.To(r.wait(claim)), nil
+		}
+		return mac, nil, nil
+	}
+	if claim.Status.AddressRef.Name != "" {
+		return "", nil, nil
+	}
+	found, err := r.MACAddresses.Lookup(ctx, claim)
+	if err != nil {
+		return "", nil, fmt.Errorf("finding the machine's MAC: %w", err)
+	}
+	if found.Source != (macSource{}) {
+		r.MACAddresses.watch(found.Source, key)
+	}
+	switch {
+	case found.MAC != "":
+		if claim.Annotations == nil {
+			claim.Annotations = map[string]string{}
+		}
+		claim.Annotations[v1alpha1.MACAddressAnnotation] = found.MAC
+		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.key()
+		ctrl.LoggerFrom(ctx).Info("The fixed address will carry the machine's MAC", "mac", found.MAC, "source", found.Source.String())
+		// The annotation's write brings the claim back; the requeue covers
+		// a missed event.
+		return "", &ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	case found.Unknown != "":
+		r.waitForMAC(claim, found.Unknown)
+		return "", ptr.To(r.wait(claim)), nil
+	case found.Deferred != "":
+		// Waiting would wait for ever: reserve without a MAC, and say so.
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressDeferredReason, "Allocate",
+			"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+		return "", nil, nil
+	}
+	// No machine interface: a reservation without a MAC, as for any pool.
+	ctrl.LoggerFrom(ctx).V(2).Info("No Metal3 or CAPV machine owns the claim, its fixed address carries no MAC")
+	return "", nil, nil
+}
+
+// waitForMAC leaves the claim waiting for its machine's MAC; the event is
+// sent when the claim starts waiting, not at every look.
+func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
+	msg := "waiting for the MAC address of the machine's interface, which the pool's fixed addresses carry: " + why
+	if prev := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); prev == nil || prev.Reason != MACAddressUnknownReason {
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, MACAddressUnknownReason, "Allocate", "%s", msg)
+	}
+	setClaimReady(claim, metav1.ConditionFalse, MACAddressUnknownReason, msg)
+}
+
+// checkBoundMAC compares a bound claim's recorded MAC with its machine's
+// and reports a change on the claim (MACAddressCurrent False, an event),
+// without touching the record: the IPAM team decides. A claim without a
+// recorded MAC (bound before its pool opted in) is not checked. The
+// comparison reads the owner chain (up to three gets), so a bound claim
+// makes it once, and then only when its source object changed: a restart
+// or a resync of thousands of bound claims reads nothing but the cache.
+func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool Pool) error {
+	recorded := claim.Annotations[v1alpha1.MACAddressAnnotation]
+	if r.MACAddresses == nil || recorded == "" || pool == nil || !wantsMachineMAC(pool) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(claim)
+	if src, ok := parseMACSource(claim.Annotations[v1alpha1.MACAddressSourceAnnotation]); ok {
+		r.MACAddresses.watch(src, key)
+	}
+	prev := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
+	if !r.MACAddresses.takeDue(key) && prev != nil {
+		return nil
+	}
+	found, err := r.MACAddresses.Lookup(ctx, claim)
+	if err != nil {
+		return fmt.Errorf("finding the machine's MAC: %w", err)
+	}
+	if found.Source != (macSource{}) {
+		// The chain may now lead elsewhere (a Metal3Machine on another
+		// host): follow the source it names now.
+		r.MACAddresses.watch(found.Source, key)
+		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.key()
+	}
+	if found.MAC == "" {
+		return nil // nothing to compare with: the record stays as it is
+	}
+	if normalized, err := NormalizeMAC(recorded); err == nil && normalized == found.MAC {
+		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.MACAddressMatchesReason})
+		return nil
+	}
+	msg := fmt.Sprintf("the claim's fixed address was made with MAC %s, but %s now gives %s; the provider does not change the record: "+
+		"update its MAC in the grid and the claim's annotation %s, or delete the claim to reserve again", recorded, found.Source, found.MAC,
+		v1alpha1.MACAddressAnnotation)
+	if prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != msg {
+		ctrl.LoggerFrom(ctx).Info("The machine's MAC changed after the claim was bound", "recorded", recorded, "now", found.MAC,
+			"source", found.Source.String())
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, v1alpha1.MACAddressChangedReason, "CheckMAC", "%s", msg)
+	}
+	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.MACAddressChangedReason, Message: msg})
+	return nil
+}

@@ -1,0 +1,199 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
+)
+
+// The Metal3 and CAPV objects between a claim and its machine's MAC, on the
+// suite's stand-in CRDs (testdata/crds).
+
+func (f *fixture) createObject(apiVersion, kind, name string, owner *unstructured.Unstructured, annotations map[string]string,
+	content map[string]any) *unstructured.Unstructured {
+	f.t.Helper()
+	u := &unstructured.Unstructured{Object: content}
+	if u.Object == nil {
+		u.Object = map[string]any{}
+	}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace(f.ns)
+	u.SetName(name)
+	u.SetAnnotations(annotations)
+	if owner != nil {
+		u.SetOwnerReferences([]metav1.OwnerReference{ownerRefTo(owner)})
+	}
+	require.NoError(f.t, k8s.Create(f.ctx, u))
+	return u
+}
+
+func ownerRefTo(o *unstructured.Unstructured) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), UID: o.GetUID()}
+}
+
+// ownedBy makes the claim's owner o, as CAPM3 and CAPV own theirs.
+func ownedBy(o *unstructured.Unstructured) claimOption {
+	return func(c *ipamv1.IPAddressClaim) { c.OwnerReferences = []metav1.OwnerReference{ownerRefTo(o)} }
+}
+
+// createMetal3Host creates what CAPM3 has made when it creates a claim: a
+// BareMetalHost (with bootMACAddress mac unless empty), the Metal3Machine
+// on it, and the Metal3Data it owns, which owns the claim.
+func (f *fixture) createMetal3Host(name, mac string) (host, data *unstructured.Unstructured) {
+	f.t.Helper()
+	spec := map[string]any{"online": true}
+	if mac != "" {
+		spec["bootMACAddress"] = mac
+	}
+	host = f.createObject("metal3.io/v1alpha1", "BareMetalHost", name, nil, nil, map[string]any{"spec": spec})
+	m3m := f.createObject("infrastructure.cluster.x-k8s.io/v1beta1", "Metal3Machine", name, nil,
+		map[string]string{"metal3.io/BareMetalHost": f.ns + "/" + name}, nil)
+	data = f.createObject("infrastructure.cluster.x-k8s.io/v1beta1", "Metal3Data", name+"-data", m3m, nil, nil)
+	return host, data
+}
+
+// setBootMAC sets the host's bootMACAddress, as an operator does.
+func (f *fixture) setBootMAC(host *unstructured.Unstructured, mac string) {
+	f.t.Helper()
+	f.update(host, func() { require.NoError(f.t, unstructured.SetNestedField(host.Object, mac, "spec", "bootMACAddress")) })
+}
+
+func (f *fixture) fixedAddressOf(claim string) []wapisim.Object {
+	var out []wapisim.Object
+	for _, o := range f.wapi().Objects("fixedaddress") {
+		if o.EAs["CAPI-IPAM-Claim"] == f.marker(claim) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// TestFixedAddressCarriesTheMachinesMAC: on a pool whose fixed addresses
+// carry the machine's MAC, a Metal3 claim waits for its BareMetalHost's
+// bootMACAddress, is woken when the host has one, and its fixed address is
+// a DHCP reservation for it. A MAC that changes afterwards is reported, not
+// written; a MAC the grid finds on another fixed address fails that claim
+// alone, naming the MAC and the holder; the audit restores a deleted
+// reservation with its MAC. A CAPV claim takes its device's MAC from the
+// VSphereVM's spec, and without one is reserved at once without a MAC:
+// CAPV reports vSphere's MAC only after the addresses are bound.
+func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
+	f := newInfobloxFixture(t)
+	f.seedNetwork("10.66.0.0/24")
+	pool := f.createInfobloxPool("pool", "10.66.0.0/24", func(s *v1alpha1.InfobloxIPPoolSpec) {
+		s.Reservation.MACAddress = v1alpha1.InfobloxMACMachine
+	})
+	f.waitPoolReady(pool)
+
+	hostA, dataA := f.createMetal3Host("host-a", "")
+	claimA := f.createClaim("host-a-data-pool", pool.Name, ownedBy(dataA))
+
+	t.Run("waits for the MAC, woken when it appears", func(t *testing.T) {
+		cond := f.waitClaimReason(claimA, controllers.MACAddressUnknownReason)
+		assert.Contains(t, cond.Message, "BareMetalHost "+f.ns+"/host-a has no spec.bootMACAddress yet")
+		f.waitEvent(f.ns, claimA.Name, controllers.MACAddressUnknownReason)
+		assert.Empty(t, f.fixedAddressOf(claimA.Name), "nothing is reserved without the MAC")
+
+		// Past the first retries of the claim's backoff (1s, 2s, 4s, 8s),
+		// the next is seconds away: binding sooner is the watch's doing.
+		time.Sleep(8 * time.Second)
+		f.setBootMAC(hostA, "52:54:00:AA:BB:01")
+		f.waitBoundWithin(claimA, 4*time.Second)
+
+		fixed := f.fixedAddressOf(claimA.Name)
+		require.Len(t, fixed, 1)
+		assert.Equal(t, "52:54:00:aa:bb:01", fixed[0].MAC)
+		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient, "the grid's DHCP serves the address to that MAC")
+		got := f.getClaim(claimA)
+		assert.Equal(t, "52:54:00:aa:bb:01", got.Annotations[v1alpha1.MACAddressAnnotation])
+		assert.Equal(t, "BareMetalHost.metal3.io/"+f.ns+"/host-a", got.Annotations[v1alpha1.MACAddressSourceAnnotation])
+		f.waitClaimCondition(claimA, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressMatchesReason)
+	})
+
+	t.Run("a MAC that changes is reported, not written", func(t *testing.T) {
+		f.setBootMAC(hostA, "52:54:00:aa:bb:02")
+		cond := f.waitClaimCondition(claimA, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressChangedReason)
+		assert.Equal(t, metav1.ConditionFalse, cond.Status)
+		assert.Contains(t, cond.Message, "made with MAC 52:54:00:aa:bb:01, but BareMetalHost "+f.ns+"/host-a now gives 52:54:00:aa:bb:02")
+		f.waitEvent(f.ns, claimA.Name, v1alpha1.MACAddressChangedReason)
+		assert.True(t, conditions.IsTrue(f.getClaim(claimA), ipamv1.IPAddressClaimReadyCondition), "the claim keeps its address")
+		fixed := f.fixedAddressOf(claimA.Name)
+		require.Len(t, fixed, 1)
+		assert.Equal(t, "52:54:00:aa:bb:01", fixed[0].MAC, "the record keeps the MAC it was made with")
+	})
+
+	t.Run("a MAC another fixed address holds fails that claim alone", func(t *testing.T) {
+		// The NIC moved to host-b; host-a's record still holds its MAC.
+		_, dataB := f.createMetal3Host("host-b", "52:54:00:aa:bb:01")
+		claimB := f.createClaim("host-b-data-pool", pool.Name, ownedBy(dataB))
+		_, dataC := f.createMetal3Host("host-c", "52:54:00:aa:bb:03")
+		claimC := f.createClaim("host-c-data-pool", pool.Name, ownedBy(dataC))
+
+		cond := f.waitClaimReason(claimB, controllers.MACAddressInUseReason)
+		assert.Contains(t, cond.Message, "MAC address 52:54:00:aa:bb:01 is held by fixedaddress/")
+		assert.Contains(t, cond.Message, `CAPI-IPAM-Claim="`+f.marker(claimA.Name)+`"`, "the holder is named")
+		f.waitEvent(f.ns, claimB.Name, controllers.MACAddressInUseReason)
+		assert.Empty(t, f.fixedAddressOf(claimB.Name), "nothing is reserved for the refused claim")
+
+		f.waitBound(claimC)
+		assert.Len(t, f.fixedAddressOf(claimC.Name), 1)
+		assert.Len(t, f.fixedAddressOf(claimA.Name), 1)
+		f.waitPoolReady(pool)
+	})
+
+	t.Run("the audit restores a deleted DHCP reservation with its MAC", func(t *testing.T) {
+		f.audit(pool) // the one the pool's readiness started is over
+		records := f.recordsWithMarker(f.marker("host-c-data-pool"))
+		require.Len(t, records, 1)
+		f.sys.deleteRecord(records[0])
+		require.Empty(t, f.fixedAddressOf("host-c-data-pool"))
+
+		report := f.audit(pool)
+		require.Len(t, findings(report, v1alpha1.FindingRestored), 1, "%+v", report)
+		fixed := f.fixedAddressOf("host-c-data-pool")
+		require.Len(t, fixed, 1)
+		assert.Equal(t, records[0].Address.Addr(), fixed[0].Addresses[0], "at the same address")
+		assert.Equal(t, "52:54:00:aa:bb:03", fixed[0].MAC, "with the MAC it was made with")
+		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
+	})
+
+	t.Run("CAPV: the device's MAC from the VSphereVM's spec, else no MAC and no wait", func(t *testing.T) {
+		device := func(mac string) map[string]any {
+			d := map[string]any{"networkName": "vm-network"}
+			if mac != "" {
+				d["macAddr"] = mac
+			}
+			return map[string]any{"spec": map[string]any{"network": map[string]any{"devices": []any{d}}}}
+		}
+		withMAC := f.createObject("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM", "vm-a", nil, nil, device("00:50:56:AB:CD:01"))
+		without := f.createObject("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM", "vm-b", nil, nil, device(""))
+		claimWith := f.createClaim("vm-a-0-0", pool.Name, ownedBy(withMAC))
+		claimWithout := f.createClaim("vm-b-0-0", pool.Name, ownedBy(without))
+
+		f.waitBound(claimWith)
+		fixed := f.fixedAddressOf(claimWith.Name)
+		require.Len(t, fixed, 1)
+		assert.Equal(t, "00:50:56:ab:cd:01", fixed[0].MAC)
+		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
+
+		f.waitBound(claimWithout)
+		event := f.waitEvent(f.ns, claimWithout.Name, controllers.MACAddressDeferredReason)
+		assert.Contains(t, event.Note, "VSphereVM "+f.ns+"/vm-b sets no spec.network.devices[0].macAddr")
+		fixed = f.fixedAddressOf(claimWithout.Name)
+		require.Len(t, fixed, 1)
+		assert.Equal(t, "RESERVED", fixed[0].MatchClient, "a reservation, as without the setting")
+		assert.NotContains(t, f.getClaim(claimWithout).Annotations, v1alpha1.MACAddressAnnotation)
+	})
+}
