@@ -105,7 +105,19 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bo
 	base.Set("limit", strconv.Itoa(maxPage))
 	base.Set("ordering", "id")
 	field := "cf_" + b.cfg.MarkerField
-	for _, chunk := range markerChunks(http.MethodGet+" "+b.baseURL+path+"? HTTP/1.1", base, field, values) {
+	// A record is found once however many searches return it: keep would
+	// take a second copy of the claim's own record for a duplicate and
+	// release it under the claim.
+	seen := map[int32]bool{}
+	add := func(marker string, records ...ipRecord) {
+		for _, r := range records {
+			if !seen[r.ID] {
+				seen[r.ID] = true
+				found[marker] = append(found[marker], r)
+			}
+		}
+	}
+	for _, chunk := range markerChunks(http.MethodGet+" "+b.baseURL+path+"? HTTP/1.1", base, field, claimValues(values)) {
 		q := maps.Clone(base)
 		q[field] = chunk
 		var p page[ipRecord]
@@ -126,7 +138,7 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bo
 					if err != nil {
 						return nil, err
 					}
-					found[marker] = append(found[marker], records...)
+					add(marker, records...)
 				}
 				continue
 			}
@@ -135,7 +147,7 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bo
 			raw := markerValue(r.CustomFields, b.cfg.MarkerField)
 			b.readMarker(&r)
 			if slices.Contains(chunk, raw) {
-				found[r.Marker] = append(found[r.Marker], r)
+				add(r.Marker, r)
 			}
 		}
 	}
@@ -145,22 +157,44 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bo
 	return found, nil
 }
 
-// markerChunks splits markers into groups whose search fits one request
-// line: line is the request line without its query, base the query's other
-// values, and each marker is one more value of field. A marker too long
-// for a line of its own still gets one (NetBox then answers 400).
-func markerChunks(line string, base url.Values, field string, markers []string) [][]string {
+// claimValues groups the searched values by claim: a marker and its
+// planned form stay in one request, so that a page too full to read (which
+// the search repeats claim by claim) covers each claim whole.
+func claimValues(values []string) [][]string {
+	var groups [][]string
+	for _, v := range values {
+		m, _ := backends.ParsePlanned(v)
+		if n := len(groups); n > 0 {
+			if last, _ := backends.ParsePlanned(groups[n-1][0]); last == m {
+				groups[n-1] = append(groups[n-1], v)
+				continue
+			}
+		}
+		groups = append(groups, []string{v})
+	}
+	return groups
+}
+
+// markerChunks splits groups of values into chunks whose search fits one
+// request line: line is the request line without its query, base the
+// query's other values, and each value is one more value of field. A group
+// is never split; one too long for a line of its own still gets one
+// (NetBox then answers 400).
+func markerChunks(line string, base url.Values, field string, groups [][]string) [][]string {
 	budget := maxRequestLine - requestLineMargin - len(line) - len(base.Encode())
 	var chunks [][]string
 	var chunk []string
 	size := 0
-	for _, m := range markers {
-		n := len("&"+url.QueryEscape(field)+"=") + len(url.QueryEscape(m))
+	for _, g := range groups {
+		n := 0
+		for _, v := range g {
+			n += len("&"+url.QueryEscape(field)+"=") + len(url.QueryEscape(v))
+		}
 		if len(chunk) > 0 && size+n > budget {
 			chunks = append(chunks, chunk)
 			chunk, size = nil, 0
 		}
-		chunk = append(chunk, m)
+		chunk = append(chunk, g...)
 		size += n
 	}
 	if len(chunk) > 0 {
