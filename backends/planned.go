@@ -42,19 +42,22 @@ func (p *Protocol[P, S, R, Q]) adoptPlanned(ctx context.Context, pool P, claim C
 
 // plannedFor lists the records planned for the claim in the pool's
 // sources: those free to adopt (no marker, or the claim's own), and those
-// another claim holds.
+// another claim holds. A record the provider made (its marker, or a
+// tombstone, not planned) is no plan, though it may carry the name and
+// status the search looks for.
 func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Claim) (free, taken []R, err error) {
 	records, err := p.d.Planned(ctx, pool, claim)
 	if err != nil {
 		return nil, nil, fmt.Errorf("looking up the records planned for %s: %w", p.d.Label(claim.Marker), err)
 	}
 	for _, r := range records {
-		if !p.d.InPool(pool, r) {
+		v := p.d.View(r)
+		switch {
+		case !p.d.InPool(pool, r), v.Marker != "" && !v.Planned:
 			continue
-		}
-		if m := p.d.View(r).Marker; m == "" || m == claim.Marker {
+		case v.Marker == "" || v.Marker == claim.Marker:
 			free = append(free, r)
-		} else {
+		default:
 			taken = append(taken, r)
 		}
 	}

@@ -161,8 +161,10 @@ func (h *netboxHarness) PlannedPool(t testing.TB, cidr string) backends.Backend 
 	}
 	cfg := netbox.Config{
 		URL: h.target.URL(), Token: netboxToken,
-		Sources:     []netbox.Source{{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)}},
-		Reservation: netbox.Reservation{DNSNamePattern: plannedDNSName("{{ .MachineName }}")},
+		Sources: []netbox.Source{{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)}},
+		// The provider's own records get the planned status too: they are
+		// still no plans.
+		Reservation: netbox.Reservation{DNSNamePattern: plannedDNSName("{{ .MachineName }}"), Status: "reserved"},
 		Planned:     &netbox.Planned{Status: "reserved"},
 	}
 	b, err := netbox.New(cfg)

@@ -221,3 +221,27 @@ func plannedRecordSurvivesAMove(t *testing.T, h Harness, cidr string) {
 		assert.Equal(t, planned, h.Snapshot(t, ref), "released after the move, the record is as planned")
 	}
 }
+
+// onlyPlansAreAdopted: the records the provider makes carry the name (and,
+// in NetBox, may carry the status) a plan is found by; neither such a
+// record nor its tombstone is a plan, so another claim of the machine gets
+// the next free address, not a PlannedRecordConflict.
+func onlyPlansAreAdopted(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+
+	first := forMachine("own-first", "m-own")
+	alloc, err := b.Allocate(ctx, first)
+	require.NoError(t, err)
+	second := forMachine("own-second", "m-own")
+	other, err := b.Allocate(ctx, second)
+	require.NoError(t, err, "another claim's record is no plan")
+	assert.NotEqual(t, alloc.Address, other.Address)
+
+	require.NoError(t, b.Retire(ctx, first, alloc.Reservation(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+	third := forMachine("own-third", "m-own")
+	again, err := b.Allocate(ctx, third)
+	require.NoError(t, err, "a tombstone is no plan")
+	assert.NotEqual(t, alloc.Address, again.Address, "the tombstone keeps its address")
+}

@@ -163,6 +163,7 @@ func Run(t *testing.T, h Harness) {
 		{"RequestedAddressPlannedForTheClaimIsAdopted", "10.201.47.0/28", requestedAddressPlannedForTheClaimIsAdopted},
 		{"AuditLeavesPlannedRecordsToTheIPAMTeam", "10.201.48.0/28", auditLeavesPlannedRecordsToTheIPAMTeam},
 		{"PlannedRecordSurvivesAMove", "10.201.49.0/28", plannedRecordSurvivesAMove},
+		{"OnlyPlansAreAdopted", "10.201.50.0/28", onlyPlansAreAdopted},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
