@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"fmt"
+	"net/netip"
 )
 
 // A pool may adopt records the IPAM team planned for its claims
@@ -44,7 +45,9 @@ func (p *Protocol[P, S, R, Q]) adoptPlanned(ctx context.Context, pool P, claim C
 // sources: those free to adopt (no marker, or the claim's own), and those
 // another claim holds. A record the provider made (its marker, or a
 // tombstone, not planned) is no plan, though it may carry the name and
-// status the search looks for.
+// status the search looks for; nor is one at an address the pool never
+// gives (its gateway), which the claim would adopt, be refused by
+// CheckAnswer and give back, again and again.
 func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Claim) (free, taken []R, err error) {
 	records, err := p.d.Planned(ctx, pool, claim)
 	if err != nil {
@@ -53,7 +56,7 @@ func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Cla
 	for _, r := range records {
 		v := p.d.View(r)
 		switch {
-		case !p.d.InPool(pool, r), v.Marker != "" && !v.Planned:
+		case !p.d.InPool(pool, r), v.Marker != "" && !v.Planned, p.unusable(pool, v.Address.Addr()):
 			continue
 		case v.Marker == "" || v.Marker == claim.Marker:
 			free = append(free, r)
@@ -62,6 +65,16 @@ func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Cla
 		}
 	}
 	return free, taken, nil
+}
+
+// unusable says whether the first source holding addr never gives it.
+func (p *Protocol[P, S, R, Q]) unusable(pool P, addr netip.Addr) bool {
+	for _, s := range p.d.Sources(pool) {
+		if s.Contains(addr) {
+			return p.d.Unusable(pool, s, addr) != ""
+		}
+	}
+	return false
 }
 
 // takePlanned writes the claim's marker on a planned record, read again

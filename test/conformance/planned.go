@@ -225,11 +225,13 @@ func plannedRecordSurvivesAMove(t *testing.T, h Harness, cidr string) {
 // onlyPlansAreAdopted: the records the provider makes carry the name (and,
 // in NetBox, may carry the status) a plan is found by; neither such a
 // record nor its tombstone is a plan, so another claim of the machine gets
-// the next free address, not a PlannedRecordConflict.
+// the next free address, not a PlannedRecordConflict. Nor is a plan at the
+// pool's gateway, which the pool never gives: it is left alone.
 func onlyPlansAreAdopted(t *testing.T, h Harness, cidr string) {
 	ctx := context.Background()
 	b := h.PlannedPool(t, cidr)
 	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
 
 	first := forMachine("own-first", "m-own")
 	alloc, err := b.Allocate(ctx, first)
@@ -244,4 +246,14 @@ func onlyPlansAreAdopted(t *testing.T, h Harness, cidr string) {
 	again, err := b.Allocate(ctx, third)
 	require.NoError(t, err, "a tombstone is no plan")
 	assert.NotEqual(t, alloc.Address, again.Address, "the tombstone keeps its address")
+
+	gateway := network.Addr().Next()
+	ref := h.Plan(t, netip.PrefixFrom(gateway, network.Bits()), "m-gateway")
+	planned := h.Snapshot(t, ref)
+	c := forMachine("planned-gateway", "m-gateway")
+	got, err := b.Allocate(ctx, c)
+	require.NoError(t, err, "a plan on the gateway is skipped")
+	assert.NotEqual(t, gateway, got.Address.Addr())
+	assert.NotEqual(t, ref, got.Reference)
+	assert.Equal(t, planned, h.Snapshot(t, ref), "the plan on the gateway is left alone")
 }
