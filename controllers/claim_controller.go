@@ -824,7 +824,7 @@ func (r *ClaimReconciler) cacheBehind(ctx context.Context, claim *ipamv1.IPAddre
 // once: it must be on the claim before the IPAddress is let go.
 func (r *ClaimReconciler) persistReservation(ctx context.Context, claim *ipamv1.IPAddressClaim) error {
 	kept := map[string]string{}
-	for _, k := range []string{v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation} {
+	for _, k := range []string{v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation, v1alpha1.ReservationPlannedAnnotation} {
 		if v, ok := claim.Annotations[k]; ok {
 			kept[k] = v
 		}

@@ -257,3 +257,32 @@ func onlyPlansAreAdopted(t *testing.T, h Harness, cidr string) {
 	assert.NotEqual(t, ref, got.Reference)
 	assert.Equal(t, planned, h.Snapshot(t, ref), "the plan on the gateway is left alone")
 }
+
+// retriedReleaseOfAPlanSucceeds: a release whose unplan was applied but
+// whose answer was lost is retried; the record, at the recorded reference
+// and without a marker, was returned already. Only a reservation recorded
+// as planned says so: a marker-less record at the reference of one that
+// was not is still not the claim's.
+func retriedReleaseOfAPlanSucceeds(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+	at := netip.PrefixFrom(nth(cidr, 6), network.Bits())
+	ref := h.Plan(t, at, "m-retried")
+	planned := h.Snapshot(t, ref)
+	c := forMachine("planned-retried", "m-retried")
+	alloc, err := b.Allocate(ctx, c)
+	require.NoError(t, err)
+	require.True(t, alloc.Planned, "the allocation says the record was planned")
+	last := alloc.Reservation()
+
+	require.NoError(t, b.Release(ctx, c, last))
+	require.NoError(t, b.Release(ctx, c, last), "the retry finds the plan returned")
+	assert.Equal(t, planned, h.Snapshot(t, ref))
+
+	unplanned := last
+	unplanned.Planned = false
+	require.ErrorIs(t, b.Release(ctx, c, unplanned), backends.ErrNotOwned,
+		"a record not recorded as planned that lost its marker was taken back")
+}

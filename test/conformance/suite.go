@@ -164,6 +164,7 @@ func Run(t *testing.T, h Harness) {
 		{"AuditLeavesPlannedRecordsToTheIPAMTeam", "10.201.48.0/28", auditLeavesPlannedRecordsToTheIPAMTeam},
 		{"PlannedRecordSurvivesAMove", "10.201.49.0/28", plannedRecordSurvivesAMove},
 		{"OnlyPlansAreAdopted", "10.201.50.0/28", onlyPlansAreAdopted},
+		{"RetriedReleaseOfAPlanSucceeds", "10.201.51.0/28", retriedReleaseOfAPlanSucceeds},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
