@@ -16,8 +16,10 @@ import (
 //     removes the marker and keeps the record (the drivers' Drop and Mark);
 //   - the claims of one manager that adopt one record take turns; the
 //     record is read again before the write and after it, so that of two
-//     claims (of one manager or two) that write one after the other, the
-//     first sees the second's marker and yields;
+//     claims that write one after the other, the first sees the second's
+//     marker and yields. Neither system has a conditional write: two
+//     managers that write at once may both read their own marker back
+//     (docs/planned-records.md says what is and is not protected);
 //   - a planned record another claim holds is a conflict: the claim gets
 //     no other address (PlannedConflictError).
 
