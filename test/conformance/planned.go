@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
 // A pool may adopt the records the IPAM team planned for its claims: the
@@ -285,4 +286,46 @@ func retriedReleaseOfAPlanSucceeds(t *testing.T, h Harness, cidr string) {
 	unplanned.Planned = false
 	require.ErrorIs(t, b.Release(ctx, c, unplanned), backends.ErrNotOwned,
 		"a record not recorded as planned that lost its marker was taken back")
+}
+
+// plansAreAdoptedAFewAtATime: a batch of claims with plans looks for and
+// adopts them a few at a time, not one goroutine each, so that a full batch
+// does not take every request slot of the endpoint.
+func plansAreAdoptedAFewAtATime(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+	const n = 12
+	cs := make([]backends.Claim, n)
+	for i := range cs {
+		machine := fmt.Sprintf("m-few-%d", i)
+		h.Plan(t, netip.PrefixFrom(nth(cidr, 2+i), network.Bits()), machine)
+		cs[i] = forMachine(fmt.Sprintf("planned-few-%d", i), machine)
+	}
+	server, ok := h.Server().(interface{ ThrottleArrivals() []httpfault.Arrival })
+	if !ok {
+		t.Skip("the server does not count the requests it holds at once")
+	}
+	h.Server().SetThrottle(httpfault.ThrottleLimit{RequestsPerSecond: 100000, MaxConcurrent: 1000})
+	h.SetLatency(20 * time.Millisecond)
+	t.Cleanup(func() {
+		h.Server().SetThrottle(httpfault.ThrottleLimit{})
+		h.SetLatency(0)
+	})
+
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() { _, errs[i] = b.Allocate(ctx, cs[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, cs[i].Marker)
+	}
+	most := 0
+	for _, a := range server.ThrottleArrivals() {
+		most = max(most, a.Concurrent)
+	}
+	assert.LessOrEqual(t, most, 4, "requests in flight at once")
 }

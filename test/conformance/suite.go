@@ -165,6 +165,7 @@ func Run(t *testing.T, h Harness) {
 		{"PlannedRecordSurvivesAMove", "10.201.49.0/28", plannedRecordSurvivesAMove},
 		{"OnlyPlansAreAdopted", "10.201.50.0/28", onlyPlansAreAdopted},
 		{"RetriedReleaseOfAPlanSucceeds", "10.201.51.0/28", retriedReleaseOfAPlanSucceeds},
+		{"PlansAreAdoptedAFewAtATime", "10.201.52.0/28", plansAreAdoptedAFewAtATime},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
