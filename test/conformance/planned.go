@@ -40,6 +40,8 @@ func plannedRecordIsAdoptedAndReturned(t *testing.T, h Harness, cidr string) {
 	at := netip.PrefixFrom(nth(cidr, 9), network.Bits())
 	ref := h.Plan(t, at, "m-adopt")
 	planned := h.Snapshot(t, ref)
+	require.Contains(t, fmt.Sprintf("%+v", planned), "network-eng", "the plan carries an attribute or custom field of the IPAM team's")
+	require.Contains(t, fmt.Sprintf("%+v", planned), "planned by the IPAM team", "and its comment or description")
 	c := forMachine("planned-adopt", "m-adopt")
 
 	alloc, err := b.Allocate(ctx, c)
