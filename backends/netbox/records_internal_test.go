@@ -73,7 +73,45 @@ func TestMarkerSearchFindsAnAdoptedRecordOnceWhenAPageOverflows(t *testing.T) {
 		CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker(cut)},
 	})
 
-	found, err := b.findByMarkers(context.Background(), markers, true)
+	found, err := b.findByMarkers(context.Background(), markers)
 	require.NoError(t, err)
 	assert.Len(t, found[cut], 1, "the adopted record, once")
+}
+
+// A marker field whose filter logic is loose has no "starts with" lookup,
+// and NetBox ignores the filter: the search notices the unfiltered answer
+// and searches by exact values, finding the marker and its planned form,
+// and nothing else.
+func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
+	for _, logic := range []string{"exact", "loose"} {
+		t.Run(logic, func(t *testing.T) {
+			sim := netboxsim.New()
+			t.Cleanup(sim.Close)
+			sim.AddToken(internalToken, true)
+			sim.AddCustomField("capi_ipam_claim", logic)
+			b, err := New(Config{
+				URL: sim.URL(), Token: internalToken,
+				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+			})
+			require.NoError(t, err)
+			own := sim.AddIPAddress("10.0.0.2/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a"}})
+			adopted := sim.AddIPAddress("10.0.0.3/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker("id/ns/b")}})
+			sim.AddIPAddress("10.0.0.4/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a-longer"}})
+			sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.TombstoneMarker("id/ns/a", time.Unix(0, 0))}})
+			sim.AddIPAddress("10.0.0.6/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/other"}})
+			sim.AddIPAddress("10.0.0.7/24", netboxsim.IPOptions{})
+
+			found, err := b.findByMarkers(context.Background(), []string{"id/ns/a", "id/ns/b"})
+			require.NoError(t, err)
+			ids := map[string][]int32{}
+			for m, records := range found {
+				for _, r := range records {
+					ids[m] = append(ids[m], r.ID)
+				}
+			}
+			assert.Equal(t, map[string][]int32{"id/ns/a": {own}, "id/ns/b": {adopted}}, ids)
+			assert.True(t, found["id/ns/b"][0].planned)
+		})
+	}
 }

@@ -331,3 +331,34 @@ func plansAreAdoptedAFewAtATime(t *testing.T, h Harness, cidr string) {
 	}
 	assert.LessOrEqual(t, most, 4, "requests in flight at once")
 }
+
+// adoptedPlanOutlivesThePoolsPlanned: once a pool stops adopting plans
+// (spec.planned removed), a claim's adopted plan is still its record: found
+// by its marker, so a lost IPAddress rebuilt or a restarted manager makes
+// no second record, and released, even with nothing recorded, as planned.
+func adoptedPlanOutlivesThePoolsPlanned(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+	at := netip.PrefixFrom(nth(cidr, 8), network.Bits())
+	ref := h.Plan(t, at, "m-unplanned-pool")
+	planned := h.Snapshot(t, ref)
+	c := forMachine("planned-then-not", "m-unplanned-pool")
+	alloc, err := b.Allocate(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, ref, alloc.Reference)
+
+	plain := h.PoolOver(t, PoolOptions{}, cidr)
+	validated(t, plain)
+	found, err := plain.Lookup(ctx, c)
+	require.NoError(t, err, "the adopted plan is found by the claim's marker")
+	assert.Equal(t, alloc.Address, found.Address)
+	again, err := plain.Allocate(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, ref, again.Reference, "no second record")
+	assert.Len(t, markedWith(h.Reservations(t, cidr), c.Marker), 1)
+
+	require.NoError(t, plain.Release(ctx, c, backends.Reservation{}), "released with nothing recorded")
+	assert.Equal(t, planned, h.Snapshot(t, ref), "returned as planned")
+}

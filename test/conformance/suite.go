@@ -166,6 +166,7 @@ func Run(t *testing.T, h Harness) {
 		{"OnlyPlansAreAdopted", "10.201.50.0/28", onlyPlansAreAdopted},
 		{"RetriedReleaseOfAPlanSucceeds", "10.201.51.0/28", retriedReleaseOfAPlanSucceeds},
 		{"PlansAreAdoptedAFewAtATime", "10.201.52.0/28", plansAreAdoptedAFewAtATime},
+		{"AdoptedPlanOutlivesThePoolsPlanned", "10.201.53.0/28", adoptedPlanOutlivesThePoolsPlanned},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}
