@@ -63,16 +63,25 @@ func (p *Protocol[P, S, R, Q]) allocateUnique(ctx context.Context, claims []Clai
 	return results
 }
 
-// adoptAllPlanned adopts, each on its own and at once, the records planned
+// plannedAdoptions is how many claims of a batch look for their plans at
+// once.
+const plannedAdoptions = 4
+
+// adoptAllPlanned adopts, each on its own and a few at once, the records planned
 // for the pending claims, and returns the claims the pool plans none for.
 func (p *Protocol[P, S, R, Q]) adoptAllPlanned(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) []pendingClaim {
 	if !p.d.Plans(pool) {
 		return pending
 	}
 	planned := make([]bool, len(pending))
+	// A few at a time: each asks up to four requests in turn, and a full
+	// batch would otherwise hold every request slot of the endpoint.
+	slots := make(chan struct{}, plannedAdoptions)
 	var wg sync.WaitGroup
 	for i, c := range pending {
+		slots <- struct{}{}
 		wg.Go(func() {
+			defer func() { <-slots }()
 			alloc, found, err := p.adoptPlanned(ctx, pool, c.claim)
 			planned[i] = found || err != nil
 			results[c.index] = Result[Allocation]{Value: alloc, Err: err}

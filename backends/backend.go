@@ -128,6 +128,9 @@ type Reservation struct {
 	Endpoint string
 	// Reference is the system's identifier of the record.
 	Reference string
+	// Planned: the record was planned by the IPAM team and adopted. A
+	// release that finds it without a marker has already returned it.
+	Planned bool
 }
 
 // Claim identifies the owner of a reservation.
@@ -172,11 +175,13 @@ type Allocation struct {
 	// NetBox VRF, an Infoblox network view): one address may be held once
 	// per scope, and in several scopes at once.
 	Scope string
+	// Planned: the record is a plan the claim adopted (see Record).
+	Planned bool
 }
 
 // Reservation is where the allocation lives, for a later release.
 func (a Allocation) Reservation() Reservation {
-	return Reservation{Address: a.Address, Endpoint: a.Endpoint, Reference: a.Reference}
+	return Reservation{Address: a.Address, Endpoint: a.Endpoint, Reference: a.Reference, Planned: a.Planned}
 }
 
 // Usage counts the addresses of a pool's sources.

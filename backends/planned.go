@@ -3,6 +3,7 @@ package backends
 import (
 	"context"
 	"fmt"
+	"net/netip"
 )
 
 // A pool may adopt records the IPAM team planned for its claims
@@ -15,8 +16,10 @@ import (
 //     removes the marker and keeps the record (the drivers' Drop and Mark);
 //   - the claims of one manager that adopt one record take turns; the
 //     record is read again before the write and after it, so that of two
-//     claims (of one manager or two) that write one after the other, the
-//     first sees the second's marker and yields;
+//     claims that write one after the other, the first sees the second's
+//     marker and yields. Neither system has a conditional write: two
+//     managers that write at once may both read their own marker back
+//     (docs/planned-records.md says what is and is not protected);
 //   - a planned record another claim holds is a conflict: the claim gets
 //     no other address (PlannedConflictError).
 
@@ -42,23 +45,38 @@ func (p *Protocol[P, S, R, Q]) adoptPlanned(ctx context.Context, pool P, claim C
 
 // plannedFor lists the records planned for the claim in the pool's
 // sources: those free to adopt (no marker, or the claim's own), and those
-// another claim holds.
+// another claim holds. A record the provider made (its marker, or a
+// tombstone, not planned) is no plan, though it may carry the name and
+// status the search looks for; nor is one at an address the pool never
+// gives (its gateway), which the claim would adopt, be refused by
+// CheckAnswer and give back, again and again.
 func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Claim) (free, taken []R, err error) {
 	records, err := p.d.Planned(ctx, pool, claim)
 	if err != nil {
 		return nil, nil, fmt.Errorf("looking up the records planned for %s: %w", p.d.Label(claim.Marker), err)
 	}
 	for _, r := range records {
-		if !p.d.InPool(pool, r) {
+		v := p.d.View(r)
+		switch {
+		case !p.d.InPool(pool, r), v.Marker != "" && !v.Planned, p.unusable(pool, v.Address.Addr()):
 			continue
-		}
-		if m := p.d.View(r).Marker; m == "" || m == claim.Marker {
+		case v.Marker == "" || v.Marker == claim.Marker:
 			free = append(free, r)
-		} else {
+		default:
 			taken = append(taken, r)
 		}
 	}
 	return free, taken, nil
+}
+
+// unusable says whether the first source holding addr never gives it.
+func (p *Protocol[P, S, R, Q]) unusable(pool P, addr netip.Addr) bool {
+	for _, s := range p.d.Sources(pool) {
+		if s.Contains(addr) {
+			return p.d.Unusable(pool, s, addr) != ""
+		}
+	}
+	return false
 }
 
 // takePlanned writes the claim's marker on a planned record, read again

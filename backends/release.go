@@ -98,6 +98,10 @@ func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Res
 		case ok && IsTombstoneOf(marker, claim.Marker):
 			// Retired by an earlier attempt.
 			released[last.Reference] = true
+		case ok && marker == "" && last.Planned:
+			// A plan the claim adopted, returned by an earlier attempt
+			// whose answer was lost.
+			released[last.Reference] = true
 		case ok && (marker == claim.Marker || p.movedHere(r, claim, last)):
 			if err := drop(ctx, r); err != nil {
 				return err

@@ -590,9 +590,10 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 	setClaimReady(claim, metav1.ConditionFalse, reason, err.Error())
 	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%v", err)
 	switch reason {
-	case ipamv1.IPAddressClaimReadyPoolExhaustedReason:
-		// A release in this cluster wakes the claim sooner (see
-		// addressToWaitingClaims); this covers space freed in the backend.
+	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, PlannedRecordConflictReason:
+		// Expected outcomes, not failed reconciles. A release in this
+		// cluster wakes the claim sooner (see addressToWaitingClaims);
+		// this covers space freed, or a plan given back, in the backend.
 		return ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}, nil
 	case UnusableAddressAnsweredReason:
 		// Not a failed reconcile, retried within milliseconds: the system
@@ -823,7 +824,7 @@ func (r *ClaimReconciler) cacheBehind(ctx context.Context, claim *ipamv1.IPAddre
 // once: it must be on the claim before the IPAddress is let go.
 func (r *ClaimReconciler) persistReservation(ctx context.Context, claim *ipamv1.IPAddressClaim) error {
 	kept := map[string]string{}
-	for _, k := range []string{v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation} {
+	for _, k := range []string{v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation, v1alpha1.ReservationPlannedAnnotation} {
 		if v, ok := claim.Annotations[k]; ok {
 			kept[k] = v
 		}

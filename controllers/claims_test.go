@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -71,4 +72,24 @@ func TestReservationAnnotationsFollowTheAddressToItsClaimAndBack(t *testing.T) {
 
 	keepReservation(claim, &ipamv1.IPAddress{})
 	assert.Empty(t, claim.Annotations, "nothing to keep from an IPAddress that recorded nothing")
+}
+
+// A planned record's reservation says so wherever it is kept, so that a
+// retried release knows a marker-less record at its reference was returned.
+func TestReservationOfAPlanSaysItWasPlanned(t *testing.T) {
+	for _, planned := range []bool{true, false} {
+		t.Run(fmt.Sprintf("planned=%t", planned), func(t *testing.T) {
+			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: types.UID("c1")}}
+			address := &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "m"},
+				Spec: ipamv1.IPAddressSpec{Address: "10.0.0.7", Prefix: ptr.To[int32](24)}}
+			recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Planned: planned})
+			assert.Equal(t, planned, recordedReservation(claim, address).Planned, "read from the IPAddress")
+
+			keepReservation(claim, address)
+			assert.Equal(t, planned, recordedReservation(claim, nil).Planned, "kept by the claim")
+
+			forgetReservation(claim)
+			assert.Empty(t, claim.Annotations)
+		})
+	}
 }

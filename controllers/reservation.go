@@ -22,6 +22,11 @@ func recordReservation(obj metav1.Object, alloc backends.Allocation) {
 	if alloc.Scope != "" {
 		a[v1alpha1.ReservationScopeAnnotation] = alloc.Scope
 	}
+	if alloc.Planned {
+		a[v1alpha1.ReservationPlannedAnnotation] = "true"
+	} else {
+		delete(a, v1alpha1.ReservationPlannedAnnotation)
+	}
 	obj.SetAnnotations(a)
 }
 
@@ -38,6 +43,7 @@ func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress
 		if ref := o.GetAnnotations()[v1alpha1.ReservationRecordAnnotation]; ref != "" {
 			last.Reference = ref
 			last.Endpoint = o.GetAnnotations()[v1alpha1.ReservationEndpointAnnotation]
+			last.Planned = o.GetAnnotations()[v1alpha1.ReservationPlannedAnnotation] == "true"
 			break
 		}
 	}
@@ -61,6 +67,11 @@ func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
 	}
 	claim.Annotations[v1alpha1.ReservationRecordAnnotation] = ref
 	claim.Annotations[v1alpha1.ReservationEndpointAnnotation] = address.Annotations[v1alpha1.ReservationEndpointAnnotation]
+	if address.Annotations[v1alpha1.ReservationPlannedAnnotation] == "true" {
+		claim.Annotations[v1alpha1.ReservationPlannedAnnotation] = "true"
+	} else {
+		delete(claim.Annotations, v1alpha1.ReservationPlannedAnnotation)
+	}
 }
 
 // forgetReservation drops what the claim kept of a reservation once a new
@@ -68,4 +79,5 @@ func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
 func forgetReservation(claim *ipamv1.IPAddressClaim) {
 	delete(claim.Annotations, v1alpha1.ReservationRecordAnnotation)
 	delete(claim.Annotations, v1alpha1.ReservationEndpointAnnotation)
+	delete(claim.Annotations, v1alpha1.ReservationPlannedAnnotation)
 }

@@ -80,6 +80,10 @@ const (
 	// Infoblox): the provider never binds an address that another live
 	// IPAddress holds in the same system and scope.
 	ReservationScopeAnnotation = "ipam-bridge.github.io/scope"
+	// ReservationPlannedAnnotation, "true", says that the record is a plan
+	// the claim adopted: a release that finds it at its reference without
+	// a marker knows it was already returned to the IPAM team.
+	ReservationPlannedAnnotation = "ipam-bridge.github.io/planned"
 	// RecordMovedAnnotation on an IPAddress says that the IPAM team moved
 	// its claim's record elsewhere (what it says is where): the audit
 	// reports such records and never deletes them as duplicates.

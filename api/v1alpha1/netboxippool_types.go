@@ -74,8 +74,8 @@ type NetboxIPPoolSpec struct {
 	// them: an IP address in one of the sources, without the provider's
 	// marker, whose DNS name is the one reservation.dnsNamePattern renders
 	// for the claim, and that carries the tag or has the status given here.
-	// The claim writes its marker (and the provider's tag) on it and changes
-	// nothing else; releasing the claim removes them and keeps the IP
+	// The claim writes its marker on it (not the provider's tag) and changes
+	// nothing else; releasing the claim removes the marker and keeps the IP
 	// address, as planned. See docs/planned-records.md.
 	// +optional
 	Planned *NetboxPlanned `json:"planned,omitempty"`

@@ -143,9 +143,10 @@ func (b *Backend) toAllocation(o object, sources []resolvedSource) (backends.All
 		return backends.Allocation{}, fmt.Errorf("%w: prefix length %d for %s: %v", backends.ErrInvalidConfig, bits, addr, err)
 	}
 	p := netip.PrefixFrom(addr, prefix.Bits())
+	_, planned := b.markerOf(o)
 	// The address's own subnet: prefixLength may narrow the network.
 	return backends.Allocation{Address: p, Gateway: b.cfg.Gateway.For(p), Reference: o.Ref, Endpoint: b.Endpoint(),
-		Scope: "view/" + b.cfg.NetworkView}, nil
+		Scope: "view/" + b.cfg.NetworkView, Planned: planned}, nil
 }
 
 // networkOf finds the network holding addr: a source's network, or the one

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -47,24 +48,25 @@ func (b *Backend) deleteObject(ctx context.Context, ref string) error {
 
 // findByMarker searches the pool's object types for the marker: one
 // server-side extensible attribute search per type, whatever the network
-// size. Results are sorted by address.
+// size, matching the marker and its planned form with one expression.
+// Results are sorted by address.
 func (b *Backend) findByMarker(ctx context.Context, marker string, scope backends.Scope) ([]object, error) {
 	var found []object
+	values := b.markerValues(marker)
+	pattern := "^" + regexp.QuoteMeta(marker) + "(" + regexp.QuoteMeta(strings.TrimPrefix(backends.PlannedMarker(marker), marker)) + ")?$"
 	for _, t := range b.objectTypes() {
-		for _, value := range b.markerValues(marker) {
-			var page []object
-			search := map[string]string{"*" + b.cfg.MarkerEA: value}
-			if scope == backends.InPool {
-				search["network_view"] = b.cfg.NetworkView
-			}
-			if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
-				return nil, fmt.Errorf("searching %s for %s=%q: %w", t, b.cfg.MarkerEA, value, err)
-			}
-			for _, o := range page {
-				// The search is exact, but an object is only ours if it says so.
-				if o.ExtAttrs.get(b.cfg.MarkerEA) == value {
-					found = append(found, o)
-				}
+		var page []object
+		search := map[string]string{"*" + b.cfg.MarkerEA + "~": pattern}
+		if scope == backends.InPool {
+			search["network_view"] = b.cfg.NetworkView
+		}
+		if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
+			return nil, fmt.Errorf("searching %s for %s~=%q: %w", t, b.cfg.MarkerEA, pattern, err)
+		}
+		for _, o := range page {
+			// An object is only ours if it says so exactly.
+			if slices.Contains(values, o.ExtAttrs.get(b.cfg.MarkerEA)) {
+				found = append(found, o)
 			}
 		}
 	}
@@ -124,13 +126,10 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope bac
 }
 
 // markerValues are the values of the marker attribute that name the
-// claim: its marker, and, where the pool adopts planned objects, its
-// marker on a planned object. A pool that stopped adopting them still
-// releases such an object by its reference.
+// claim: its marker, and its marker on a planned object it adopted, which
+// the claim keeps whatever the pool's spec says now (a pool may stop
+// adopting plans).
 func (b *Backend) markerValues(marker string) []string {
-	if b.cfg.Planned == nil {
-		return []string{marker}
-	}
 	return []string{marker, backends.PlannedMarker(marker)}
 }
 

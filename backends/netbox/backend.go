@@ -200,6 +200,7 @@ func (b *Backend) toAllocation(r ipRecord) (backends.Allocation, error) {
 		Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID),
 		Endpoint:  b.baseURL,
 		Scope:     vrfScope(vrfIDOf(r.VRF)),
+		Planned:   r.planned,
 	}, nil
 }
 

@@ -92,11 +92,11 @@ func (d driver) Said(err error) string {
 	return err.Error()
 }
 
-// Search looks in the pool's scope with the provider's tag; everywhere
-// without it, as NetBox refuses a filter naming a tag it lacks, and the
-// release of a pool whose objects were renamed needs no validation.
-func (d driver) Search(ctx context.Context, markers []string, scope backends.Scope) (map[string][]ipRecord, error) {
-	return d.findByMarkers(ctx, markers, scope == backends.InPool)
+// Search looks by the marker alone, whatever the scope: a plan a claim
+// adopted carries no tag of the provider's, and the protocol keeps what
+// lies in the pool's sources.
+func (d driver) Search(ctx context.Context, markers []string, _ backends.Scope) (map[string][]ipRecord, error) {
+	return d.findByMarkers(ctx, markers)
 }
 
 func (d driver) Get(ctx context.Context, ref string) (ipRecord, bool, error) {
@@ -261,8 +261,8 @@ func (d driver) Planned(ctx context.Context, _ preparation, claim backends.Claim
 }
 
 // Adopt writes the claim's marker, noting that the record was planned, and
-// nothing else: no tag of the provider's either (the marker search of a
-// pool that adopts planned records does without it).
+// nothing else: no tag of the provider's either (the marker search does
+// without it).
 func (d driver) Adopt(ctx context.Context, r ipRecord, marker string) error {
 	patch := map[string]any{"custom_fields": map[string]any{d.cfg.MarkerField: backends.PlannedMarker(marker)}}
 	if err := d.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil); err != nil {

@@ -89,7 +89,7 @@ func TestAllocateIsIdempotentAndCostsTwoRequests(t *testing.T) {
 	calls := sim.Calls()
 	require.Len(t, calls, 2, "a new claim: the marker search and the reservation")
 	assert.Equal(t, "GET", calls[0].Method)
-	assert.Contains(t, calls[0].Query, "cf_capi_ipam_claim=ns%2Fa")
+	assert.Contains(t, calls[0].Query, "cf_capi_ipam_claim__isw=ns%2Fa", "one value finds the marker and its planned form")
 	assert.Equal(t, "POST", calls[1].Method)
 	assert.Equal(t, "/api/ipam/prefixes/1/available-ips/", calls[1].Path)
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 
@@ -59,12 +60,9 @@ func recordFromAPI(ip netbox.IPAddress) ipRecord {
 // maxPage is NetBox's default MAX_PAGE_SIZE.
 const maxPage = 1000
 
-// findByMarker returns the records carrying the marker, oldest first. The
-// tag (when tagged) and custom-field filters run in NetBox: one request
-// whatever the pool size. NetBox refuses a filter naming a tag it lacks, so
-// a release searches without it.
-func (b *Backend) findByMarker(ctx context.Context, marker string, tagged bool) ([]ipRecord, error) {
-	found, err := b.findByMarkers(ctx, []string{marker}, tagged)
+// findByMarker returns the records carrying the marker, oldest first.
+func (b *Backend) findByMarker(ctx context.Context, marker string) ([]ipRecord, error) {
+	found, err := b.findByMarkers(ctx, []string{marker})
 	if err != nil {
 		return nil, fmt.Errorf("looking up marker %q: %w", marker, err)
 	}
@@ -81,63 +79,80 @@ const (
 
 // findByMarkers returns the records carrying each marker, oldest first: one
 // request for as many markers as fit in its request line (NetBox ORs
-// repeated values of a filter). The values are compared again here because
-// a field whose filter logic an administrator set to "loose" matches
-// substrings.
-func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bool) (map[string][]ipRecord, error) {
+// repeated values of a filter), whatever the pool size.
+//
+// A claim's record carries its marker, or, on a plan it adopted, its
+// planned marker (backends.PlannedMarker) and no tag of the provider's:
+// whatever the pool's spec says now, since a pool may stop adopting plans.
+// One "starts with" value per claim (the lookup NetBox gives an exact text
+// custom field) finds both at the cost of the exact search, without the
+// tag; the values are compared exactly here, as the lookup also matches
+// the claim's tombstones and longer markers. A field whose filter logic an
+// administrator set to "loose" has no lookups and NetBox ignores the filter:
+// the answer then holds records the lookup would not, and the chunk is
+// searched again by exact values, the marker and its planned form.
+func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[string][]ipRecord, error) {
 	const path = "/api/ipam/ip-addresses/"
 	found := make(map[string][]ipRecord, len(markers))
-	values := markers
-	if b.cfg.Planned != nil {
-		// A planned record a claim adopted carries the marker as
-		// backends.PlannedMarker writes it, and no tag of the provider's:
-		// the marker alone finds it, and its sources limit the pool's.
-		tagged = false
-		values = nil
-		for _, m := range markers {
-			values = append(values, m, backends.PlannedMarker(m))
-		}
+	claimOf := map[string]string{}
+	for _, m := range markers {
+		claimOf[m] = m
+		claimOf[backends.PlannedMarker(m)] = m
 	}
 	base := url.Values{}
-	if tagged {
-		base.Set("tag", b.cfg.Tag)
-	}
 	base.Set("limit", strconv.Itoa(maxPage))
 	base.Set("ordering", "id")
-	field := "cf_" + b.cfg.MarkerField
-	for _, chunk := range markerChunks(http.MethodGet+" "+b.baseURL+path+"? HTTP/1.1", base, field, values) {
+	line := http.MethodGet + " " + b.baseURL + path + "? HTTP/1.1"
+	prefixField := "cf_" + b.cfg.MarkerField + "__isw"
+	exactField := "cf_" + b.cfg.MarkerField
+	// A record is found once however many searches return it: keep would
+	// take a second copy of the claim's own record for a duplicate and
+	// release it under the claim.
+	seen := map[int32]bool{}
+	add := func(records []ipRecord) {
+		for _, r := range records {
+			raw := markerValue(r.CustomFields, b.cfg.MarkerField)
+			m, ok := claimOf[raw]
+			if !ok || seen[r.ID] {
+				continue
+			}
+			seen[r.ID] = true
+			b.readMarker(&r)
+			found[m] = append(found[m], r)
+		}
+	}
+	for _, chunk := range markerChunks(line, base, prefixField, claimValues(markers)) {
 		q := maps.Clone(base)
-		q[field] = chunk
+		q[prefixField] = chunk
 		var p page[ipRecord]
 		if err := b.getJSON(ctx, path, q, &p); err != nil {
 			return nil, err
 		}
+		if slices.ContainsFunc(p.Results, func(r ipRecord) bool { return !startsWithAny(markerValue(r.CustomFields, b.cfg.MarkerField), chunk) }) {
+			// The lookup was ignored: search by exact values.
+			var values []string
+			for _, m := range chunk {
+				values = append(values, m, backends.PlannedMarker(m))
+			}
+			for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
+				records, err := b.searchAll(ctx, base, exactField, exact)
+				if err != nil {
+					return nil, err
+				}
+				add(records)
+			}
+			continue
+		}
 		if p.Count > int64(len(p.Results)) {
-			// More records than a page: search the markers one by one.
-			var claims []string
-			for _, v := range chunk {
-				if m, _ := backends.ParsePlanned(v); !slices.Contains(claims, m) {
-					claims = append(claims, m)
-				}
+			// More records than a page: page through this chunk's.
+			records, err := b.searchAll(ctx, base, prefixField, chunk)
+			if err != nil {
+				return nil, err
 			}
-			if len(claims) > 1 {
-				for _, marker := range claims {
-					records, err := b.findByMarker(ctx, marker, tagged)
-					if err != nil {
-						return nil, err
-					}
-					found[marker] = append(found[marker], records...)
-				}
-				continue
-			}
+			add(records)
+			continue
 		}
-		for _, r := range p.Results {
-			raw := markerValue(r.CustomFields, b.cfg.MarkerField)
-			b.readMarker(&r)
-			if slices.Contains(chunk, raw) {
-				found[r.Marker] = append(found[r.Marker], r)
-			}
-		}
+		add(p.Results)
 	}
 	for _, records := range found {
 		slices.SortFunc(records, func(a, b ipRecord) int { return int(a.ID) - int(b.ID) })
@@ -145,22 +160,72 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, tagged bo
 	return found, nil
 }
 
-// markerChunks splits markers into groups whose search fits one request
-// line: line is the request line without its query, base the query's other
-// values, and each marker is one more value of field. A marker too long
-// for a line of its own still gets one (NetBox then answers 400).
-func markerChunks(line string, base url.Values, field string, markers []string) [][]string {
+// searchAll pages through the IP addresses whose field matches one of
+// values.
+func (b *Backend) searchAll(ctx context.Context, base url.Values, field string, values []string) ([]ipRecord, error) {
+	const path = "/api/ipam/ip-addresses/"
+	var out []ipRecord
+	for offset := 0; ; offset += maxPage {
+		q := maps.Clone(base)
+		q[field] = values
+		q.Set("offset", strconv.Itoa(offset))
+		var p page[ipRecord]
+		if err := b.getJSON(ctx, path, q, &p); err != nil {
+			return nil, err
+		}
+		out = append(out, p.Results...)
+		if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
+			return out, nil
+		}
+	}
+}
+
+// startsWithAny says whether value begins with one of prefixes, as NetBox's
+// case-insensitive "starts with" lookup compares.
+func startsWithAny(value string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool {
+		return strings.HasPrefix(strings.ToLower(value), strings.ToLower(p))
+	})
+}
+
+// claimValues groups the searched values by claim: a marker and its
+// planned form stay in one request, so that a page too full to read (which
+// the search repeats claim by claim) covers each claim whole.
+func claimValues(values []string) [][]string {
+	var groups [][]string
+	for _, v := range values {
+		m, _ := backends.ParsePlanned(v)
+		if n := len(groups); n > 0 {
+			if last, _ := backends.ParsePlanned(groups[n-1][0]); last == m {
+				groups[n-1] = append(groups[n-1], v)
+				continue
+			}
+		}
+		groups = append(groups, []string{v})
+	}
+	return groups
+}
+
+// markerChunks splits groups of values into chunks whose search fits one
+// request line: line is the request line without its query, base the
+// query's other values, and each value is one more value of field. A group
+// is never split; one too long for a line of its own still gets one
+// (NetBox then answers 400).
+func markerChunks(line string, base url.Values, field string, groups [][]string) [][]string {
 	budget := maxRequestLine - requestLineMargin - len(line) - len(base.Encode())
 	var chunks [][]string
 	var chunk []string
 	size := 0
-	for _, m := range markers {
-		n := len("&"+url.QueryEscape(field)+"=") + len(url.QueryEscape(m))
+	for _, g := range groups {
+		n := 0
+		for _, v := range g {
+			n += len("&"+url.QueryEscape(field)+"=") + len(url.QueryEscape(v))
+		}
 		if len(chunk) > 0 && size+n > budget {
 			chunks = append(chunks, chunk)
 			chunk, size = nil, 0
 		}
-		chunk = append(chunk, m)
+		chunk = append(chunk, g...)
 		size += n
 	}
 	if len(chunk) > 0 {

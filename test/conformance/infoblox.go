@@ -211,13 +211,18 @@ func (h *infobloxHarness) PlannedPool(t testing.TB, cidr string) backends.Backen
 	return newBackend(t, cfg)
 }
 
+// Plan makes the object with a comment and an extensible attribute of the
+// IPAM team's, which adoption and release must leave as they are.
 func (h *infobloxHarness) Plan(t testing.TB, addr netip.Prefix, machine string) string {
+	var ref string
 	if h.objectType == infoblox.HostRecord {
-		return h.sim.AddHostRecord(wapisim.HostRecord{Name: plannedDNSName(machine), Addresses: []string{addr.Addr().String()},
-			Comment: "planned by the IPAM team for " + machine})
+		ref = h.sim.AddHostRecord(wapisim.HostRecord{Name: plannedDNSName(machine), Addresses: []string{addr.Addr().String()}})
+	} else {
+		ref = h.sim.AddFixedAddress("default", addr.Addr().String(), nil)
+		h.sim.SetName(ref, plannedDNSName(machine))
 	}
-	ref := h.sim.AddFixedAddress("default", addr.Addr().String(), nil)
-	h.sim.SetName(ref, plannedDNSName(machine))
+	h.sim.SetComment(ref, "planned by the IPAM team for "+machine)
+	h.sim.SetEA(ref, "Owner-Team", "network-eng")
 	return ref
 }
 

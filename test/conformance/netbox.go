@@ -24,7 +24,13 @@ type netboxHarness struct {
 	target netboxtarget.Target
 	// planned are the networks PlannedPool created.
 	planned sync.Map
+	// ownerField creates, once, the custom field Plan fills.
+	ownerField sync.Once
 }
+
+// plannedOwnerField is a custom field of the IPAM team's on planned IP
+// addresses.
+const plannedOwnerField = "ipam_owner"
 
 // NetBoxHarness runs the suite against target: the simulator, or a real
 // NetBox (netboxtarget.New).
@@ -161,8 +167,10 @@ func (h *netboxHarness) PlannedPool(t testing.TB, cidr string) backends.Backend 
 	}
 	cfg := netbox.Config{
 		URL: h.target.URL(), Token: netboxToken,
-		Sources:     []netbox.Source{{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)}},
-		Reservation: netbox.Reservation{DNSNamePattern: plannedDNSName("{{ .MachineName }}")},
+		Sources: []netbox.Source{{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)}},
+		// The provider's own records get the planned status too: they are
+		// still no plans.
+		Reservation: netbox.Reservation{DNSNamePattern: plannedDNSName("{{ .MachineName }}"), Status: "reserved"},
 		Planned:     &netbox.Planned{Status: "reserved"},
 	}
 	b, err := netbox.New(cfg)
@@ -170,9 +178,13 @@ func (h *netboxHarness) PlannedPool(t testing.TB, cidr string) backends.Backend 
 	return b
 }
 
+// Plan makes the IP address with a custom field of the IPAM team's, which
+// adoption and release must leave as it is.
 func (h *netboxHarness) Plan(t testing.TB, addr netip.Prefix, machine string) string {
+	h.ownerField.Do(func() { h.target.AddCustomField(plannedOwnerField, "") })
 	id := h.target.AddIPAddress(addr.String(), netboxsim.IPOptions{
 		Status: "reserved", DNSName: plannedDNSName(machine), Description: "planned by the IPAM team for " + machine,
+		CustomFields: map[string]any{plannedOwnerField: "network-eng"},
 	})
 	return fmt.Sprintf("ipam/ip-addresses/%d", id)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
 // A pool may adopt the records the IPAM team planned for its claims: the
@@ -39,6 +40,8 @@ func plannedRecordIsAdoptedAndReturned(t *testing.T, h Harness, cidr string) {
 	at := netip.PrefixFrom(nth(cidr, 9), network.Bits())
 	ref := h.Plan(t, at, "m-adopt")
 	planned := h.Snapshot(t, ref)
+	require.Contains(t, fmt.Sprintf("%+v", planned), "network-eng", "the plan carries an attribute or custom field of the IPAM team's")
+	require.Contains(t, fmt.Sprintf("%+v", planned), "planned by the IPAM team", "and its comment or description")
 	c := forMachine("planned-adopt", "m-adopt")
 
 	alloc, err := b.Allocate(ctx, c)
@@ -220,4 +223,142 @@ func plannedRecordSurvivesAMove(t *testing.T, h Harness, cidr string) {
 		require.NoError(t, b.Release(ctx, after, last))
 		assert.Equal(t, planned, h.Snapshot(t, ref), "released after the move, the record is as planned")
 	}
+}
+
+// onlyPlansAreAdopted: the records the provider makes carry the name (and,
+// in NetBox, may carry the status) a plan is found by; neither such a
+// record nor its tombstone is a plan, so another claim of the machine gets
+// the next free address, not a PlannedRecordConflict. Nor is a plan at the
+// pool's gateway, which the pool never gives: it is left alone.
+func onlyPlansAreAdopted(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+
+	first := forMachine("own-first", "m-own")
+	alloc, err := b.Allocate(ctx, first)
+	require.NoError(t, err)
+	second := forMachine("own-second", "m-own")
+	other, err := b.Allocate(ctx, second)
+	require.NoError(t, err, "another claim's record is no plan")
+	assert.NotEqual(t, alloc.Address, other.Address)
+
+	require.NoError(t, b.Retire(ctx, first, alloc.Reservation(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+	third := forMachine("own-third", "m-own")
+	again, err := b.Allocate(ctx, third)
+	require.NoError(t, err, "a tombstone is no plan")
+	assert.NotEqual(t, alloc.Address, again.Address, "the tombstone keeps its address")
+
+	gateway := network.Addr().Next()
+	ref := h.Plan(t, netip.PrefixFrom(gateway, network.Bits()), "m-gateway")
+	planned := h.Snapshot(t, ref)
+	c := forMachine("planned-gateway", "m-gateway")
+	got, err := b.Allocate(ctx, c)
+	require.NoError(t, err, "a plan on the gateway is skipped")
+	assert.NotEqual(t, gateway, got.Address.Addr())
+	assert.NotEqual(t, ref, got.Reference)
+	assert.Equal(t, planned, h.Snapshot(t, ref), "the plan on the gateway is left alone")
+}
+
+// retriedReleaseOfAPlanSucceeds: a release whose unplan was applied but
+// whose answer was lost is retried; the record, at the recorded reference
+// and without a marker, was returned already. Only a reservation recorded
+// as planned says so: a marker-less record at the reference of one that
+// was not is still not the claim's.
+func retriedReleaseOfAPlanSucceeds(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+	at := netip.PrefixFrom(nth(cidr, 6), network.Bits())
+	ref := h.Plan(t, at, "m-retried")
+	planned := h.Snapshot(t, ref)
+	c := forMachine("planned-retried", "m-retried")
+	alloc, err := b.Allocate(ctx, c)
+	require.NoError(t, err)
+	require.True(t, alloc.Planned, "the allocation says the record was planned")
+	last := alloc.Reservation()
+
+	require.NoError(t, b.Release(ctx, c, last))
+	require.NoError(t, b.Release(ctx, c, last), "the retry finds the plan returned")
+	assert.Equal(t, planned, h.Snapshot(t, ref))
+
+	unplanned := last
+	unplanned.Planned = false
+	require.ErrorIs(t, b.Release(ctx, c, unplanned), backends.ErrNotOwned,
+		"a record not recorded as planned that lost its marker was taken back")
+}
+
+// plansAreAdoptedAFewAtATime: a batch of claims with plans looks for and
+// adopts them a few at a time, not one goroutine each, so that a full batch
+// does not take every request slot of the endpoint.
+func plansAreAdoptedAFewAtATime(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+	const n = 12
+	cs := make([]backends.Claim, n)
+	for i := range cs {
+		machine := fmt.Sprintf("m-few-%d", i)
+		h.Plan(t, netip.PrefixFrom(nth(cidr, 2+i), network.Bits()), machine)
+		cs[i] = forMachine(fmt.Sprintf("planned-few-%d", i), machine)
+	}
+	server, ok := h.Server().(interface{ ThrottleArrivals() []httpfault.Arrival })
+	if !ok {
+		t.Skip("the server does not count the requests it holds at once")
+	}
+	h.Server().SetThrottle(httpfault.ThrottleLimit{RequestsPerSecond: 100000, MaxConcurrent: 1000})
+	h.SetLatency(20 * time.Millisecond)
+	t.Cleanup(func() {
+		h.Server().SetThrottle(httpfault.ThrottleLimit{})
+		h.SetLatency(0)
+	})
+
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Go(func() { _, errs[i] = b.Allocate(ctx, cs[i]) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, cs[i].Marker)
+	}
+	most := 0
+	for _, a := range server.ThrottleArrivals() {
+		most = max(most, a.Concurrent)
+	}
+	assert.LessOrEqual(t, most, 4, "requests in flight at once")
+}
+
+// adoptedPlanOutlivesThePoolsPlanned: once a pool stops adopting plans
+// (spec.planned removed), a claim's adopted plan is still its record: found
+// by its marker, so a lost IPAddress rebuilt or a restarted manager makes
+// no second record, and released, even with nothing recorded, as planned.
+func adoptedPlanOutlivesThePoolsPlanned(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.PlannedPool(t, cidr)
+	validated(t, b)
+	network := netip.MustParsePrefix(cidr)
+	at := netip.PrefixFrom(nth(cidr, 8), network.Bits())
+	ref := h.Plan(t, at, "m-unplanned-pool")
+	planned := h.Snapshot(t, ref)
+	c := forMachine("planned-then-not", "m-unplanned-pool")
+	alloc, err := b.Allocate(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, ref, alloc.Reference)
+
+	plain := h.PoolOver(t, PoolOptions{}, cidr)
+	validated(t, plain)
+	found, err := plain.Lookup(ctx, c)
+	require.NoError(t, err, "the adopted plan is found by the claim's marker")
+	assert.Equal(t, alloc.Address, found.Address)
+	again, err := plain.Allocate(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, ref, again.Reference, "no second record")
+	assert.Len(t, markedWith(h.Reservations(t, cidr), c.Marker), 1)
+
+	require.NoError(t, plain.Release(ctx, c, backends.Reservation{}), "released with nothing recorded")
+	assert.Equal(t, planned, h.Snapshot(t, ref), "returned as planned")
 }

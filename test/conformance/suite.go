@@ -163,6 +163,10 @@ func Run(t *testing.T, h Harness) {
 		{"RequestedAddressPlannedForTheClaimIsAdopted", "10.201.47.0/28", requestedAddressPlannedForTheClaimIsAdopted},
 		{"AuditLeavesPlannedRecordsToTheIPAMTeam", "10.201.48.0/28", auditLeavesPlannedRecordsToTheIPAMTeam},
 		{"PlannedRecordSurvivesAMove", "10.201.49.0/28", plannedRecordSurvivesAMove},
+		{"OnlyPlansAreAdopted", "10.201.50.0/28", onlyPlansAreAdopted},
+		{"RetriedReleaseOfAPlanSucceeds", "10.201.51.0/28", retriedReleaseOfAPlanSucceeds},
+		{"PlansAreAdoptedAFewAtATime", "10.201.52.0/28", plansAreAdoptedAFewAtATime},
+		{"AdoptedPlanOutlivesThePoolsPlanned", "10.201.53.0/28", adoptedPlanOutlivesThePoolsPlanned},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, h, tc.cidr) })
 	}

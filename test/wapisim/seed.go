@@ -235,6 +235,14 @@ func (s *Server) SetEA(ref, name, value string) {
 	s.mustObj(ref).eas[name] = s.db.typedEA(name, value)
 }
 
+// SetComment sets an object's comment, as an administrator's GUI edit
+// would.
+func (s *Server) SetComment(ref, comment string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mustObj(ref).comment = comment
+}
+
 // SetName names an object, as an administrator's GUI edit would.
 func (s *Server) SetName(ref, name string) {
 	s.mu.Lock()

@@ -1,0 +1,117 @@
+package netbox
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+)
+
+const internalToken = "0123456789abcdef0123456789abcdef01234567"
+
+// A search whose page overflows is repeated claim by claim, and each claim's
+// search covers both forms of its marker: had the next request searched the
+// planned form again, the claim's adopted record would be found twice, and
+// keep would release the "duplicate" the claim holds.
+func TestMarkerSearchFindsAnAdoptedRecordOnceWhenAPageOverflows(t *testing.T) {
+	sim := netboxsim.New()
+	t.Cleanup(sim.Close)
+	sim.AddToken(internalToken, true)
+	sim.AddCustomField("capi_ipam_claim", "exact")
+	b, err := New(Config{
+		URL: sim.URL(), Token: internalToken,
+		HTTP:        HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+		Reservation: Reservation{DNSNamePattern: "{{ .ClaimName }}.example.com"},
+		Planned:     &Planned{Tag: "planned"},
+		Sources:     []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+	})
+	require.NoError(t, err)
+
+	// Find markers whose search the value-by-value split would cut between
+	// a marker and its planned form.
+	const path = "/api/ipam/ip-addresses/"
+	base := url.Values{}
+	base.Set("limit", strconv.Itoa(maxPage))
+	base.Set("ordering", "id")
+	line := http.MethodGet + " " + b.baseURL + path + "? HTTP/1.1"
+	field := "cf_" + b.cfg.MarkerField
+	var markers []string
+	var cut string
+	for n := 0; n < 40 && cut == ""; n++ {
+		markers = nil
+		var singles [][]string
+		for i := range 60 {
+			m := fmt.Sprintf("ns/%s-%02d", strings.Repeat("m", 40+n), i)
+			markers = append(markers, m)
+			singles = append(singles, []string{m}, []string{backends.PlannedMarker(m)})
+		}
+		first := markerChunks(line, base, field, singles)[0]
+		if last := first[len(first)-1]; !strings.HasSuffix(last, "#planned") {
+			cut = last
+		}
+	}
+	require.NotEmpty(t, cut, "no split between a marker and its planned form")
+
+	// The first chunk's page overflows; the cut claim adopted a planned record.
+	for i := range maxPage + 1 {
+		sim.AddIPAddress(fmt.Sprintf("10.1.%d.%d/16", i/250, i%250+1), netboxsim.IPOptions{
+			CustomFields: map[string]any{"capi_ipam_claim": markers[0]},
+		})
+	}
+	sim.AddIPAddress("10.0.0.9/24", netboxsim.IPOptions{
+		CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker(cut)},
+	})
+
+	found, err := b.findByMarkers(context.Background(), markers)
+	require.NoError(t, err)
+	assert.Len(t, found[cut], 1, "the adopted record, once")
+}
+
+// A marker field whose filter logic is loose has no "starts with" lookup,
+// and NetBox ignores the filter: the search notices the unfiltered answer
+// and searches by exact values, finding the marker and its planned form,
+// and nothing else.
+func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
+	for _, logic := range []string{"exact", "loose"} {
+		t.Run(logic, func(t *testing.T) {
+			sim := netboxsim.New()
+			t.Cleanup(sim.Close)
+			sim.AddToken(internalToken, true)
+			sim.AddCustomField("capi_ipam_claim", logic)
+			b, err := New(Config{
+				URL: sim.URL(), Token: internalToken,
+				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+			})
+			require.NoError(t, err)
+			own := sim.AddIPAddress("10.0.0.2/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a"}})
+			adopted := sim.AddIPAddress("10.0.0.3/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker("id/ns/b")}})
+			sim.AddIPAddress("10.0.0.4/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a-longer"}})
+			sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.TombstoneMarker("id/ns/a", time.Unix(0, 0))}})
+			sim.AddIPAddress("10.0.0.6/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/other"}})
+			sim.AddIPAddress("10.0.0.7/24", netboxsim.IPOptions{})
+
+			found, err := b.findByMarkers(context.Background(), []string{"id/ns/a", "id/ns/b"})
+			require.NoError(t, err)
+			ids := map[string][]int32{}
+			for m, records := range found {
+				for _, r := range records {
+					ids[m] = append(ids[m], r.ID)
+				}
+			}
+			assert.Equal(t, map[string][]int32{"id/ns/a": {own}, "id/ns/b": {adopted}}, ids)
+			assert.True(t, found["id/ns/b"][0].planned)
+		})
+	}
+}
