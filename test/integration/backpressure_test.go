@@ -39,9 +39,13 @@ func TestBurstAgainstAThrottlingSystemBindsWithoutHammering(t *testing.T) {
 		f.sys.throttle(limit)
 		const n = 30
 		claims := f.createClaimsAtOnce(n, "pool")
+		// The system takes one request a second, and every 429 pauses the
+		// whole endpoint, the pool's counts and audit included: on a busy
+		// machine a burst may need more than waitTimeout. What this test
+		// holds is that every claim binds without hammering, not how fast.
 		seen := map[string]bool{}
 		for _, claim := range claims {
-			seen[f.waitBound(claim).Spec.Address] = true
+			seen[f.waitBoundWithin(claim, 3*time.Minute).Spec.Address] = true
 		}
 		assert.Len(t, seen, n, "distinct addresses")
 

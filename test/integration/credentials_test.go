@@ -95,12 +95,3 @@ func (f *fixture) waitPoolReasonWithin(pool controllers.Pool, reason string, wit
 		assert.Equal(c, metav1.ConditionFalse, cond.Status)
 	}, within, pollInterval)
 }
-
-func (f *fixture) waitBoundWithin(claim *ipamv1.IPAddressClaim, within time.Duration) {
-	f.t.Helper()
-	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := &ipamv1.IPAddressClaim{}
-		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
-		assert.Equal(c, claim.Name, got.Status.AddressRef.Name, "Ready: %+v", conditions.Get(got, ipamv1.IPAddressClaimReadyCondition))
-	}, within, pollInterval)
-}
