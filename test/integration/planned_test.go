@@ -218,20 +218,7 @@ func TestPlannedIsValidatedByTheAPIServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.pool.SetName(f.ns + "-planned-" + string(rune('a'+i)))
-			switch tc.pool.(type) {
-			case *v1alpha1.NetboxIPPool, *v1alpha1.InfobloxIPPool:
-				tc.pool.SetNamespace(f.ns)
-			}
-			// Paused: only the API server's validation is under test.
-			tc.pool.SetAnnotations(map[string]string{"cluster.x-k8s.io/paused": "true"})
-			err := k8s.Create(f.ctx, tc.pool)
-			if tc.message == "" {
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = k8s.Delete(context.Background(), tc.pool) })
-				return
-			}
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tc.message)
+			f.assertAdmitted(t, tc.pool, tc.message)
 		})
 	}
 }

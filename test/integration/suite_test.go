@@ -377,6 +377,26 @@ func (f *fixture) createCluster(name string, mutate ...func(*clusterv1.Cluster))
 	return cluster
 }
 
+// assertAdmitted creates pool, paused so that only the API server's
+// validation is under test: it is accepted when message is empty, and
+// otherwise refused with an error that contains message.
+func (f *fixture) assertAdmitted(t *testing.T, pool client.Object, message string) {
+	t.Helper()
+	switch pool.(type) {
+	case *v1alpha1.NetboxIPPool, *v1alpha1.InfobloxIPPool:
+		pool.SetNamespace(f.ns)
+	}
+	pool.SetAnnotations(map[string]string{"cluster.x-k8s.io/paused": "true"})
+	err := k8s.Create(f.ctx, pool)
+	if message == "" {
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), pool) })
+		return
+	}
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), message)
+}
+
 // waitBound waits for the claim's IPAddress and addressRef.
 func (f *fixture) waitBound(claim *ipamv1.IPAddressClaim) *ipamv1.IPAddress {
 	f.t.Helper()
