@@ -206,3 +206,56 @@ func TestDeduplicatedRunsEachMarkerOnce(t *testing.T) {
 		})
 	}
 }
+
+// With InFlight two, a second batch runs while the first still waits for
+// its answer, and a third waits for one of them, filling meanwhile.
+func TestBatcherRunsInFlightBatchesAtOnce(t *testing.T) {
+	gate, started := make(chan struct{}), make(chan []string, 10)
+	b := &backends.Batcher[string, string]{
+		Max:      3,
+		Window:   time.Hour, // only a full queue starts a batch
+		InFlight: 2,
+		Run: func(_ context.Context, ins []string) []backends.Result[string] {
+			started <- slices.Clone(ins)
+			<-gate
+			out := make([]backends.Result[string], len(ins))
+			for i, in := range ins {
+				out[i].Value = in + "!"
+			}
+			return out
+		},
+	}
+	var wg sync.WaitGroup
+	call := func(prefix string, n int) {
+		for i := range n {
+			wg.Go(func() {
+				got, err := b.Do(context.Background(), fmt.Sprintf("%s%d", prefix, i))
+				assert.NoError(t, err)
+				assert.Equal(t, fmt.Sprintf("%s%d!", prefix, i), got)
+			})
+		}
+	}
+	waitStart := func(what string) []string {
+		select {
+		case batch := <-started:
+			slices.Sort(batch)
+			return batch
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not start", what)
+			return nil
+		}
+	}
+	call("a", 3)
+	assert.Equal(t, []string{"a0", "a1", "a2"}, waitStart("the first batch"))
+	call("b", 3)
+	assert.Equal(t, []string{"b0", "b1", "b2"}, waitStart("the second batch, while the first runs"))
+	call("c", 3)
+	select {
+	case batch := <-started:
+		t.Fatalf("a third batch %v started while two ran", batch)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	assert.Equal(t, []string{"c0", "c1", "c2"}, waitStart("the third batch, once a slot is free"))
+	wg.Wait()
+}
