@@ -34,11 +34,12 @@ type Result[Out any] struct {
 // Batcher coalesces concurrent calls into batches run by one function, so
 // that a backend pays one request where it would pay one per call. A batch
 // starts when Max calls wait, when no call arrived for Quiet, or at the
-// latest Window after its first call arrived; calls that arrive while
-// InFlight batches run wait for the next one, which builds up meanwhile.
-// Each caller gets its own result, or its context's error if that ends
-// first (the batch still runs: what it reserved for the caller is found
-// again by its marker).
+// latest Window after its first call arrived; calls that arrive while a
+// batch runs wait for the next one. One batch runs at a
+// time: the IPAM systems serialise allocations anyway, and the queue that
+// builds up meanwhile becomes the next batch. Each caller gets its own
+// result, or its context's error if that ends first (the batch still runs:
+// what it reserved for the caller is found again by its marker).
 //
 // Max <= 1 runs every call alone, at once. Safe for concurrent use.
 type Batcher[In, Out any] struct {
@@ -47,8 +48,6 @@ type Batcher[In, Out any] struct {
 	// Quiet, when above zero and below Window, starts a batch once no call
 	// arrived for this long.
 	Quiet time.Duration
-	// InFlight is how many batches run at once; 0 is one.
-	InFlight int
 	// Observe, if set, is told the size of every batch run.
 	Observe func(size int)
 	// Run answers a batch: one result per input, in order. Its context
@@ -58,9 +57,8 @@ type Batcher[In, Out any] struct {
 
 	mu      sync.Mutex
 	queue   []*batchCall[In, Out]
-	running bool          // a drain forms batches from the queue
+	running bool
 	full    chan struct{} // signalled when the queue reaches Max
-	slots   chan struct{} // one per batch running
 }
 
 type batchCall[In, Out any] struct {
@@ -82,7 +80,6 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	b.queue = append(b.queue, call)
 	if b.full == nil {
 		b.full = make(chan struct{}, 1)
-		b.slots = make(chan struct{}, max(b.InFlight, 1))
 	}
 	if !b.running {
 		b.running = true
@@ -103,20 +100,14 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	}
 }
 
-// drain runs batches until the queue is empty, each once a slot is free:
-// the next batch takes its calls only then, so it fills while it waits.
+// drain runs batches until the queue is empty.
 func (b *Batcher[In, Out]) drain() {
 	for {
-		b.slots <- struct{}{}
 		batch := b.next()
 		if batch == nil {
-			<-b.slots
 			return
 		}
-		go func() {
-			defer func() { <-b.slots }()
-			b.run(batch)
-		}()
+		b.run(batch)
 	}
 }
 

@@ -28,18 +28,8 @@ func NewProtocol[P any, S Source, R, Q any](owner Backend, d Driver[P, S, R, Q],
 	p := &Protocol[P, S, R, Q]{d: d, owner: owner}
 	p.allocations = NewBatcher(o, "allocate", p.allocateBatch)
 	p.releases = NewBatcher(o, "release", p.releaseBatch)
-	p.releases.InFlight = ReleasesInFlight
 	return p
 }
-
-// ReleasesInFlight is how many release batches run at once, so that the
-// next batch's marker search overlaps the last one's deletion, the slowest
-// request NetBox answers. Releases of distinct claims are independent (with
-// batching off every release runs alone, at once), and a claim is released
-// by one call at a time. Allocations stay one batch at a time: NetBox
-// serialises them under one lock anyway, and a batch's fallbacks read what
-// the last batch left.
-const ReleasesInFlight = 2
 
 // Validate prepares afresh (see Backend.Validate), then counts.
 func (p *Protocol[P, S, R, Q]) Validate(ctx context.Context) (Usage, error) {
