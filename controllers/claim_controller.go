@@ -600,6 +600,12 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 		// would answer the same address again until the pool's validation,
 		// under way, says why.
 		return r.wait(claim), nil
+	case MACAddressInUseReason:
+		// An expected outcome too, waiting on someone else: the holder's
+		// release, or a corrected MAC, which the watch on the object the
+		// MAC was read from announces (macaddress.go); the capped backoff
+		// covers a change in the grid.
+		return r.wait(claim), nil
 	}
 	return ctrl.Result{}, err
 }
