@@ -587,8 +587,16 @@ func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind Po
 
 func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err error) (ctrl.Result, error) {
 	reason := claimReason(err)
-	setClaimReady(claim, metav1.ConditionFalse, reason, err.Error())
-	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%v", err)
+	msg := err.Error()
+	var retry ctrl.Result
+	if reason == MACAddressInUseReason {
+		retry = r.wait(claim)
+		if more := r.MACAddresses.refused(claim, retry.RequeueAfter); more != "" {
+			msg += "; " + more
+		}
+	}
+	setClaimReady(claim, metav1.ConditionFalse, reason, msg)
+	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", msg)
 	switch reason {
 	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, PlannedRecordConflictReason:
 		// Expected outcomes, not failed reconciles. A release in this
@@ -605,7 +613,7 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 		// release, or a corrected MAC, which the watch on the object the
 		// MAC was read from announces (macaddress.go); the capped backoff
 		// covers a change in the grid.
-		return r.wait(claim), nil
+		return retry, nil
 	}
 	return ctrl.Result{}, err
 }

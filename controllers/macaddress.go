@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -133,6 +134,9 @@ type MACAddresses struct {
 	// due are the bound claims whose source changed since their MAC was
 	// last compared.
 	due sets.Set[types.NamespacedName]
+	// heldBack are the claims whose MAC the grid refused, until their next
+	// attempt (see refused).
+	heldBack map[types.NamespacedName]time.Time
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
@@ -319,6 +323,61 @@ func (m *MACAddresses) takeDue(claim types.NamespacedName) bool {
 	return true
 }
 
+// refused handles the grid's refusal of the claim's MAC, which another
+// fixed address holds (MACAddressInUse), and says what the claim's message
+// adds. A MAC the provider read from the machine (the source annotation
+// says so) is dropped with its source, so that the next attempt reads the
+// machine's MAC again: a corrected MAC then makes the record. A MAC set by
+// hand stays, for whoever set it to correct. Either way the claim is held
+// back for retry, unless the object its MAC is read from changes first:
+// dropping the annotations writes the claim, and that write's event must
+// not bring on another attempt at once (a lookup, the annotations written
+// again and another refusal, in a loop).
+func (m *MACAddresses) refused(claim *ipamv1.IPAddressClaim, retry time.Duration) string {
+	if m == nil {
+		return ""
+	}
+	key := client.ObjectKeyFromObject(claim)
+	m.mu.Lock()
+	if m.heldBack == nil {
+		m.heldBack = map[types.NamespacedName]time.Time{}
+	}
+	m.heldBack[key] = time.Now().Add(retry)
+	m.mu.Unlock()
+	sourceKey, provided := claim.Annotations[v1alpha1.MACAddressSourceAnnotation]
+	if !provided {
+		if _, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; !ok {
+			return ""
+		}
+		return fmt.Sprintf("the MAC is the one the claim's annotation %s sets: correct it there if it is wrong", v1alpha1.MACAddressAnnotation)
+	}
+	delete(claim.Annotations, v1alpha1.MACAddressAnnotation)
+	delete(claim.Annotations, v1alpha1.MACAddressSourceAnnotation)
+	from := "the machine"
+	if src, ok := parseMACSource(sourceKey); ok {
+		// Woken when it changes, as when the MAC was first awaited.
+		m.watch(src, key)
+		from = src.String()
+	}
+	return fmt.Sprintf("the MAC was read from %s, and is read again at the claim's next attempt: correct it there if it is wrong", from)
+}
+
+// heldBackFor is how long the claim is still held back after the grid
+// refused its MAC; 0 once it may try again.
+func (m *MACAddresses) heldBackFor(claim types.NamespacedName) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.heldBack[claim]
+	if !ok {
+		return 0
+	}
+	if wait := time.Until(until); wait > 0 {
+		return wait
+	}
+	delete(m.heldBack, claim)
+	return 0
+}
+
 // forget drops a claim that is gone.
 func (m *MACAddresses) forget(claim types.NamespacedName) {
 	if m == nil {
@@ -326,6 +385,7 @@ func (m *MACAddresses) forget(claim types.NamespacedName) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.heldBack, claim)
 	src, ok := m.sources[claim]
 	if !ok {
 		return
@@ -349,6 +409,8 @@ func (m *MACAddresses) claimsOf(kind schema.GroupKind) handler.MapFunc {
 				m.due = sets.New[types.NamespacedName]()
 			}
 			m.due.Insert(claim)
+			// A refused MAC may have been corrected: look at once.
+			delete(m.heldBack, claim)
 			reqs = append(reqs, reconcile.Request{NamespacedName: claim})
 		}
 		return reqs
@@ -405,6 +467,10 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 		return "", nil, nil
 	}
 	key := client.ObjectKeyFromObject(claim)
+	if wait := r.MACAddresses.heldBackFor(key); wait > 0 {
+		// The grid refused the claim's MAC moments ago (see refused).
+		return "", &ctrl.Result{RequeueAfter: wait}, nil
+	}
 	if recorded, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; ok {
 		mac, err := NormalizeMAC(recorded)
 		if err != nil {

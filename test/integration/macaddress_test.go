@@ -85,7 +85,8 @@ func (f *fixture) fixedAddressOf(claim string) []wapisim.Object {
 // bootMACAddress, is woken when the host has one, and its fixed address is
 // a DHCP reservation for it. A MAC that changes afterwards is reported, not
 // written; a MAC the grid finds on another fixed address fails that claim
-// alone, naming the MAC and the holder; the audit restores a deleted
+// alone, naming the MAC and the holder, and binds once its host's MAC is
+// corrected; the audit restores a deleted
 // reservation with its MAC. A CAPV claim takes its device's MAC from the
 // VSphereVM's spec, and without one is reserved at once without a MAC:
 // CAPV reports vSphere's MAC only after the addresses are bound.
@@ -136,7 +137,7 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 
 	t.Run("a MAC another fixed address holds fails that claim alone", func(t *testing.T) {
 		// The NIC moved to host-b; host-a's record still holds its MAC.
-		_, dataB := f.createMetal3Host("host-b", "52:54:00:aa:bb:01")
+		hostB, dataB := f.createMetal3Host("host-b", "52:54:00:aa:bb:01")
 		claimB := f.createClaim("host-b-data-pool", pool.Name, ownedBy(dataB))
 		_, dataC := f.createMetal3Host("host-c", "52:54:00:aa:bb:03")
 		claimC := f.createClaim("host-c-data-pool", pool.Name, ownedBy(dataC))
@@ -147,10 +148,30 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		f.waitEvent(f.ns, claimB.Name, controllers.MACAddressInUseReason)
 		assert.Empty(t, f.fixedAddressOf(claimB.Name), "nothing is reserved for the refused claim")
 
+		assert.Contains(t, cond.Message, "the MAC was read from BareMetalHost "+f.ns+"/host-b, and is read again at the claim's next attempt")
+
 		f.waitBound(claimC)
 		assert.Len(t, f.fixedAddressOf(claimC.Name), 1)
 		assert.Len(t, f.fixedAddressOf(claimA.Name), 1)
 		f.waitPoolReady(pool)
+
+		// The refused claim drops the MAC it read and reads it again at
+		// each attempt, which writes the claim twice: those writes bring
+		// no attempt on before its backoff (1s, 2s, 4s...).
+		f.wapi().ResetCalls()
+		time.Sleep(4 * time.Second)
+		assert.LessOrEqual(t, f.wapi().CountObjectCalls("POST", "fixedaddress"), 3, "the refused claim retries at its backoff's pace")
+
+		// The host's MAC was wrong: corrected, the claim reads it again
+		// and binds with it.
+		f.setBootMAC(hostB, "52:54:00:aa:bb:04")
+		f.waitBound(claimB)
+		fixed := f.fixedAddressOf(claimB.Name)
+		require.Len(t, fixed, 1)
+		assert.Equal(t, "52:54:00:aa:bb:04", fixed[0].MAC)
+		got := f.getClaim(claimB)
+		assert.Equal(t, "52:54:00:aa:bb:04", got.Annotations[v1alpha1.MACAddressAnnotation])
+		assert.Equal(t, "BareMetalHost.metal3.io/"+f.ns+"/host-b", got.Annotations[v1alpha1.MACAddressSourceAnnotation])
 	})
 
 	t.Run("the audit restores a deleted DHCP reservation with its MAC", func(t *testing.T) {
