@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
@@ -216,5 +217,20 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		require.Len(t, fixed, 1)
 		assert.Equal(t, "RESERVED", fixed[0].MatchClient, "a reservation, as without the setting")
 		assert.NotContains(t, f.getClaim(claimWithout).Annotations, v1alpha1.MACAddressAnnotation)
+	})
+
+	t.Run("a reservation kept for the grace period serves no machine", func(t *testing.T) {
+		f.setAuditSpec(pool, v1alpha1.Orphans{}, v1alpha1.ReleaseSettings{GracePeriod: &metav1.Duration{Duration: time.Hour}})
+		fixed := f.fixedAddressOf(claimA.Name)
+		require.Len(t, fixed, 1)
+		require.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
+		f.deleteClaim(claimA)
+
+		retired, ok := f.wapi().Object(fixed[0].Ref)
+		require.True(t, ok, "kept for the grace period")
+		_, _, tombstone := backends.ParseTombstone(retired.EAs["CAPI-IPAM-Claim"])
+		assert.True(t, tombstone, "%v", retired.EAs)
+		assert.Equal(t, "RESERVED", retired.MatchClient, "the grid's DHCP serves it to no one")
+		assert.Equal(t, "00:00:00:00:00:00", retired.MAC)
 	})
 }

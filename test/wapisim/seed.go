@@ -250,6 +250,19 @@ func (s *Server) SetName(ref, name string) {
 	s.mustObj(ref).name = name
 }
 
+// SetMAC makes an IPv4 fixed address a DHCP reservation for mac
+// (match_client MAC_ADDRESS), as an administrator's GUI edit would; no
+// check that another fixed address of the network holds the MAC.
+func (s *Server) SetMAC(ref, mac string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.mustObj(ref)
+	if o.typ != typeFixed {
+		panic(fmt.Sprintf("wapisim: SetMAC sets the MAC of fixed addresses, not %s", o.typ))
+	}
+	o.mac, o.matchClient = strings.ToLower(strings.ReplaceAll(mac, "-", ":")), "MAC_ADDRESS"
+}
+
 // RemoveEA removes an extensible attribute from an object.
 func (s *Server) RemoveEA(ref, name string) {
 	s.mu.Lock()
