@@ -517,6 +517,7 @@ func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
 	}
 	r.written.Set(claim.UID, false, writtenMemory)
+	describeRecordMAC(claim, pool, alloc.MAC)
 	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
 	claimBindSeconds.WithLabelValues(kind.Kind).Observe(time.Since(claim.CreationTimestamp.Time).Seconds())
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressAllocatedReason, "Allocate",

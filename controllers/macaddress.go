@@ -441,8 +441,8 @@ func servedSources(mapper meta.RESTMapper) (served []watchedSource, missing []st
 	return served, missing
 }
 
-// recordedMAC is the MAC the claim's record was made with, for a pool
-// whose fixed addresses carry the machine's MAC; "" otherwise.
+// recordedMAC is the MAC the claim's record carries, for a pool whose
+// fixed addresses carry the machine's MAC; "" otherwise.
 func recordedMAC(claim *ipamv1.IPAddressClaim, pool Pool) string {
 	if !wantsMachineMAC(pool) {
 		return ""
@@ -514,6 +514,28 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 	return "", nil, nil
 }
 
+// describeRecordMAC makes the claim's MAC annotation say the MAC its
+// record carries, as the backend read it when the claim was bound, on a
+// pool whose fixed addresses carry the machine's. That may not be the MAC
+// the claim asked for: a plan the claim adopted keeps the MAC the IPAM team
+// set, and an IPv6 fixed address (or a record made before the pool opted
+// in) carries none. Without one the annotations go, the source too: there
+// is nothing the machine's MAC could be compared with (checkBoundMAC).
+func describeRecordMAC(claim *ipamv1.IPAddressClaim, pool Pool, carried string) {
+	if !wantsMachineMAC(pool) {
+		return
+	}
+	if carried == "" {
+		delete(claim.Annotations, v1alpha1.MACAddressAnnotation)
+		delete(claim.Annotations, v1alpha1.MACAddressSourceAnnotation)
+		return
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[v1alpha1.MACAddressAnnotation] = carried
+}
+
 // waitForMAC leaves the claim waiting for its machine's MAC; the event is
 // sent when the claim starts waiting, not at every look.
 func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
@@ -524,10 +546,12 @@ func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
 	setClaimReady(claim, metav1.ConditionFalse, MACAddressUnknownReason, msg)
 }
 
-// checkBoundMAC compares a bound claim's recorded MAC with its machine's
-// and reports a change on the claim (MACAddressCurrent False, an event),
-// without touching the record: the IPAM team decides. A claim without a
-// recorded MAC (bound before its pool opted in) is not checked. The
+// checkBoundMAC compares the MAC a bound claim's record carries (its
+// annotation, see describeRecordMAC) with its machine's and reports a
+// difference on the claim (MACAddressCurrent False, an event), without
+// touching the record: the IPAM team decides. A claim whose record carries
+// no MAC (bound before its pool opted in, an IPv6 fixed address, a plan
+// without one) is not checked. The
 // comparison reads the owner chain (up to three gets), so a bound claim
 // makes it once, and then only when its source object changed: a restart
 // or a resync of thousands of bound claims reads nothing but the cache.
@@ -562,7 +586,7 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAdd
 			Reason: v1alpha1.MACAddressMatchesReason})
 		return nil
 	}
-	msg := fmt.Sprintf("the claim's fixed address was made with MAC %s, but %s now gives %s; the provider does not change the record: "+
+	msg := fmt.Sprintf("the claim's fixed address carries MAC %s, but %s now gives %s; the provider does not change the record: "+
 		"update its MAC in the grid and the claim's annotation %s, or delete the claim to reserve again", recorded, found.Source, found.MAC,
 		v1alpha1.MACAddressAnnotation)
 	if prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != msg {

@@ -439,3 +439,40 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 		})
 	}
 }
+
+// TestDescribeRecordMAC: once bound, a claim of a pool whose fixed
+// addresses carry the machine's MAC names the MAC its record carries, or
+// none; the annotations of a claim of any other pool are not the
+// provider's to touch.
+func TestDescribeRecordMAC(t *testing.T) {
+	machinePool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine}}}
+	plainPool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACNone}}}
+	read := map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
+		v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0", "other": "kept"}
+	for _, tc := range []struct {
+		name        string
+		pool        Pool
+		annotations map[string]string
+		carried     string
+		want        map[string]string
+	}{
+		{name: "the MAC asked for", pool: machinePool, annotations: read, carried: "52:54:00:aa:bb:01", want: read},
+		{name: "a plan's MAC: the machine's source stays, to compare with", pool: machinePool, annotations: read, carried: "52:54:00:00:00:99",
+			want: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:00:00:99",
+				v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0", "other": "kept"}},
+		{name: "none: both go", pool: machinePool, annotations: read, want: map[string]string{"other": "kept"}},
+		{name: "none, none asked for", pool: machinePool, want: nil},
+		{name: "set by hand, the plan carries another", pool: machinePool,
+			annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01"}, carried: "52:54:00:00:00:99",
+			want: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:00:00:99"}},
+		{name: "not annotated before", pool: machinePool, carried: "52:54:00:00:00:99",
+			want: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:00:00:99"}},
+		{name: "a pool without the setting: untouched", pool: plainPool, annotations: read, want: read},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Annotations: maps.Clone(tc.annotations)}}
+			describeRecordMAC(claim, tc.pool, tc.carried)
+			assert.Equal(t, tc.want, claim.Annotations)
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
 func withMAC(name, mac string) backends.Claim {
@@ -117,6 +118,7 @@ func TestAPlannedDHCPReservationGoesBackAsPlanned(t *testing.T) {
 			require.Equal(t, ref, alloc.Reference, "the planned fixed address is adopted")
 			adopted, _ := sim.Object(ref)
 			assert.Equal(t, "52:54:00:00:00:99", adopted.MAC, "adoption writes the marker only")
+			assert.Equal(t, "52:54:00:00:00:99", alloc.MAC, "the allocation says the MAC the plan carries")
 			assert.Equal(t, "MAC_ADDRESS", adopted.MatchClient)
 
 			if retire {
@@ -126,6 +128,76 @@ func TestAPlannedDHCPReservationGoesBackAsPlanned(t *testing.T) {
 			}
 			back, _ := sim.Object(ref)
 			assert.Equal(t, planned, back, "as the IPAM team planned it")
+		})
+	}
+}
+
+// TestAllocationSaysTheMACTheRecordCarries: the allocation says the MAC
+// the grid's DHCP serves the record's address to, which is not always the
+// claim's: a reservation, an IPv6 fixed address and a host record carry
+// none, a plan the one the IPAM team set. Looked up later, it says the
+// same.
+func TestAllocationSaysTheMACTheRecordCarries(t *testing.T) {
+	const machine = "52:54:00:aa:bb:01"
+	for _, tc := range []struct {
+		name    string
+		network string
+		claim   backends.Claim
+		mutate  func(*infoblox.Config)
+		// plan, when set, plans a record for the claim's machine "db-0".
+		plan func(sim *wapisim.Server) string
+		want string
+	}{
+		{name: "a DHCP reservation made for the claim", network: "10.0.0.0/24", claim: withMAC("m0", machine), want: machine},
+		{name: "a reservation without a MAC", network: "10.0.0.0/24", claim: claim("m0")},
+		{name: "an IPv6 fixed address keeps its DUID", network: "2001:db8::/64", claim: withMAC("m0", machine)},
+		{name: "a host record gets no MAC", network: "10.0.0.0/24", claim: withMAC("m0", machine),
+			mutate: func(c *infoblox.Config) { c.Reservation.ObjectType = infoblox.HostRecord }},
+		{name: "a planned fixed address with the IPAM team's MAC", network: "10.0.0.0/24", claim: withMAC("db-0-pool", machine),
+			plan: func(sim *wapisim.Server) string {
+				ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
+				sim.SetName(ref, "db-0")
+				sim.SetMAC(ref, "52:54:00:00:00:99")
+				return ref
+			},
+			want: "52:54:00:00:00:99"},
+		{name: "a planned reservation", network: "10.0.0.0/24", claim: withMAC("db-0-pool", machine),
+			plan: func(sim *wapisim.Server) string {
+				ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
+				sim.SetName(ref, "db-0")
+				return ref
+			}},
+		{name: "a planned host record with DHCP", network: "10.0.0.0/24", claim: withMAC("db-0-pool", machine),
+			mutate: func(c *infoblox.Config) { c.Reservation.ObjectType = infoblox.HostRecord },
+			plan: func(sim *wapisim.Server) string {
+				return sim.AddHostRecord(wapisim.HostRecord{Name: "db-0", Addresses: []string{"10.0.0.40"}, MAC: "52:54:00:00:00:98"})
+			},
+			want: "52:54:00:00:00:98"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := newSim(t, tc.network)
+			cfg := config(sim, tc.network)
+			if tc.mutate != nil {
+				tc.mutate(&cfg)
+			}
+			var planned string
+			if tc.plan != nil {
+				cfg.Reservation.NamePattern = "{{ .MachineName }}"
+				cfg.Planned = &infoblox.Planned{}
+				planned = tc.plan(sim)
+				tc.claim.MachineName = "db-0"
+			}
+			b := newBackend(t, cfg)
+			ctx := context.Background()
+			alloc, err := b.Allocate(ctx, tc.claim)
+			require.NoError(t, err)
+			if planned != "" {
+				require.Equal(t, planned, alloc.Reference, "the plan is adopted")
+			}
+			assert.Equal(t, tc.want, alloc.MAC)
+			found, err := b.Lookup(ctx, tc.claim)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, found.MAC, "looked up")
 		})
 	}
 }

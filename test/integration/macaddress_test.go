@@ -128,7 +128,7 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		f.setBootMAC(hostA, "52:54:00:aa:bb:02")
 		cond := f.waitClaimCondition(claimA, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressChangedReason)
 		assert.Equal(t, metav1.ConditionFalse, cond.Status)
-		assert.Contains(t, cond.Message, "made with MAC 52:54:00:aa:bb:01, but BareMetalHost "+f.ns+"/host-a now gives 52:54:00:aa:bb:02")
+		assert.Contains(t, cond.Message, "carries MAC 52:54:00:aa:bb:01, but BareMetalHost "+f.ns+"/host-a now gives 52:54:00:aa:bb:02")
 		f.waitEvent(f.ns, claimA.Name, v1alpha1.MACAddressChangedReason)
 		assert.True(t, conditions.IsTrue(f.getClaim(claimA), ipamv1.IPAddressClaimReadyCondition), "the claim keeps its address")
 		fixed := f.fixedAddressOf(claimA.Name)
@@ -232,5 +232,83 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		assert.True(t, tombstone, "%v", retired.EAs)
 		assert.Equal(t, "RESERVED", retired.MatchClient, "the grid's DHCP serves it to no one")
 		assert.Equal(t, "00:00:00:00:00:00", retired.MAC)
+	})
+}
+
+// waitMACAnnotation waits for the claim's MAC annotation to be want, or
+// to be absent when want is "": the claim's metadata is written just after
+// its bound status.
+func (f *fixture) waitMACAnnotation(claim *ipamv1.IPAddressClaim, want string) *ipamv1.IPAddressClaim {
+	f.t.Helper()
+	var got *ipamv1.IPAddressClaim
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got = f.getClaim(claim)
+		mac, ok := got.Annotations[v1alpha1.MACAddressAnnotation]
+		assert.Equal(c, want != "", ok, "annotated: %v", got.Annotations)
+		assert.Equal(c, want, mac)
+	}, waitTimeout, pollInterval)
+	return got
+}
+
+// TestClaimSaysTheMACItsRecordCarries: on a pool whose fixed addresses
+// carry the machine's MAC, a bound claim's MAC annotation, and so its
+// MACAddressCurrent condition, describe the MAC its record really carries.
+// A plan the IPAM team made with a MAC of their own keeps it, and the
+// claim compares its machine's MAC with that one; a plan without a MAC and
+// an IPv6 fixed address carry none, and the claim names none.
+func TestClaimSaysTheMACItsRecordCarries(t *testing.T) {
+	f := newInfobloxFixture(t)
+	f.seedNetwork("10.67.0.0/24")
+	pool := f.createInfobloxPool("pool", "10.67.0.0/24", func(s *v1alpha1.InfobloxIPPoolSpec) {
+		s.Reservation.MACAddress = v1alpha1.InfobloxMACMachine
+		s.Reservation.NamePattern = plannedNamePattern
+		s.Planned = &v1alpha1.InfobloxPlanned{}
+	})
+	f.waitPoolReady(pool)
+	plan := func(addr, machine, mac string) string {
+		ref := f.wapi().AddFixedAddress("default", addr, nil)
+		f.wapi().SetName(ref, f.plannedName(machine))
+		if mac != "" {
+			f.wapi().SetMAC(ref, mac)
+		}
+		return ref
+	}
+
+	t.Run("a plan with the IPAM team's MAC", func(t *testing.T) {
+		ref := plan("10.67.0.40", "db-0", "52:54:00:aa:cc:99")
+		_, data := f.createMetal3Host("db-0", "52:54:00:aa:cc:01")
+		claim := f.createClaim("db-0-data-pool", pool.Name, ownedBy(data), forMachine("db-0"))
+		assert.Equal(t, "10.67.0.40", f.waitBound(claim).Spec.Address, "the plan is adopted")
+
+		got := f.waitMACAnnotation(claim, "52:54:00:aa:cc:99")
+		assert.Equal(t, "BareMetalHost.metal3.io/"+f.ns+"/db-0", got.Annotations[v1alpha1.MACAddressSourceAnnotation])
+		cond := f.waitClaimCondition(claim, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressChangedReason)
+		assert.Contains(t, cond.Message, "carries MAC 52:54:00:aa:cc:99, but BareMetalHost "+f.ns+"/db-0 now gives 52:54:00:aa:cc:01")
+		planned, _ := f.wapi().Object(ref)
+		assert.Equal(t, "52:54:00:aa:cc:99", planned.MAC, "the plan keeps the IPAM team's MAC")
+	})
+
+	t.Run("a plan without a MAC", func(t *testing.T) {
+		plan("10.67.0.41", "db-1", "")
+		_, data := f.createMetal3Host("db-1", "52:54:00:aa:cc:02")
+		claim := f.createClaim("db-1-data-pool", pool.Name, ownedBy(data), forMachine("db-1"))
+		assert.Equal(t, "10.67.0.41", f.waitBound(claim).Spec.Address)
+		got := f.waitMACAnnotation(claim, "")
+		assert.NotContains(t, got.Annotations, v1alpha1.MACAddressSourceAnnotation)
+		assert.Nil(t, conditions.Get(got, v1alpha1.MACAddressCurrentCondition), "nothing to compare the machine's MAC with")
+	})
+
+	t.Run("an IPv6 fixed address", func(t *testing.T) {
+		f.seedNetwork("fd00:67::/64")
+		pool6 := f.createInfobloxPool("pool6", "fd00:67::/64", func(s *v1alpha1.InfobloxIPPoolSpec) {
+			s.Reservation.MACAddress = v1alpha1.InfobloxMACMachine
+		})
+		f.waitPoolReady(pool6)
+		_, data := f.createMetal3Host("v6-0", "52:54:00:aa:cc:03")
+		claim := f.createClaim("v6-0-data-pool", pool6.Name, ownedBy(data))
+		f.waitBound(claim)
+		got := f.waitMACAnnotation(claim, "")
+		assert.NotContains(t, got.Annotations, v1alpha1.MACAddressSourceAnnotation)
+		assert.Nil(t, conditions.Get(got, v1alpha1.MACAddressCurrentCondition))
 	})
 }
