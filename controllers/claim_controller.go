@@ -173,11 +173,12 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	if r.MACAddresses != nil {
 		// The MAC a claim waits for, or was bound with, may appear or
-		// change: a metadata-only watch (every change moves the
-		// resourceVersion) wakes the claims that read it.
+		// change: a metadata-only watch wakes the claims that read it,
+		// on the changes that may change it (macSourceChanged).
 		served, missing := servedSources(mgr.GetRESTMapper())
 		for _, s := range served {
-			b = b.WatchesMetadata(s.obj, handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(s.kind)))
+			b = b.WatchesMetadata(s.obj, handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(s.kind)),
+				builder.WithPredicates(macSourceChanged()))
 		}
 		if len(missing) > 0 {
 			log.Info("Not watching kinds the API server does not serve; claims waiting for a MAC from them look again after their backoff",

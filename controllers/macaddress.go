@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -415,6 +416,22 @@ func (m *MACAddresses) claimsOf(kind schema.GroupKind) handler.MapFunc {
 		}
 		return reqs
 	}
+}
+
+// macSourceChanged lets through the events of a source object that may
+// change a claim's MAC: its creation, its deletion, and a new generation,
+// which the API server gives a BareMetalHost or a VSphereVM when its spec
+// changes. The MAC is spec: a host's bootMACAddress, a device's macAddr.
+// A VSphereVM's status.network[i].macAddr, vSphere's MAC for a device
+// without one, is a fallback read when a claim is reserved or compared;
+// vSphere keeps a device's MAC, so the status changes no claim waits for.
+// Without the predicate every status update (provisioning and power
+// states, addresses) and every metadata change (annotations, labels,
+// finalizers) would mark the bound claims of the object due, each of
+// which would then read its owner chain past the cache.
+func macSourceChanged() predicate.Predicate {
+	// Create, delete and generic events pass: only updates are judged.
+	return predicate.GenerationChangedPredicate{}
 }
 
 // watchedSource is a source kind served by the API server, as the claim

@@ -1,6 +1,11 @@
 package integration
 
 import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -8,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -311,4 +317,85 @@ func TestClaimSaysTheMACItsRecordCarries(t *testing.T) {
 		assert.NotContains(t, got.Annotations, v1alpha1.MACAddressSourceAnnotation)
 		assert.Nil(t, conditions.Get(got, v1alpha1.MACAddressCurrentCondition))
 	})
+}
+
+// apiRequests records the requests a manager sends to the API server.
+type apiRequests struct {
+	mu       sync.Mutex
+	requests []*http.Request
+}
+
+// count counts the requests of method whose path, split at "/", ends with
+// suffix: ("GET", "baremetalhosts") counts the lists and watches of
+// BareMetalHosts, ("GET", "baremetalhosts", "host-0") the reads of host-0.
+func (a *apiRequests) count(method string, suffix ...string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, r := range a.requests {
+		parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+		if r.Method == method && len(parts) >= len(suffix) && slices.Equal(parts[len(parts)-len(suffix):], suffix) {
+			n++
+		}
+	}
+	return n
+}
+
+// startRecordedManager gives the test a manager of its own, whose requests
+// to the API server it records.
+func (f *fixture) startRecordedManager() *apiRequests {
+	f.t.Helper()
+	f.filter = "recorded-" + f.ns
+	recorded := &apiRequests{}
+	cfg := rest.CopyConfig(restConfig)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			recorded.mu.Lock()
+			recorded.requests = append(recorded.requests, r)
+			recorded.mu.Unlock()
+			return next.RoundTrip(r)
+		})
+	})
+	_, err := startManagerWith(f.ctx, cfg, f.filter, "", nil)
+	require.NoError(f.t, err)
+	return recorded
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestMACSourceStatusChurnReadsNothing: a bound claim compares its MAC
+// again when the object it was read from changes its spec, where the MAC
+// is; the status and metadata churn of a BareMetalHost (provisioning
+// states, annotations) wakes no claim and reads nothing past the cache.
+func TestMACSourceStatusChurnReadsNothing(t *testing.T) {
+	f := newInfobloxFixture(t)
+	requests := f.startRecordedManager()
+	f.seedNetwork("10.68.0.0/24")
+	pool := f.createInfobloxPool("pool", "10.68.0.0/24", func(s *v1alpha1.InfobloxIPPoolSpec) {
+		s.Reservation.MACAddress = v1alpha1.InfobloxMACMachine
+	})
+	f.waitPoolReady(pool)
+	host, data := f.createMetal3Host("host-0", "52:54:00:aa:dd:01")
+	claim := f.createClaim("host-0-data-pool", pool.Name, ownedBy(data))
+	f.waitBound(claim)
+	f.waitClaimCondition(claim, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressMatchesReason)
+	reads := func() int { return requests.count(http.MethodGet, "baremetalhosts", "host-0") }
+	before := reads()
+	require.Positive(t, before, "the MAC was read from the host")
+
+	for i, state := range []string{"inspecting", "available", "provisioning", "provisioned"} {
+		require.NoError(t, unstructured.SetNestedField(host.Object, state, "status", "provisioning", "state"))
+		require.NoError(t, k8s.Status().Update(f.ctx, host))
+		f.update(host, func() {
+			host.SetAnnotations(map[string]string{"churn": strconv.Itoa(i)})
+		})
+	}
+	time.Sleep(2 * time.Second)
+	assert.Equal(t, before, reads(), "status and metadata changes read nothing")
+
+	f.setBootMAC(host, "52:54:00:aa:dd:02")
+	f.waitClaimCondition(claim, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressChangedReason)
+	assert.Greater(t, reads(), before, "a spec change compares the MAC again")
 }
