@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -171,21 +172,27 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		b = b.Watches(kind.New(), handler.EnqueueRequestsFromMapFunc(r.poolToClaims(kind)),
 			builder.WithPredicates(poolMayUnblockClaims()))
 	}
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
 	if r.MACAddresses != nil {
 		// The MAC a claim waits for, or was bound with, may appear or
-		// change: a metadata-only watch wakes the claims that read it,
-		// on the changes that may change it (macSourceChanged).
-		served, missing := servedSources(mgr.GetRESTMapper())
-		for _, s := range served {
-			b = b.WatchesMetadata(s.obj, handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(s.kind)),
-				builder.WithPredicates(macSourceChanged()))
-		}
-		if len(missing) > 0 {
-			log.Info("Not watching kinds the API server does not serve; claims waiting for a MAC from them look again after their backoff",
-				"kinds", missing)
-		}
+		// change: a metadata-only watch of the kind it is read from, started
+		// when a claim first needs it (kindWatches), wakes the claims that
+		// read it, on the changes that may change it (macSourceChanged).
+		r.MACAddresses.watches = newKindWatches(log.WithName("mac-sources"), func(kind schema.GroupKind) error {
+			mapping, err := mgr.GetRESTMapper().RESTMapping(kind)
+			if err != nil {
+				return fmt.Errorf("the API server does not serve it: %w", err)
+			}
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(mapping.GroupVersionKind)
+			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
+				handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(kind)), macSourceChanged()))
+		})
 	}
-	return b.Complete(r)
+	return nil
 }
 
 // Reconcile walks the contract: ignore foreign pools; find the Cluster and

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,7 +51,8 @@ import (
 // The MAC is read when the claim is first reserved and recorded in the
 // claim's annotation ipam-bridge.github.io/mac-address; until it is known
 // the claim waits (MACAddressUnknown), woken by a metadata-only watch on
-// the kind the MAC comes from. A MAC that changes afterwards is reported
+// the kind the MAC comes from, started when a claim first needs it
+// (kindWatches). A MAC that changes afterwards is reported
 // on the bound claim (MACAddressCurrent False, MACAddressChanged) and never
 // written to the grid: the record the IPAM team sees is the one they
 // reviewed.
@@ -66,9 +68,6 @@ var (
 	bareMetalHostKind = schema.GroupKind{Group: "metal3.io", Kind: "BareMetalHost"}
 	vsphereVMKind     = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "VSphereVM"}
 	metal3MachineKind = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "Metal3Machine"}
-	// macSourceKinds are the kinds a MAC is read from, watched to wake the
-	// claims that wait for one.
-	macSourceKinds = []schema.GroupKind{bareMetalHostKind, vsphereVMKind}
 )
 
 const (
@@ -138,6 +137,9 @@ type MACAddresses struct {
 	// heldBack are the claims whose MAC the grid refused, until their next
 	// attempt (see refused).
 	heldBack map[types.NamespacedName]time.Time
+	// watches starts the watch on a source kind when a claim first reads
+	// a MAC from it; nil starts none (tests).
+	watches *kindWatches
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
@@ -295,8 +297,14 @@ func nestedListField(obj map[string]any, index int, field string, fields ...stri
 	return s
 }
 
-// watch remembers that the claim's MAC comes from src.
+// watch remembers that the claim's MAC comes from src, and makes sure the
+// kind of src is watched.
 func (m *MACAddresses) watch(src macSource, claim types.NamespacedName) {
+	m.remember(src, claim)
+	m.watches.ensure(src.Kind)
+}
+
+func (m *MACAddresses) remember(src macSource, claim types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.watchers == nil {
@@ -434,28 +442,60 @@ func macSourceChanged() predicate.Predicate {
 	return predicate.GenerationChangedPredicate{}
 }
 
-// watchedSource is a source kind served by the API server, as the claim
-// controller watches it.
-type watchedSource struct {
-	kind schema.GroupKind
-	obj  *metav1.PartialObjectMetadata
+// kindWatches starts the metadata-only watch on a source kind the first
+// time a claim needs it: when a claim of a pool that wants the machine's
+// MAC reads its MAC from an object of that kind, or is bound with one read
+// from it. Until then no informer holds the metadata of every BareMetalHost
+// or VSphereVM in the cluster, and a management cluster whose pools never
+// opt in watches neither. A kind the API server does not serve (yet) is not
+// watched; a later need tries again, at most every kindWatchRetry, and
+// the claims that wait for a MAC from it look again after their capped
+// backoff meanwhile. The informer's first listing brings every claim that
+// reads an object of the kind back once, so a MAC that appeared between a
+// claim's look and the watch's start is not missed.
+type kindWatches struct {
+	// start starts the watch on kind.
+	start func(kind schema.GroupKind) error
+	log   logr.Logger
+	now   func() time.Time
+
+	mu      sync.Mutex
+	started map[schema.GroupKind]bool
+	// failed is when a kind's start last failed.
+	failed map[schema.GroupKind]time.Time
 }
 
-// servedSources are the source kinds the API server serves now. A kind
-// installed after the manager started is not watched until it restarts:
-// its waiting claims look again after their capped backoff.
-func servedSources(mapper meta.RESTMapper) (served []watchedSource, missing []string) {
-	for _, gk := range macSourceKinds {
-		mapping, err := mapper.RESTMapping(gk)
-		if err != nil {
-			missing = append(missing, gk.String())
-			continue
-		}
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(mapping.GroupVersionKind)
-		served = append(served, watchedSource{kind: gk, obj: obj})
+// kindWatchRetry is the least time between two attempts to watch a kind
+// the API server did not serve: each asks its discovery.
+const kindWatchRetry = 10 * time.Second
+
+func newKindWatches(log logr.Logger, start func(kind schema.GroupKind) error) *kindWatches {
+	return &kindWatches{start: start, log: log, now: time.Now,
+		started: map[schema.GroupKind]bool{}, failed: map[schema.GroupKind]time.Time{}}
+}
+
+// ensure starts the watch on kind unless it runs, or failed moments ago.
+func (w *kindWatches) ensure(kind schema.GroupKind) {
+	if w == nil {
+		return
 	}
-	return served, missing
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started[kind] {
+		return
+	}
+	if at, ok := w.failed[kind]; ok && w.now().Sub(at) < kindWatchRetry {
+		return
+	}
+	if err := w.start(kind); err != nil {
+		w.failed[kind] = w.now()
+		w.log.Info("Not watching a kind MACs are read from; claims waiting for a MAC from it look again after their backoff",
+			"kind", kind.String(), "reason", err.Error())
+		return
+	}
+	delete(w.failed, kind)
+	w.started[kind] = true
+	w.log.Info("Watching a kind MACs are read from, which a pool's claims now need", "kind", kind.String())
 }
 
 // recordedMAC is the MAC the claim's record carries, for a pool whose

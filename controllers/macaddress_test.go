@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/stretchr/testify/assert"
@@ -475,4 +476,39 @@ func TestDescribeRecordMAC(t *testing.T) {
 			assert.Equal(t, tc.want, claim.Annotations)
 		})
 	}
+}
+
+// TestKindWatchesStartOnceAndRetryAKindNotServed: a kind's watch starts
+// at the first need and never again; a kind the API server does not serve
+// is tried again on a later need, not more often than kindWatchRetry.
+func TestKindWatchesStartOnceAndRetryAKindNotServed(t *testing.T) {
+	served := map[schema.GroupKind]bool{bareMetalHostKind: true}
+	var starts []schema.GroupKind
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := newKindWatches(logr.Discard(), func(kind schema.GroupKind) error {
+		starts = append(starts, kind)
+		if !served[kind] {
+			return errors.New("no matches for kind")
+		}
+		return nil
+	})
+	w.now = func() time.Time { return now }
+
+	w.ensure(bareMetalHostKind)
+	w.ensure(bareMetalHostKind)
+	assert.Equal(t, []schema.GroupKind{bareMetalHostKind}, starts, "started once")
+
+	w.ensure(vsphereVMKind)
+	now = now.Add(kindWatchRetry / 2)
+	w.ensure(vsphereVMKind)
+	assert.Equal(t, []schema.GroupKind{bareMetalHostKind, vsphereVMKind}, starts, "not served: not tried again at once")
+
+	served[vsphereVMKind] = true
+	now = now.Add(kindWatchRetry)
+	w.ensure(vsphereVMKind)
+	w.ensure(vsphereVMKind)
+	assert.Equal(t, []schema.GroupKind{bareMetalHostKind, vsphereVMKind, vsphereVMKind}, starts, "served now: started on a later need, once")
+
+	var none *kindWatches
+	none.ensure(bareMetalHostKind) // no watches (a reconciler without a manager): nothing to start
 }

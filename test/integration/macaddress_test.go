@@ -399,3 +399,44 @@ func TestMACSourceStatusChurnReadsNothing(t *testing.T) {
 	f.waitClaimCondition(claim, v1alpha1.MACAddressCurrentCondition, v1alpha1.MACAddressChangedReason)
 	assert.Greater(t, reads(), before, "a spec change compares the MAC again")
 }
+
+// TestMACSourcesAreWatchedOnlyOnceAPoolNeedsThem: a manager whose pools
+// do not want the machine's MAC keeps no informer of BareMetalHosts or
+// VSphereVMs (which would hold the metadata of every one in the cluster):
+// it never lists or watches them. Once a pool opts in, the kind its
+// claim's MAC comes from is watched, and only that kind: the claim that
+// waits for its host's MAC is woken when the host gets one.
+func TestMACSourcesAreWatchedOnlyOnceAPoolNeedsThem(t *testing.T) {
+	f := newInfobloxFixture(t)
+	requests := f.startRecordedManager()
+	informers := func(plural string) int { return requests.count(http.MethodGet, plural) }
+	f.seedNetwork("10.69.0.0/24")
+	f.seedNetwork("10.70.0.0/24")
+	plain := f.createInfobloxPool("plain", "10.69.0.0/24", nil)
+	f.waitPoolReady(plain)
+	_, data := f.createMetal3Host("host-0", "52:54:00:aa:ee:01")
+	f.waitBound(f.createClaim("host-0-data-plain", plain.Name, ownedBy(data)))
+	vm := f.createObject("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM", "vm-0", nil, nil, nil)
+	f.waitBound(f.createClaim("vm-0-0-0", plain.Name, ownedBy(vm)))
+	assert.Zero(t, informers("baremetalhosts"), "no pool wants a MAC: BareMetalHosts are not listed or watched")
+	assert.Zero(t, informers("vspherevms"), "nor VSphereVMs")
+
+	machine := f.createInfobloxPool("machine", "10.70.0.0/24", func(s *v1alpha1.InfobloxIPPoolSpec) {
+		s.Reservation.MACAddress = v1alpha1.InfobloxMACMachine
+	})
+	f.waitPoolReady(machine)
+	host, data := f.createMetal3Host("host-1", "")
+	claim := f.createClaim("host-1-data-machine", machine.Name, ownedBy(data))
+	f.waitClaimReason(claim, controllers.MACAddressUnknownReason)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Positive(c, informers("baremetalhosts"), "BareMetalHosts are watched once a claim reads its MAC from one")
+	}, waitTimeout, pollInterval)
+	assert.Zero(t, informers("vspherevms"), "no claim reads a VSphereVM's MAC")
+
+	// Past the first retries of the claim's backoff (1s, 2s, 4s, 8s),
+	// the next is seconds away: binding sooner is the watch's doing.
+	time.Sleep(8 * time.Second)
+	f.setBootMAC(host, "52:54:00:aa:ee:02")
+	f.waitBoundWithin(claim, 4*time.Second)
+	assert.Equal(t, "52:54:00:aa:ee:02", f.fixedAddressOf(claim.Name)[0].MAC)
+}
