@@ -140,6 +140,8 @@ type MACAddresses struct {
 	// watches starts the watch on a source kind when a claim first reads
 	// a MAC from it; nil starts none (tests).
 	watches *kindWatches
+	// deferred are the claims told that they are reserved without a MAC.
+	deferred sets.Set[types.NamespacedName]
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
@@ -371,6 +373,23 @@ func (m *MACAddresses) refused(claim *ipamv1.IPAddressClaim, retry time.Duration
 	return fmt.Sprintf("the MAC was read from %s, and is read again at the claim's next attempt: correct it there if it is wrong", from)
 }
 
+// firstDeferral says whether the claim is told for the first time that
+// it is reserved without a MAC: the reservation may be tried several
+// times (a busy or full pool, a failed answer), and the event says the
+// same each time.
+func (m *MACAddresses) firstDeferral(claim types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.deferred.Has(claim) {
+		return false
+	}
+	if m.deferred == nil {
+		m.deferred = sets.New[types.NamespacedName]()
+	}
+	m.deferred.Insert(claim)
+	return true
+}
+
 // heldBackFor is how long the claim is still held back after the grid
 // refused its MAC; 0 once it may try again.
 func (m *MACAddresses) heldBackFor(claim types.NamespacedName) time.Duration {
@@ -395,6 +414,7 @@ func (m *MACAddresses) forget(claim types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.heldBack, claim)
+	m.deferred.Delete(claim)
 	src, ok := m.sources[claim]
 	if !ok {
 		return
@@ -561,9 +581,12 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 		r.waitForMAC(claim, found.Unknown)
 		return "", ptr.To(r.wait(claim)), nil
 	case found.Deferred != "":
-		// Waiting would wait for ever: reserve without a MAC, and say so.
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressDeferredReason, "Allocate",
-			"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+		// Waiting would wait for ever: reserve without a MAC, and say so,
+		// once.
+		if r.MACAddresses.firstDeferral(key) {
+			r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressDeferredReason, "Allocate",
+				"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+		}
 		return "", nil, nil
 	}
 	// No machine interface: a reservation without a MAC, as for any pool.

@@ -512,3 +512,43 @@ func TestKindWatchesStartOnceAndRetryAKindNotServed(t *testing.T) {
 	var none *kindWatches
 	none.ensure(bareMetalHostKind) // no watches (a reconciler without a manager): nothing to start
 }
+
+// TestMACAddressDeferredIsSaidOncePerClaim: a CAPV claim reserved without
+// a MAC is told so once, however often its reservation is tried; a claim
+// of the same name made after it is gone is told again.
+func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
+	reader := &objectReader{}
+	reader.add("VSphereVM", "ns", "vm-a", nil, nil, map[string]any{"spec": map[string]any{"network": map[string]any{
+		"devices": []any{map[string]any{"networkName": "vm-network"}}}}})
+	pool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine}}}
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-a-0-0",
+		OwnerReferences: []metav1.OwnerReference{ownerRef(infraV1beta1, "VSphereVM", "vm-a")}}}
+	recorder := events.NewFakeRecorder(10)
+	r := &ClaimReconciler{Recorder: recorder, MACAddresses: &MACAddresses{Reader: reader, Follow: consumerOwnerKinds}}
+	ctx := context.Background()
+	deferrals := func() int {
+		n := 0
+		for {
+			select {
+			case e := <-recorder.Events:
+				assert.Contains(t, e, MACAddressDeferredReason)
+				n++
+			default:
+				return n
+			}
+		}
+	}
+
+	for range 3 {
+		mac, later, err := r.macForAllocation(ctx, claim, pool)
+		require.NoError(t, err)
+		assert.Nil(t, later, "reserved at once")
+		assert.Empty(t, mac)
+	}
+	assert.Equal(t, 1, deferrals(), "said once")
+
+	r.MACAddresses.forget(client.ObjectKeyFromObject(claim))
+	_, _, err := r.macForAllocation(ctx, claim, pool)
+	require.NoError(t, err)
+	assert.Equal(t, 1, deferrals(), "a claim of the same name, after the first is gone")
+}
