@@ -177,6 +177,13 @@ type Allocation struct {
 	Scope string
 	// Planned: the record is a plan the claim adopted (see Record).
 	Planned bool
+	// MAC is the hardware address the system's DHCP serves the address to,
+	// lower case with colons, as the record carries it; "" when it serves
+	// it to no one (a reservation without a MAC, an IPv6 fixed address, a
+	// host address without DHCP, a system without DHCP). A record the
+	// claim did not make just now (a plan it adopted, one its marker found)
+	// carries what it carries, whatever Claim.MAC asked for.
+	MAC string
 }
 
 // Reservation is where the allocation lives, for a later release.

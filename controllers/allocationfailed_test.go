@@ -29,11 +29,14 @@ func TestAllocationFailedRequeuesExpectedOutcomesWithoutError(t *testing.T) {
 		{name: "pool exhausted", err: fmt.Errorf("allocating: %w", backends.ErrExhausted), wantResult: ctrl.Result{RequeueAfter: retry}},
 		{name: "planned record held by another claim", err: fmt.Errorf("allocating: %w",
 			&backends.PlannedConflictError{Record: "NetBox IP address 7", Holder: `marker "id/ns/other"`}), wantResult: ctrl.Result{RequeueAfter: retry}},
+		// Waits with the claim's capped backoff, which starts at a second.
+		{name: "MAC held by another fixed address", err: fmt.Errorf("allocating: %w", backends.ErrMACAddressInUse),
+			wantResult: ctrl.Result{RequeueAfter: firstRetryInterval}},
 		{name: "unavailable", err: fmt.Errorf("allocating: %w", backends.ErrUnavailable), wantErr: true},
 		{name: "other", err: errors.New("boom"), wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: retry}
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: retry, waits: newWaitBackoff(time.Hour)}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 			result, err := r.allocationFailed(claim, tc.err)
 			if tc.wantErr {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -171,20 +172,27 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		b = b.Watches(kind.New(), handler.EnqueueRequestsFromMapFunc(r.poolToClaims(kind)),
 			builder.WithPredicates(poolMayUnblockClaims()))
 	}
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
 	if r.MACAddresses != nil {
 		// The MAC a claim waits for, or was bound with, may appear or
-		// change: a metadata-only watch (every change moves the
-		// resourceVersion) wakes the claims that read it.
-		served, missing := servedSources(mgr.GetRESTMapper())
-		for _, s := range served {
-			b = b.WatchesMetadata(s.obj, handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(s.kind)))
-		}
-		if len(missing) > 0 {
-			log.Info("Not watching kinds the API server does not serve; claims waiting for a MAC from them look again after their backoff",
-				"kinds", missing)
-		}
+		// change: a metadata-only watch of the kind it is read from, started
+		// when a claim first needs it (kindWatches), wakes the claims that
+		// read it, on the changes that may change it (macSourceChanged).
+		r.MACAddresses.watches = newKindWatches(log.WithName("mac-sources"), func(kind schema.GroupKind) error {
+			mapping, err := mgr.GetRESTMapper().RESTMapping(kind)
+			if err != nil {
+				return fmt.Errorf("the API server does not serve it: %w", err)
+			}
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(mapping.GroupVersionKind)
+			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
+				handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(kind)), macSourceChanged()))
+		})
 	}
-	return b.Complete(r)
+	return nil
 }
 
 // Reconcile walks the contract: ignore foreign pools; find the Cluster and
@@ -517,6 +525,7 @@ func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
 	}
 	r.written.Set(claim.UID, false, writtenMemory)
+	describeRecordMAC(claim, pool, alloc.MAC)
 	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
 	claimBindSeconds.WithLabelValues(kind.Kind).Observe(time.Since(claim.CreationTimestamp.Time).Seconds())
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, AddressAllocatedReason, "Allocate",
@@ -587,8 +596,16 @@ func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind Po
 
 func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err error) (ctrl.Result, error) {
 	reason := claimReason(err)
-	setClaimReady(claim, metav1.ConditionFalse, reason, err.Error())
-	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%v", err)
+	msg := err.Error()
+	var retry ctrl.Result
+	if reason == MACAddressInUseReason {
+		retry = r.wait(claim)
+		if more := r.MACAddresses.refused(claim, retry.RequeueAfter); more != "" {
+			msg += "; " + more
+		}
+	}
+	setClaimReady(claim, metav1.ConditionFalse, reason, msg)
+	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", msg)
 	switch reason {
 	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, PlannedRecordConflictReason:
 		// Expected outcomes, not failed reconciles. A release in this
@@ -600,6 +617,12 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 		// would answer the same address again until the pool's validation,
 		// under way, says why.
 		return r.wait(claim), nil
+	case MACAddressInUseReason:
+		// An expected outcome too, waiting on someone else: the holder's
+		// release, or a corrected MAC, which the watch on the object the
+		// MAC was read from announces (macaddress.go); the capped backoff
+		// covers a change in the grid.
+		return retry, nil
 	}
 	return ctrl.Result{}, err
 }

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -48,7 +51,8 @@ import (
 // The MAC is read when the claim is first reserved and recorded in the
 // claim's annotation ipam-bridge.github.io/mac-address; until it is known
 // the claim waits (MACAddressUnknown), woken by a metadata-only watch on
-// the kind the MAC comes from. A MAC that changes afterwards is reported
+// the kind the MAC comes from, started when a claim first needs it
+// (kindWatches). A MAC that changes afterwards is reported
 // on the bound claim (MACAddressCurrent False, MACAddressChanged) and never
 // written to the grid: the record the IPAM team sees is the one they
 // reviewed.
@@ -64,9 +68,6 @@ var (
 	bareMetalHostKind = schema.GroupKind{Group: "metal3.io", Kind: "BareMetalHost"}
 	vsphereVMKind     = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "VSphereVM"}
 	metal3MachineKind = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "Metal3Machine"}
-	// macSourceKinds are the kinds a MAC is read from, watched to wake the
-	// claims that wait for one.
-	macSourceKinds = []schema.GroupKind{bareMetalHostKind, vsphereVMKind}
 )
 
 const (
@@ -133,6 +134,14 @@ type MACAddresses struct {
 	// due are the bound claims whose source changed since their MAC was
 	// last compared.
 	due sets.Set[types.NamespacedName]
+	// heldBack are the claims whose MAC the grid refused, until their next
+	// attempt (see refused).
+	heldBack map[types.NamespacedName]time.Time
+	// watches starts the watch on a source kind when a claim first reads
+	// a MAC from it; nil starts none (tests).
+	watches *kindWatches
+	// deferred are the claims told that they are reserved without a MAC.
+	deferred sets.Set[types.NamespacedName]
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
@@ -290,8 +299,14 @@ func nestedListField(obj map[string]any, index int, field string, fields ...stri
 	return s
 }
 
-// watch remembers that the claim's MAC comes from src.
+// watch remembers that the claim's MAC comes from src, and makes sure the
+// kind of src is watched.
 func (m *MACAddresses) watch(src macSource, claim types.NamespacedName) {
+	m.remember(src, claim)
+	m.watches.ensure(src.Kind)
+}
+
+func (m *MACAddresses) remember(src macSource, claim types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.watchers == nil {
@@ -319,6 +334,78 @@ func (m *MACAddresses) takeDue(claim types.NamespacedName) bool {
 	return true
 }
 
+// refused handles the grid's refusal of the claim's MAC, which another
+// fixed address holds (MACAddressInUse), and says what the claim's message
+// adds. A MAC the provider read from the machine (the source annotation
+// says so) is dropped with its source, so that the next attempt reads the
+// machine's MAC again: a corrected MAC then makes the record. A MAC set by
+// hand stays, for whoever set it to correct. Either way the claim is held
+// back for retry, unless the object its MAC is read from changes first:
+// dropping the annotations writes the claim, and that write's event must
+// not bring on another attempt at once (a lookup, the annotations written
+// again and another refusal, in a loop).
+func (m *MACAddresses) refused(claim *ipamv1.IPAddressClaim, retry time.Duration) string {
+	if m == nil {
+		return ""
+	}
+	key := client.ObjectKeyFromObject(claim)
+	m.mu.Lock()
+	if m.heldBack == nil {
+		m.heldBack = map[types.NamespacedName]time.Time{}
+	}
+	m.heldBack[key] = time.Now().Add(retry)
+	m.mu.Unlock()
+	sourceKey, provided := claim.Annotations[v1alpha1.MACAddressSourceAnnotation]
+	if !provided {
+		if _, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; !ok {
+			return ""
+		}
+		return fmt.Sprintf("the MAC is the one the claim's annotation %s sets: correct it there if it is wrong", v1alpha1.MACAddressAnnotation)
+	}
+	delete(claim.Annotations, v1alpha1.MACAddressAnnotation)
+	delete(claim.Annotations, v1alpha1.MACAddressSourceAnnotation)
+	from := "the machine"
+	if src, ok := parseMACSource(sourceKey); ok {
+		// Woken when it changes, as when the MAC was first awaited.
+		m.watch(src, key)
+		from = src.String()
+	}
+	return fmt.Sprintf("the MAC was read from %s, and is read again at the claim's next attempt: correct it there if it is wrong", from)
+}
+
+// firstDeferral says whether the claim is told for the first time that
+// it is reserved without a MAC: the reservation may be tried several
+// times (a busy or full pool, a failed answer), and the event says the
+// same each time.
+func (m *MACAddresses) firstDeferral(claim types.NamespacedName) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.deferred.Has(claim) {
+		return false
+	}
+	if m.deferred == nil {
+		m.deferred = sets.New[types.NamespacedName]()
+	}
+	m.deferred.Insert(claim)
+	return true
+}
+
+// heldBackFor is how long the claim is still held back after the grid
+// refused its MAC; 0 once it may try again.
+func (m *MACAddresses) heldBackFor(claim types.NamespacedName) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.heldBack[claim]
+	if !ok {
+		return 0
+	}
+	if wait := time.Until(until); wait > 0 {
+		return wait
+	}
+	delete(m.heldBack, claim)
+	return 0
+}
+
 // forget drops a claim that is gone.
 func (m *MACAddresses) forget(claim types.NamespacedName) {
 	if m == nil {
@@ -326,6 +413,8 @@ func (m *MACAddresses) forget(claim types.NamespacedName) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	delete(m.heldBack, claim)
+	m.deferred.Delete(claim)
 	src, ok := m.sources[claim]
 	if !ok {
 		return
@@ -349,38 +438,88 @@ func (m *MACAddresses) claimsOf(kind schema.GroupKind) handler.MapFunc {
 				m.due = sets.New[types.NamespacedName]()
 			}
 			m.due.Insert(claim)
+			// A refused MAC may have been corrected: look at once.
+			delete(m.heldBack, claim)
 			reqs = append(reqs, reconcile.Request{NamespacedName: claim})
 		}
 		return reqs
 	}
 }
 
-// watchedSource is a source kind served by the API server, as the claim
-// controller watches it.
-type watchedSource struct {
-	kind schema.GroupKind
-	obj  *metav1.PartialObjectMetadata
+// macSourceChanged lets through the events of a source object that may
+// change a claim's MAC: its creation, its deletion, and a new generation,
+// which the API server gives a BareMetalHost or a VSphereVM when its spec
+// changes. The MAC is spec: a host's bootMACAddress, a device's macAddr.
+// A VSphereVM's status.network[i].macAddr, vSphere's MAC for a device
+// without one, is a fallback read when a claim is reserved or compared;
+// vSphere keeps a device's MAC, so the status changes no claim waits for.
+// Without the predicate every status update (provisioning and power
+// states, addresses) and every metadata change (annotations, labels,
+// finalizers) would mark the bound claims of the object due, each of
+// which would then read its owner chain past the cache.
+func macSourceChanged() predicate.Predicate {
+	// Create, delete and generic events pass: only updates are judged.
+	return predicate.GenerationChangedPredicate{}
 }
 
-// servedSources are the source kinds the API server serves now. A kind
-// installed after the manager started is not watched until it restarts:
-// its waiting claims look again after their capped backoff.
-func servedSources(mapper meta.RESTMapper) (served []watchedSource, missing []string) {
-	for _, gk := range macSourceKinds {
-		mapping, err := mapper.RESTMapping(gk)
-		if err != nil {
-			missing = append(missing, gk.String())
-			continue
-		}
-		obj := &metav1.PartialObjectMetadata{}
-		obj.SetGroupVersionKind(mapping.GroupVersionKind)
-		served = append(served, watchedSource{kind: gk, obj: obj})
+// kindWatches starts the metadata-only watch on a source kind the first
+// time a claim needs it: when a claim of a pool that wants the machine's
+// MAC reads its MAC from an object of that kind, or is bound with one read
+// from it. Until then no informer holds the metadata of every BareMetalHost
+// or VSphereVM in the cluster, and a management cluster whose pools never
+// opt in watches neither. A kind the API server does not serve (yet) is not
+// watched; a later need tries again, at most every kindWatchRetry, and
+// the claims that wait for a MAC from it look again after their capped
+// backoff meanwhile. The informer's first listing brings every claim that
+// reads an object of the kind back once, so a MAC that appeared between a
+// claim's look and the watch's start is not missed.
+type kindWatches struct {
+	// start starts the watch on kind.
+	start func(kind schema.GroupKind) error
+	log   logr.Logger
+	now   func() time.Time
+
+	mu      sync.Mutex
+	started map[schema.GroupKind]bool
+	// failed is when a kind's start last failed.
+	failed map[schema.GroupKind]time.Time
+}
+
+// kindWatchRetry is the least time between two attempts to watch a kind
+// the API server did not serve: each asks its discovery.
+const kindWatchRetry = 10 * time.Second
+
+func newKindWatches(log logr.Logger, start func(kind schema.GroupKind) error) *kindWatches {
+	return &kindWatches{start: start, log: log, now: time.Now,
+		started: map[schema.GroupKind]bool{}, failed: map[schema.GroupKind]time.Time{}}
+}
+
+// ensure starts the watch on kind unless it runs, or failed moments ago.
+func (w *kindWatches) ensure(kind schema.GroupKind) {
+	if w == nil {
+		return
 	}
-	return served, missing
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started[kind] {
+		return
+	}
+	if at, ok := w.failed[kind]; ok && w.now().Sub(at) < kindWatchRetry {
+		return
+	}
+	if err := w.start(kind); err != nil {
+		w.failed[kind] = w.now()
+		w.log.Info("Not watching a kind MACs are read from; claims waiting for a MAC from it look again after their backoff",
+			"kind", kind.String(), "reason", err.Error())
+		return
+	}
+	delete(w.failed, kind)
+	w.started[kind] = true
+	w.log.Info("Watching a kind MACs are read from, which a pool's claims now need", "kind", kind.String())
 }
 
-// recordedMAC is the MAC the claim's record was made with, for a pool
-// whose fixed addresses carry the machine's MAC; "" otherwise.
+// recordedMAC is the MAC the claim's record carries, for a pool whose
+// fixed addresses carry the machine's MAC; "" otherwise.
 func recordedMAC(claim *ipamv1.IPAddressClaim, pool Pool) string {
 	if !wantsMachineMAC(pool) {
 		return ""
@@ -405,6 +544,10 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 		return "", nil, nil
 	}
 	key := client.ObjectKeyFromObject(claim)
+	if wait := r.MACAddresses.heldBackFor(key); wait > 0 {
+		// The grid refused the claim's MAC moments ago (see refused).
+		return "", &ctrl.Result{RequeueAfter: wait}, nil
+	}
 	if recorded, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; ok {
 		mac, err := NormalizeMAC(recorded)
 		if err != nil {
@@ -438,14 +581,39 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 		r.waitForMAC(claim, found.Unknown)
 		return "", ptr.To(r.wait(claim)), nil
 	case found.Deferred != "":
-		// Waiting would wait for ever: reserve without a MAC, and say so.
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressDeferredReason, "Allocate",
-			"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+		// Waiting would wait for ever: reserve without a MAC, and say so,
+		// once.
+		if r.MACAddresses.firstDeferral(key) {
+			r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressDeferredReason, "Allocate",
+				"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+		}
 		return "", nil, nil
 	}
 	// No machine interface: a reservation without a MAC, as for any pool.
 	ctrl.LoggerFrom(ctx).V(2).Info("No Metal3 or CAPV machine owns the claim, its fixed address carries no MAC")
 	return "", nil, nil
+}
+
+// describeRecordMAC makes the claim's MAC annotation say the MAC its
+// record carries, as the backend read it when the claim was bound, on a
+// pool whose fixed addresses carry the machine's. That may not be the MAC
+// the claim asked for: a plan the claim adopted keeps the MAC the IPAM team
+// set, and an IPv6 fixed address (or a record made before the pool opted
+// in) carries none. Without one the annotations go, the source too: there
+// is nothing the machine's MAC could be compared with (checkBoundMAC).
+func describeRecordMAC(claim *ipamv1.IPAddressClaim, pool Pool, carried string) {
+	if !wantsMachineMAC(pool) {
+		return
+	}
+	if carried == "" {
+		delete(claim.Annotations, v1alpha1.MACAddressAnnotation)
+		delete(claim.Annotations, v1alpha1.MACAddressSourceAnnotation)
+		return
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[v1alpha1.MACAddressAnnotation] = carried
 }
 
 // waitForMAC leaves the claim waiting for its machine's MAC; the event is
@@ -458,10 +626,12 @@ func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
 	setClaimReady(claim, metav1.ConditionFalse, MACAddressUnknownReason, msg)
 }
 
-// checkBoundMAC compares a bound claim's recorded MAC with its machine's
-// and reports a change on the claim (MACAddressCurrent False, an event),
-// without touching the record: the IPAM team decides. A claim without a
-// recorded MAC (bound before its pool opted in) is not checked. The
+// checkBoundMAC compares the MAC a bound claim's record carries (its
+// annotation, see describeRecordMAC) with its machine's and reports a
+// difference on the claim (MACAddressCurrent False, an event), without
+// touching the record: the IPAM team decides. A claim whose record carries
+// no MAC (bound before its pool opted in, an IPv6 fixed address, a plan
+// without one) is not checked. The
 // comparison reads the owner chain (up to three gets), so a bound claim
 // makes it once, and then only when its source object changed: a restart
 // or a resync of thousands of bound claims reads nothing but the cache.
@@ -496,7 +666,7 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAdd
 			Reason: v1alpha1.MACAddressMatchesReason})
 		return nil
 	}
-	msg := fmt.Sprintf("the claim's fixed address was made with MAC %s, but %s now gives %s; the provider does not change the record: "+
+	msg := fmt.Sprintf("the claim's fixed address carries MAC %s, but %s now gives %s; the provider does not change the record: "+
 		"update its MAC in the grid and the claim's annotation %s, or delete the claim to reserve again", recorded, found.Source, found.MAC,
 		v1alpha1.MACAddressAnnotation)
 	if prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != msg {

@@ -99,11 +99,13 @@ const MachineNameAnnotation = "ipam-bridge.github.io/machine-name"
 
 // MACAddressAnnotation on an IPAddressClaim of a pool whose fixed addresses
 // carry the machine's MAC (spec.reservation.macAddress Machine) holds the
-// MAC its record was made with, lower case with colons. The provider writes
-// it from the claim's machine before it first reserves, and compares it
-// with the machine's MAC afterwards (a change is reported, never written to
-// the grid); a value set beforehand is kept, so it also gives a MAC to
-// claims that no machine owns.
+// MAC its record carries, lower case with colons. The provider writes the
+// machine's MAC before it first reserves, and, once bound, the MAC the
+// record carries (a plan the claim adopted carries the one the IPAM team
+// set; without one, such as an IPv6 fixed address, the annotation goes);
+// it then compares it with the machine's MAC (a difference is reported,
+// never written to the grid). A value set beforehand is what the new
+// record gets, so it also gives a MAC to claims that no machine owns.
 const MACAddressAnnotation = "ipam-bridge.github.io/mac-address"
 
 // MACAddressSourceAnnotation on such a claim names the object its MAC was
@@ -119,12 +121,14 @@ const MACAddressSourceAnnotation = "ipam-bridge.github.io/mac-address-source"
 // match the machine's?
 const (
 	// MACAddressCurrentCondition is True while the machine's MAC is the one
-	// the claim's record was made with, False once it changed.
+	// the claim's record carries, False once they differ.
 	MACAddressCurrentCondition = "MACAddressCurrent"
 	// MACAddressMatchesReason: the machine's MAC is the record's.
 	MACAddressMatchesReason = "MACAddressMatches"
-	// MACAddressChangedReason: the machine's MAC changed after the record
-	// was made; the record keeps its MAC until the IPAM team changes it.
+	// MACAddressChangedReason: the machine's MAC is not the record's: it
+	// changed after the record was made, or the plan the claim adopted
+	// carries another; the record keeps its MAC until the IPAM team
+	// changes it.
 	MACAddressChangedReason = "MACAddressChanged"
 )
 

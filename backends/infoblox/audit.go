@@ -108,16 +108,26 @@ func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string
 }
 
 // remark sets the object's marker. A planned object keeps saying so under
-// its new marker; retired, it goes back to the IPAM team: its plan holds
-// the address.
+// its new marker; retired, it goes back to the IPAM team as they planned
+// it (adoption wrote nothing but the marker): its plan holds the address.
+// A fixed address of the provider's own that is retired holds its address
+// for no one: it becomes a reservation again (match_client RESERVED, the
+// zero MAC, as NIOS stores reservations), so that the grid's DHCP no
+// longer serves it to the machine that is gone, and the MAC is free for
+// that machine's next fixed address.
 func (b *Backend) remark(ctx context.Context, o object, marker string) error {
+	_, _, tombstone := backends.ParseTombstone(marker)
 	if _, planned := b.markerOf(o); planned {
-		if _, _, tombstone := backends.ParseTombstone(marker); tombstone {
+		if tombstone {
 			return b.unplan(ctx, o.Ref)
 		}
 		marker = backends.PlannedMarker(marker)
 	}
-	return b.setMarker(ctx, o.Ref, marker)
+	change := b.markerChange(o.Ref, marker)
+	if objectType, _, _ := strings.Cut(o.Ref, "/"); tombstone && objectType == "fixedaddress" {
+		change.Mac, change.MatchClient = zeroMAC, "RESERVED"
+	}
+	return b.change(ctx, o.Ref, change)
 }
 
 // dropObject deletes the object, or returns a planned one to the IPAM
@@ -157,23 +167,39 @@ func (c *eaRemoval) ObjectType() string { return c.objectType }
 // setMarker changes only the marker attribute ("extattrs+" adds or
 // replaces the attributes it names and keeps the others).
 func (b *Backend) setMarker(ctx context.Context, ref, marker string) error {
+	return b.change(ctx, ref, b.markerChange(ref, marker))
+}
+
+// markerChange is the change that sets the marker attribute only.
+func (b *Backend) markerChange(ref, marker string) *eaChange {
 	objectType, _, _ := strings.Cut(ref, "/")
-	change := &eaChange{objectType: objectType, Add: map[string]map[string]any{b.cfg.MarkerEA: {"value": marker}}}
+	return &eaChange{objectType: objectType, Add: map[string]map[string]any{b.cfg.MarkerEA: {"value": marker}}}
+}
+
+// change sends one PUT of change to ref.
+func (b *Backend) change(ctx context.Context, ref string, change *eaChange) error {
 	req, err := b.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
 	if err != nil {
 		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
 	}
 	if _, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req); err != nil {
-		return fmt.Errorf("setting %s=%q on %s: %w", b.cfg.MarkerEA, marker, ref, err)
+		what := fmt.Sprintf("%s=%q", b.cfg.MarkerEA, change.Add[b.cfg.MarkerEA]["value"])
+		if change.MatchClient != "" {
+			what += fmt.Sprintf(", match_client %s and mac %s", change.MatchClient, change.Mac)
+		}
+		return fmt.Errorf("setting %s on %s: %w", what, ref, err)
 	}
 	return nil
 }
 
-// eaChange is the body of a PUT that changes extensible attributes only.
+// eaChange is the body of a PUT that changes extensible attributes, and
+// a fixed address's DHCP match when Mac and MatchClient are set.
 type eaChange struct {
 	ibclient.IBBase `json:"-"`
 	objectType      string
 	Add             map[string]map[string]any `json:"extattrs+"`
+	Mac             string                    `json:"mac,omitempty"`
+	MatchClient     string                    `json:"match_client,omitempty"`
 }
 
 func (c *eaChange) ObjectType() string { return c.objectType }

@@ -146,7 +146,7 @@ func (b *Backend) toAllocation(o object, sources []resolvedSource) (backends.All
 	_, planned := b.markerOf(o)
 	// The address's own subnet: prefixLength may narrow the network.
 	return backends.Allocation{Address: p, Gateway: b.cfg.Gateway.For(p), Reference: o.Ref, Endpoint: b.Endpoint(),
-		Scope: "view/" + b.cfg.NetworkView, Planned: planned}, nil
+		Scope: "view/" + b.cfg.NetworkView, Planned: planned, MAC: o.dhcpMAC()}, nil
 }
 
 // networkOf finds the network holding addr: a source's network, or the one

@@ -16,7 +16,11 @@ import (
 // fixed address with that MAC and match_client MAC_ADDRESS, so that the
 // grid's DHCP hands the machine its address. NIOS refuses a MAC that
 // another fixed address of the same network holds; the claim is then told
-// which record holds it.
+// which record holds it. Retired as a tombstone, the fixed address becomes
+// a reservation again (see remark).
+
+// zeroMAC is the MAC NIOS stores on a reservation (match_client RESERVED).
+const zeroMAC = "00:00:00:00:00:00"
 
 // macInUseText is NIOS's refusal of a MAC another fixed address of the
 // network holds (NIOS 8.2, ansible/ansible#58708): "MAC address

@@ -4,11 +4,14 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
 func withMAC(name, mac string) backends.Claim {
@@ -61,4 +64,140 @@ func TestMACHeldByAnotherFixedAddress(t *testing.T) {
 	assert.Len(t, markedWith(sim, "fixedaddress", "ns/b1"), 1)
 	assert.Empty(t, markedWith(sim, "fixedaddress", "ns/b2"))
 	assert.Len(t, markedWith(sim, "fixedaddress", "ns/b3"), 1)
+}
+
+// TestARetiredDHCPReservationServesNoMachine: a fixed address kept as a
+// tombstone for the pool's grace period holds its address for no one: it
+// is a reservation again (match_client RESERVED, the zero MAC), so that
+// the grid's DHCP no longer serves the machine that is gone, and the MAC
+// is free for another fixed address.
+func TestARetiredDHCPReservationServesNoMachine(t *testing.T) {
+	sim := newSim(t, "10.0.0.0/24")
+	b := newBackend(t, config(sim, "10.0.0.0/24"))
+	ctx := context.Background()
+	c := withMAC("m0", "52:54:00:aa:bb:01")
+	alloc, err := b.Allocate(ctx, c)
+	require.NoError(t, err)
+
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	require.NoError(t, b.Retire(ctx, c, alloc.Reservation(), at))
+	retired, ok := sim.Object(alloc.Reference)
+	require.True(t, ok, "kept for the grace period")
+	assert.Equal(t, backends.TombstoneMarker(c.Marker, at), retired.EAs[infoblox.DefaultMarkerEA])
+	assert.Equal(t, "RESERVED", retired.MatchClient)
+	assert.Equal(t, "00:00:00:00:00:00", retired.MAC)
+	assert.Equal(t, alloc.Address.Addr(), retired.Addresses[0], "its address stays held")
+	require.NoError(t, b.Retire(ctx, c, alloc.Reservation(), at.Add(time.Minute)), "retiring twice is not an error")
+
+	_, err = b.Allocate(ctx, withMAC("m1", "52:54:00:aa:bb:01"))
+	require.NoError(t, err, "the MAC is free for the machine's next fixed address")
+}
+
+// TestAPlannedDHCPReservationGoesBackAsPlanned: a planned fixed address
+// keeps the MAC the IPAM team set when a claim with another MAC adopts
+// it, and goes back to them exactly as planned when the claim is retired
+// or released.
+func TestAPlannedDHCPReservationGoesBackAsPlanned(t *testing.T) {
+	for _, retire := range []bool{false, true} {
+		t.Run(map[bool]string{false: "released", true: "retired"}[retire], func(t *testing.T) {
+			sim := newSim(t, "10.0.0.0/24")
+			cfg := config(sim, "10.0.0.0/24")
+			cfg.Reservation.NamePattern = "{{ .MachineName }}"
+			cfg.Planned = &infoblox.Planned{}
+			b := newBackend(t, cfg)
+			ctx := context.Background()
+			ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
+			sim.SetName(ref, "db-0")
+			sim.SetMAC(ref, "52:54:00:00:00:99")
+			planned, _ := sim.Object(ref)
+
+			c := withMAC("db-0-pool", "52:54:00:aa:bb:01")
+			c.MachineName = "db-0"
+			alloc, err := b.Allocate(ctx, c)
+			require.NoError(t, err)
+			require.Equal(t, ref, alloc.Reference, "the planned fixed address is adopted")
+			adopted, _ := sim.Object(ref)
+			assert.Equal(t, "52:54:00:00:00:99", adopted.MAC, "adoption writes the marker only")
+			assert.Equal(t, "52:54:00:00:00:99", alloc.MAC, "the allocation says the MAC the plan carries")
+			assert.Equal(t, "MAC_ADDRESS", adopted.MatchClient)
+
+			if retire {
+				require.NoError(t, b.Retire(ctx, c, alloc.Reservation(), time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)))
+			} else {
+				require.NoError(t, b.Release(ctx, c, alloc.Reservation()))
+			}
+			back, _ := sim.Object(ref)
+			assert.Equal(t, planned, back, "as the IPAM team planned it")
+		})
+	}
+}
+
+// TestAllocationSaysTheMACTheRecordCarries: the allocation says the MAC
+// the grid's DHCP serves the record's address to, which is not always the
+// claim's: a reservation, an IPv6 fixed address and a host record carry
+// none, a plan the one the IPAM team set. Looked up later, it says the
+// same.
+func TestAllocationSaysTheMACTheRecordCarries(t *testing.T) {
+	const machine = "52:54:00:aa:bb:01"
+	for _, tc := range []struct {
+		name    string
+		network string
+		claim   backends.Claim
+		mutate  func(*infoblox.Config)
+		// plan, when set, plans a record for the claim's machine "db-0".
+		plan func(sim *wapisim.Server) string
+		want string
+	}{
+		{name: "a DHCP reservation made for the claim", network: "10.0.0.0/24", claim: withMAC("m0", machine), want: machine},
+		{name: "a reservation without a MAC", network: "10.0.0.0/24", claim: claim("m0")},
+		{name: "an IPv6 fixed address keeps its DUID", network: "2001:db8::/64", claim: withMAC("m0", machine)},
+		{name: "a host record gets no MAC", network: "10.0.0.0/24", claim: withMAC("m0", machine),
+			mutate: func(c *infoblox.Config) { c.Reservation.ObjectType = infoblox.HostRecord }},
+		{name: "a planned fixed address with the IPAM team's MAC", network: "10.0.0.0/24", claim: withMAC("db-0-pool", machine),
+			plan: func(sim *wapisim.Server) string {
+				ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
+				sim.SetName(ref, "db-0")
+				sim.SetMAC(ref, "52:54:00:00:00:99")
+				return ref
+			},
+			want: "52:54:00:00:00:99"},
+		{name: "a planned reservation", network: "10.0.0.0/24", claim: withMAC("db-0-pool", machine),
+			plan: func(sim *wapisim.Server) string {
+				ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
+				sim.SetName(ref, "db-0")
+				return ref
+			}},
+		{name: "a planned host record with DHCP", network: "10.0.0.0/24", claim: withMAC("db-0-pool", machine),
+			mutate: func(c *infoblox.Config) { c.Reservation.ObjectType = infoblox.HostRecord },
+			plan: func(sim *wapisim.Server) string {
+				return sim.AddHostRecord(wapisim.HostRecord{Name: "db-0", Addresses: []string{"10.0.0.40"}, MAC: "52:54:00:00:00:98"})
+			},
+			want: "52:54:00:00:00:98"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := newSim(t, tc.network)
+			cfg := config(sim, tc.network)
+			if tc.mutate != nil {
+				tc.mutate(&cfg)
+			}
+			var planned string
+			if tc.plan != nil {
+				cfg.Reservation.NamePattern = "{{ .MachineName }}"
+				cfg.Planned = &infoblox.Planned{}
+				planned = tc.plan(sim)
+				tc.claim.MachineName = "db-0"
+			}
+			b := newBackend(t, cfg)
+			ctx := context.Background()
+			alloc, err := b.Allocate(ctx, tc.claim)
+			require.NoError(t, err)
+			if planned != "" {
+				require.Equal(t, planned, alloc.Reference, "the plan is adopted")
+			}
+			assert.Equal(t, tc.want, alloc.MAC)
+			found, err := b.Lookup(ctx, tc.claim)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, found.MAC, "looked up")
+		})
+	}
 }

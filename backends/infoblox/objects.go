@@ -53,7 +53,7 @@ func sourceAddr(s Source) netip.Addr {
 func (b *Backend) returnFieldsFor(objectType string) []string {
 	switch objectType {
 	case "fixedaddress":
-		return []string{"name", "network", "ipv4addr", "extattrs"}
+		return []string{"name", "network", "ipv4addr", "extattrs", "mac", "match_client"}
 	case "ipv6fixedaddress":
 		return []string{"name", "network", "ipv6addr", "extattrs"}
 	}

@@ -265,10 +265,15 @@ type object struct {
 	ExtAttrs  eaValues `json:"extattrs"`
 	// NetworkView is read only where a search spans every view.
 	NetworkView string `json:"network_view"`
+	// Mac and MatchClient: an IPv4 fixed address's DHCP match.
+	Mac         string `json:"mac"`
+	MatchClient string `json:"match_client"`
 }
 
 type hostV4 struct {
-	IPv4Addr string `json:"ipv4addr"`
+	IPv4Addr         string `json:"ipv4addr"`
+	Mac              string `json:"mac"`
+	ConfigureForDHCP bool   `json:"configure_for_dhcp"`
 }
 
 type hostV6 struct {
@@ -296,6 +301,28 @@ func (o object) address() (netip.Addr, error) {
 		return netip.Addr{}, fmt.Errorf("object %s: address %q: %w", o.Ref, text, err)
 	}
 	return addr, nil
+}
+
+// dhcpMAC is the MAC the grid's DHCP serves the object's address to,
+// lower case with colons: an IPv4 fixed address's that matches clients by
+// MAC, or the first IPv4 address of a host record, with DHCP on (the one
+// address reads); "" for any other, and for the zero MAC of a
+// reservation.
+func (o object) dhcpMAC() string {
+	var mac string
+	switch {
+	case o.IPv4Addr != "":
+		if o.MatchClient == "" || o.MatchClient == "MAC_ADDRESS" {
+			mac = o.Mac
+		}
+	case o.IPv6Addr == "" && len(o.IPv4Addrs) > 0 && o.IPv4Addrs[0].ConfigureForDHCP:
+		mac = o.IPv4Addrs[0].Mac
+	}
+	mac = strings.ToLower(strings.ReplaceAll(mac, "-", ":"))
+	if mac == zeroMAC {
+		return ""
+	}
+	return mac
 }
 
 // wapiText is the grid's own explanation inside err, if any.

@@ -115,7 +115,12 @@ func runSuite(m *testing.M) int {
 // startManager runs a manager with the provider's reconcilers for objects
 // labelled with filter. wrap, when set, wraps the manager's client.
 func startManager(ctx context.Context, filter, identity string, wrap func(client.WithWatch) client.Client) (<-chan struct{}, error) {
-	return envtestenv.StartManager(ctx, restConfig, testScheme, controllers.Options{
+	return startManagerWith(ctx, restConfig, filter, identity, wrap)
+}
+
+// startManagerWith is startManager talking to the API server with cfg.
+func startManagerWith(ctx context.Context, cfg *rest.Config, filter, identity string, wrap func(client.WithWatch) client.Client) (<-chan struct{}, error) {
+	return envtestenv.StartManager(ctx, cfg, testScheme, controllers.Options{
 		Identity:         identity,
 		ManagerNamespace: managerNamespace,
 		WatchFilterValue: filter,

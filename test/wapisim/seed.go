@@ -172,10 +172,12 @@ type HostRecord struct {
 	Addresses   []string
 	EAs         map[string]string
 	Comment     string
+	// MAC, when set, turns DHCP on for the IPv4 addresses, with this MAC.
+	MAC string
 }
 
-// AddHostRecord creates a host record (without DHCP) and returns its
-// reference.
+// AddHostRecord creates a host record (without DHCP unless h.MAC is set)
+// and returns its reference.
 func (s *Server) AddHostRecord(h HostRecord) string {
 	view := h.NetworkView
 	if view == "" {
@@ -192,7 +194,7 @@ func (s *Server) AddHostRecord(h HostRecord) string {
 	for _, ip := range h.Addresses {
 		a := mustAddr(ip)
 		if a.Is4() {
-			o.v4 = append(o.v4, &hostAddr{addr: a})
+			o.v4 = append(o.v4, &hostAddr{addr: a, mac: strings.ToLower(h.MAC), dhcp: h.MAC != ""})
 		} else {
 			o.v6 = append(o.v6, &hostAddr{addr: a})
 		}
@@ -248,6 +250,19 @@ func (s *Server) SetName(ref, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mustObj(ref).name = name
+}
+
+// SetMAC makes an IPv4 fixed address a DHCP reservation for mac
+// (match_client MAC_ADDRESS), as an administrator's GUI edit would; no
+// check that another fixed address of the network holds the MAC.
+func (s *Server) SetMAC(ref, mac string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.mustObj(ref)
+	if o.typ != typeFixed {
+		panic(fmt.Sprintf("wapisim: SetMAC sets the MAC of fixed addresses, not %s", o.typ))
+	}
+	o.mac, o.matchClient = strings.ToLower(strings.ReplaceAll(mac, "-", ":")), "MAC_ADDRESS"
 }
 
 // RemoveEA removes an extensible attribute from an object.
