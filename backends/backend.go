@@ -74,7 +74,9 @@ type Reserver interface {
 	// rec.Marker (ErrNotOwned otherwise); a tombstone marker also marks the
 	// record as no longer in use where the system can say so. The guard
 	// uses it to hand a record the system answered for one claim to the
-	// claim whose machine already uses that address.
+	// claim whose machine already uses that address: where the system's
+	// records carry a MAC, the record of the provider's own then serves
+	// rec.MAC, that machine's, or no machine if it is "".
 	Remark(ctx context.Context, rec Record, marker string) error
 
 	// Delete deletes a record if it still carries rec.Marker (ErrNotOwned
@@ -118,6 +120,9 @@ type Record struct {
 	// (see Claim and docs/planned-records.md). Releasing it removes the
 	// marker and keeps the record, as planned.
 	Planned bool
+	// MAC is the MAC a record handed to another claim serves afterwards
+	// (see Remark); "" for none.
+	MAC string
 }
 
 // Reservation says where a claim's address was reserved, as recorded when

@@ -85,6 +85,13 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 		alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name)); err != nil {
 		return ctrl.Result{}, err
 	}
+	// The record was made with this claim's machine's MAC, where the pool's
+	// records carry one: handed over, it serves the holder's machine.
+	holderClaim := &ipamv1.IPAddressClaim{}
+	holderFound := r.Client.Get(ctx, holderKey, holderClaim) == nil
+	if holderFound {
+		rec.MAC = recordedMAC(holderClaim, pool)
+	}
 	if err := backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
 		return ctrl.Result{}, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
 	}
@@ -96,8 +103,7 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	setClaimReady(claim, metav1.ConditionFalse, AddressHeldInClusterReason, msg)
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", msg)
 	r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", claim.Namespace, claim.Name, msg)
-	holderClaim := &ipamv1.IPAddressClaim{}
-	if err := r.Client.Get(ctx, holderKey, holderClaim); err == nil {
+	if holderFound {
 		held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 			alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name, alloc.Reference)
 		r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", held)

@@ -112,7 +112,7 @@ func (r *ClaimReconciler) requestedAddress(claim *ipamv1.IPAddressClaim, pool Po
 		return backend
 	}
 	kind, _ := r.Kinds.For(claim.Spec.PoolRef)
-	return &requestingBackend{Backend: backend, r: r, req: req, kind: kind.Kind,
+	return &requestingBackend{Backend: backend, r: r, req: req, kind: kind.Kind, pool: pool,
 		claim: client.ObjectKeyFromObject(claim), bound: claim.Status.AddressRef.Name != ""}
 }
 
@@ -123,6 +123,7 @@ type requestingBackend struct {
 	r     *ClaimReconciler
 	req   addressRequest
 	kind  string
+	pool  Pool
 	claim client.ObjectKey
 	// bound: the claim had its IPAddress once (status.addressRef), and
 	// rebuilds it: its machine uses the address its record holds.
@@ -197,15 +198,26 @@ func (b *requestingBackend) handToHolder(ctx context.Context, claim backends.Cla
 		return err
 	}
 	holderMarker := backends.Marker(b.r.Identity, holderKey.Namespace, holderKey.Name)
-	if err := b.Backend.Remark(ctx, recordOf(claim, alloc), holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
+	// Handed over, the record serves the holder's machine's MAC, not the
+	// requesting claim's (see handOver).
+	holderClaim := &ipamv1.IPAddressClaim{}
+	err := b.r.Client.Get(ctx, holderKey, holderClaim)
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	holderFound := err == nil
+	rec := recordOf(claim, alloc)
+	if holderFound {
+		rec.MAC = recordedMAC(holderClaim, b.pool)
+	}
+	if err := b.Backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
 		return fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
 	}
 	addressConflicts.WithLabelValues(b.kind).Inc()
 	ctrl.LoggerFrom(ctx).Info("A requested address is held in the cluster; handed the record made for it to the holder",
 		"address", alloc.Address.Addr().String(), "reference", alloc.Reference, "holder", holderKey.String())
-	holderClaim := &ipamv1.IPAddressClaim{}
-	if err := b.r.Client.Get(ctx, holderKey, holderClaim); err != nil {
-		return client.IgnoreNotFound(err)
+	if !holderFound {
+		return nil
 	}
 	held := fmt.Sprintf("claim %s/%s requested this claim's address %s, which %s no longer held for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 		claim.Namespace, claim.Name, alloc.Address.Addr(), alloc.Endpoint, alloc.Reference)

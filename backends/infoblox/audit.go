@@ -99,12 +99,35 @@ func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func
 }
 
 // Remark sets the object's marker attribute if it still carries rec.Marker.
+// A fixed address of the provider's own handed to another claim serves
+// that claim's machine, rec.MAC, from then on: the MAC it was made with is
+// that of the machine it was answered for, which does not use the address,
+// and which the grid's DHCP would otherwise serve it to. If the grid
+// refuses rec.MAC (another fixed address holds it), the record serves no
+// machine.
 func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string) error {
 	o, err := b.checkOwned(ctx, rec)
 	if err != nil {
 		return err
 	}
-	return b.remark(ctx, o, marker)
+	_, planned := b.markerOf(o)
+	_, _, tombstone := backends.ParseTombstone(marker)
+	objectType, _, _ := strings.Cut(o.Ref, "/")
+	if planned || tombstone || objectType != "fixedaddress" || o.dhcpMAC() == rec.MAC {
+		// A plan keeps the MAC the IPAM team gave it; remark resets a
+		// tombstone's.
+		return b.remark(ctx, o, marker)
+	}
+	change := b.markerChange(o.Ref, marker)
+	if rec.MAC != "" {
+		change.Mac, change.MatchClient = rec.MAC, "MAC_ADDRESS"
+		err := b.change(ctx, o.Ref, change)
+		if !errors.Is(err, backends.ErrMACAddressInUse) {
+			return err
+		}
+	}
+	change.Mac, change.MatchClient = zeroMAC, "RESERVED"
+	return b.change(ctx, o.Ref, change)
 }
 
 // remark sets the object's marker. A planned object keeps saying so under

@@ -201,3 +201,68 @@ func TestAllocationSaysTheMACTheRecordCarries(t *testing.T) {
 		})
 	}
 }
+
+// TestAFixedAddressHandedOverServesTheHoldersMachine: the guard hands a
+// fixed address answered for one claim to the claim whose machine already
+// uses the address (Remark). The MAC it was made with is the first
+// claim's machine's, which must not get the address from the grid's DHCP:
+// the record serves the holder's MAC, or, without one or with one another
+// fixed address holds, no machine. A plan keeps the MAC its team set.
+func TestAFixedAddressHandedOverServesTheHoldersMachine(t *testing.T) {
+	const answered, holders = "52:54:00:aa:bb:01", "52:54:00:aa:bb:02"
+	for _, tc := range []struct {
+		name            string
+		holderMAC       string
+		heldElsewhere   bool
+		wantMAC, wantMC string
+	}{
+		{name: "the holder's MAC", holderMAC: holders, wantMAC: holders, wantMC: "MAC_ADDRESS"},
+		{name: "a holder without a MAC", holderMAC: "", wantMAC: "00:00:00:00:00:00", wantMC: "RESERVED"},
+		{name: "the holder's MAC, held by another fixed address", holderMAC: holders, heldElsewhere: true,
+			wantMAC: "00:00:00:00:00:00", wantMC: "RESERVED"},
+		{name: "the MAC it serves already", holderMAC: answered, wantMAC: answered, wantMC: "MAC_ADDRESS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := newSim(t, "10.0.0.0/24")
+			b := newBackend(t, config(sim, "10.0.0.0/24"))
+			ctx := context.Background()
+			if tc.heldElsewhere {
+				_, err := b.Allocate(ctx, withMAC("other", holders))
+				require.NoError(t, err)
+			}
+			c := withMAC("m0", answered)
+			alloc, err := b.Allocate(ctx, c)
+			require.NoError(t, err)
+
+			rec := backends.Record{Address: alloc.Address, Marker: c.Marker, Reference: alloc.Reference, MAC: tc.holderMAC}
+			require.NoError(t, b.Remark(ctx, rec, claim("holder").Marker))
+			got, ok := sim.Object(alloc.Reference)
+			require.True(t, ok)
+			assert.Equal(t, claim("holder").Marker, got.EAs[infoblox.DefaultMarkerEA], "the record holds the address for the holder")
+			assert.Equal(t, tc.wantMAC, got.MAC)
+			assert.Equal(t, tc.wantMC, got.MatchClient)
+		})
+	}
+	t.Run("a plan", func(t *testing.T) {
+		sim := newSim(t, "10.0.0.0/24")
+		cfg := config(sim, "10.0.0.0/24")
+		cfg.Reservation.NamePattern = "{{ .MachineName }}"
+		cfg.Planned = &infoblox.Planned{}
+		b := newBackend(t, cfg)
+		ctx := context.Background()
+		ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
+		sim.SetName(ref, "db-0")
+		sim.SetMAC(ref, "52:54:00:00:00:99")
+		c := withMAC("db-0-pool", answered)
+		c.MachineName = "db-0"
+		alloc, err := b.Allocate(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, ref, alloc.Reference, "the plan is adopted")
+
+		rec := backends.Record{Address: alloc.Address, Marker: c.Marker, Reference: alloc.Reference, MAC: holders}
+		require.NoError(t, b.Remark(ctx, rec, claim("holder").Marker))
+		got, _ := sim.Object(ref)
+		assert.Equal(t, "52:54:00:00:00:99", got.MAC, "a plan keeps the MAC its team set")
+		assert.Equal(t, "MAC_ADDRESS", got.MatchClient)
+	})
+}
