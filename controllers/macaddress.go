@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,12 +147,30 @@ type MACAddresses struct {
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
-// machine's MAC.
+// machine's MAC. Only IPv4 fixed addresses do (an IPv6 one matches a DUID),
+// so a pool of IPv6 sources alone has its claims wait for no MAC.
 func wantsMachineMAC(pool Pool) bool {
 	p, ok := pool.(interface {
 		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
 	})
-	return ok && p.GetInfobloxSpec().Reservation.MACAddress == v1alpha1.InfobloxMACMachine
+	if !ok {
+		return false
+	}
+	spec := p.GetInfobloxSpec()
+	return spec.Reservation.MACAddress == v1alpha1.InfobloxMACMachine && slices.ContainsFunc(spec.Sources, isIPv4Source)
+}
+
+// isIPv4Source says whether an Infoblox source gives IPv4 addresses.
+func isIPv4Source(s v1alpha1.InfobloxAddressSource) bool {
+	switch {
+	case s.Network != nil:
+		prefix, err := netip.ParsePrefix(s.Network.CIDR)
+		return err == nil && prefix.Addr().Is4()
+	case s.Range != nil:
+		start, err := netip.ParseAddr(s.Range.Start)
+		return err == nil && start.Is4()
+	}
+	return false
 }
 
 // NormalizeMAC parses a 48-bit MAC in any of the usual notations and

@@ -328,7 +328,7 @@ func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
 	reader.add("Metal3Data", "ns", "workers-0", []metav1.OwnerReference{m3m}, nil, nil)
 	reader.add("Metal3Machine", "ns", "m3m-a", nil, map[string]string{bareMetalHostAnnotation: "ns/host-0"}, nil)
 	reader.add("BareMetalHost", "ns", "host-0", nil, nil, map[string]any{"spec": map[string]any{"bootMACAddress": "52:54:00:aa:bb:01"}})
-	pool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine}}}
+	pool := machineMACPool()
 	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-0-pool",
 		OwnerReferences: []metav1.OwnerReference{ownerRef(infraV1beta1, "Metal3Data", "workers-0")},
 		Annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
@@ -363,7 +363,7 @@ func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
 // nothing, unless the object its MAC comes from changes first.
 func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 	m3m := ownerRef(infraV1beta1, "Metal3Machine", "m3m-a")
-	pool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine}}}
+	pool := machineMACPool()
 	refusal := fmt.Errorf("allocating: MAC address 52:54:00:aa:bb:01 is held by fixedaddress/abc (10.0.0.5): %w", backends.ErrMACAddressInUse)
 	for _, tc := range []struct {
 		name        string
@@ -446,7 +446,7 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 // none; the annotations of a claim of any other pool are not the
 // provider's to touch.
 func TestDescribeRecordMAC(t *testing.T) {
-	machinePool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine}}}
+	machinePool := machineMACPool()
 	plainPool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACNone}}}
 	read := map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
 		v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0", "other": "kept"}
@@ -520,7 +520,7 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	reader := &objectReader{}
 	reader.add("VSphereVM", "ns", "vm-a", nil, nil, map[string]any{"spec": map[string]any{"network": map[string]any{
 		"devices": []any{map[string]any{"networkName": "vm-network"}}}}})
-	pool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine}}}
+	pool := machineMACPool()
 	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-a-0-0",
 		OwnerReferences: []metav1.OwnerReference{ownerRef(infraV1beta1, "VSphereVM", "vm-a")}}}
 	recorder := events.NewFakeRecorder(10)
@@ -551,4 +551,46 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	_, _, err := r.macForAllocation(ctx, claim, pool)
 	require.NoError(t, err)
 	assert.Equal(t, 1, deferrals(), "a claim of the same name, after the first is gone")
+}
+
+// machineMACPool is an Infoblox pool of an IPv4 network whose fixed
+// addresses carry the machine's MAC.
+func machineMACPool() *v1alpha1.InfobloxIPPool {
+	return &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{
+		Sources:     []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: "10.0.0.0/24"}}},
+		Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACMachine},
+	}}
+}
+
+// TestOnlyIPv4FixedAddressesCarryTheMachinesMAC: an IPv6 fixed address
+// matches a DUID, not a MAC, so a pool of IPv6 sources alone has its claims
+// wait for no MAC; a pool with one IPv4 source does.
+func TestOnlyIPv4FixedAddressesCarryTheMachinesMAC(t *testing.T) {
+	network := func(cidr string) v1alpha1.InfobloxAddressSource {
+		return v1alpha1.InfobloxAddressSource{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr}}
+	}
+	ipRange := func(start, end string) v1alpha1.InfobloxAddressSource {
+		return v1alpha1.InfobloxAddressSource{Range: &v1alpha1.InfobloxRangeSource{Start: start, End: end}}
+	}
+	for _, tc := range []struct {
+		name    string
+		setting v1alpha1.InfobloxMACAddress
+		sources []v1alpha1.InfobloxAddressSource
+		want    bool
+	}{
+		{name: "an IPv4 network", setting: v1alpha1.InfobloxMACMachine, sources: []v1alpha1.InfobloxAddressSource{network("10.0.0.0/24")}, want: true},
+		{name: "an IPv4 range", setting: v1alpha1.InfobloxMACMachine, sources: []v1alpha1.InfobloxAddressSource{ipRange("10.0.0.10", "10.0.0.20")}, want: true},
+		{name: "IPv6 then IPv4", setting: v1alpha1.InfobloxMACMachine,
+			sources: []v1alpha1.InfobloxAddressSource{network("2001:db8::/64"), network("10.0.0.0/24")}, want: true},
+		{name: "IPv6 alone", setting: v1alpha1.InfobloxMACMachine,
+			sources: []v1alpha1.InfobloxAddressSource{network("2001:db8::/64"), ipRange("2001:db8:1::10", "2001:db8:1::20")}, want: false},
+		{name: "not asked for", setting: v1alpha1.InfobloxMACNone, sources: []v1alpha1.InfobloxAddressSource{network("10.0.0.0/24")}, want: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Sources: tc.sources,
+				Reservation: v1alpha1.InfobloxReservation{MACAddress: tc.setting}}}
+			assert.Equal(t, tc.want, wantsMachineMAC(pool))
+		})
+	}
+	assert.False(t, wantsMachineMAC(&v1alpha1.NetboxIPPool{}), "NetBox has no DHCP")
 }
