@@ -26,6 +26,11 @@ const maxBackgroundCalls = 256
 // end of a call not wake it.
 const busyRetry = 10 * time.Second
 
+// slowAnswer is how long a call runs before it wakes its claim to say that
+// it still waits for the IPAM system: a slow or throttling system would
+// otherwise leave the claim without a word for as long as it takes.
+const slowAnswer = 10 * time.Second
+
 // callState is where a claim's background call stands.
 type callState int
 
@@ -56,6 +61,9 @@ type backgroundCalls[T any] struct {
 	// limit is how many calls run at once (maxBackgroundCalls); each
 	// waits in its batch with a goroutine and its stack.
 	limit int
+	// slowAfter is when a call still running wakes its claim once
+	// (slowAnswer).
+	slowAfter time.Duration
 
 	mu      sync.Mutex
 	calls   map[types.NamespacedName]*backgroundCall[T]
@@ -78,10 +86,16 @@ type backgroundCall[T any] struct {
 	// release frees what the call holds (an in-flight count), once.
 	release func()
 	once    sync.Once
+	// slowAt is when the call counts as slow (see Slow).
+	slowAt time.Time
 }
 
+// Slow says whether the call has run for slowAnswer or longer: its claim
+// was woken then, to say that it waits for the IPAM system.
+func (c *backgroundCall[T]) Slow() bool { return !time.Now().Before(c.slowAt) }
+
 func newBackgroundCalls[T any](lifetime context.Context, wake chan event.GenericEvent) *backgroundCalls[T] {
-	return &backgroundCalls[T]{lifetime: lifetime, wake: wake, memory: answerMemory, limit: maxBackgroundCalls,
+	return &backgroundCalls[T]{lifetime: lifetime, wake: wake, memory: answerMemory, limit: maxBackgroundCalls, slowAfter: slowAnswer,
 		calls: map[types.NamespacedName]*backgroundCall[T]{}, waitingSet: map[types.NamespacedName]bool{}}
 }
 
@@ -139,8 +153,12 @@ func (b *backgroundCalls[T]) start(ctx context.Context, claim *ipamv1.IPAddressC
 		return false
 	}
 	b.running++
+	call.slowAt = time.Now().Add(b.slowAfter)
 	b.calls[key] = call
 	b.mu.Unlock()
+	// Most answers come sooner, and stop the timer: a burst costs no
+	// reconcile more.
+	slow := time.AfterFunc(b.slowAfter, func() { b.wakeClaim(key) })
 	// The reconcile's values (its logger) go with the call; its end does
 	// not, the manager's does.
 	callCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -149,6 +167,7 @@ func (b *backgroundCalls[T]) start(ctx context.Context, claim *ipamv1.IPAddressC
 		defer cancel()
 		defer stop()
 		value, err := fn(callCtx)
+		slow.Stop()
 		b.mu.Lock()
 		b.running--
 		woken := b.nextWaitingLocked()
@@ -163,16 +182,25 @@ func (b *backgroundCalls[T]) start(ctx context.Context, claim *ipamv1.IPAddressC
 		}
 		b.mu.Unlock()
 		for _, k := range append(woken, key) {
-			obj := &ipamv1.IPAddressClaim{}
-			obj.Namespace, obj.Name = k.Namespace, k.Name
-			select {
-			case b.wake <- event.GenericEvent{Object: obj}:
-			case <-b.lifetime.Done():
+			if !b.wakeClaim(k) {
 				return
 			}
 		}
 	}()
 	return true
+}
+
+// wakeClaim brings the claim back to the claim reconciler; false once the
+// manager stops.
+func (b *backgroundCalls[T]) wakeClaim(key types.NamespacedName) bool {
+	obj := &ipamv1.IPAddressClaim{}
+	obj.Namespace, obj.Name = key.Namespace, key.Name
+	select {
+	case b.wake <- event.GenericEvent{Object: obj}:
+		return true
+	case <-b.lifetime.Done():
+		return false
+	}
 }
 
 // nextWaitingLocked takes the claims refused for the limit that the free

@@ -179,3 +179,46 @@ func TestBackgroundCallsBeyondTheLimitWaitAndAreWokenInTurn(t *testing.T) {
 		"each ended call wakes its own claim and one waiting claim, in turn")
 	assert.True(t, calls.start(context.Background(), testClaim("c", "c"), nil, run), "a woken claim starts its call")
 }
+
+// A call that runs for slowAfter wakes its claim once, to say that it waits
+// for the IPAM system, and reports itself slow; one answered sooner wakes
+// it only with its answer.
+func TestBackgroundCallWakesItsClaimOnceWhenSlow(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		slowAfter time.Duration
+		wantSlow  bool
+	}{
+		{name: "slow", slowAfter: 50 * time.Millisecond, wantSlow: true},
+		{name: "answered sooner", slowAfter: time.Hour, wantSlow: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wake := make(chan event.GenericEvent, 4)
+			calls := newBackgroundCalls[int](context.Background(), wake)
+			calls.slowAfter = tc.slowAfter
+			claim := testClaim("a", "uid-a")
+			proceed := make(chan struct{})
+			require.True(t, calls.start(context.Background(), claim, nil, func(context.Context) (int, error) {
+				<-proceed
+				return 1, nil
+			}))
+			if tc.wantSlow {
+				assert.Equal(t, types.NamespacedName{Namespace: "ns", Name: "a"}, awaitWake(t, wake), "woken while it runs")
+			}
+			call, state := calls.take(claim)
+			require.Equal(t, callRunning, state)
+			assert.Equal(t, tc.wantSlow, call.Slow())
+
+			close(proceed)
+			awaitWake(t, wake) // the answer
+			call, state = calls.take(claim)
+			require.Equal(t, callDone, state)
+			call.Finish()
+			select {
+			case e := <-wake:
+				t.Fatalf("woken again for %s", e.Object.GetName())
+			case <-time.After(100 * time.Millisecond):
+			}
+		})
+	}
+}

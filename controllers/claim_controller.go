@@ -432,6 +432,9 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	call, state := r.allocations.take(claim)
 	switch state {
 	case callRunning:
+		if call != nil && call.Slow() && claim.Status.AddressRef.Name == "" {
+			waitingForAnswer(claim, ReservationPendingReason, kind, pool, "reservation")
+		}
 		return ctrl.Result{}, nil
 	case callDone:
 		// The call held the pool's in-flight count until now: the pool was
@@ -477,6 +480,15 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// waitingForAnswer says on the claim that its reservation or release has
+// waited slowAnswer for the IPAM system, which is slow or throttling: the
+// answer still brings the claim back. Not an event: nothing is wrong yet.
+func waitingForAnswer(claim *ipamv1.IPAddressClaim, reason string, kind PoolKind, pool Pool, what string) {
+	setClaimReady(claim, metav1.ConditionFalse, reason, fmt.Sprintf(
+		"the IPAM system of %s %s has not answered the claim's %s for %s: it is slow or throttling (see the pool's conditions and the metrics capi_ipam_bridge_backend_*); the claim goes on once it answers",
+		kind.Kind, pool.GetName(), what, slowAnswer))
 }
 
 // allocationAnswer is a background reservation's answer.
@@ -701,6 +713,9 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressCl
 	)
 	switch call, state := r.releases.take(claim); state {
 	case callRunning:
+		if call != nil && call.Slow() {
+			waitingForAnswer(claim, ReleasePendingReason, kind, pool, "release")
+		}
 		return false, nil
 	case callDone:
 		call.Finish()

@@ -69,6 +69,13 @@ const (
 	// which another of its records holds; the message names the MAC and the
 	// holder. Nothing was reserved for the claim.
 	MACAddressInUseReason = "MACAddressInUse"
+	// ReservationPendingReason: the IPAM system has not answered the
+	// claim's reservation within slowAnswer (slow, or throttling); the
+	// answer brings the claim back.
+	ReservationPendingReason = "ReservationPending"
+	// ReleasePendingReason: as ReservationPendingReason, for the release of
+	// a claim being deleted.
+	ReleasePendingReason = "ReleasePending"
 	// PoolNotFoundReason: the pool a claim being deleted referenced is gone.
 	PoolNotFoundReason = "PoolNotFound"
 	// ReservationRestoredReason (event): an audit found a bound claim's

@@ -208,3 +208,25 @@ func TestRecreatedClaimNeverTakesItsPredecessorsIPAddress(t *testing.T) {
 		}, waitTimeout, pollInterval)
 	})
 }
+
+// A reservation the IPAM system is slow to answer is not silent: after
+// ten seconds the claim says it waits for the system's answer
+// (ReservationPending), and it binds once the answer comes.
+func TestASlowReservationSaysItWaits(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.63.0.0/24")
+		pool := f.createPool("pool", "10.63.0.0/24")
+		f.waitPoolReady(pool)
+
+		// Below the HTTP client's timeout (15 s), above slowAnswer (10 s).
+		f.sys.slowNextAllocation(13 * time.Second)
+		claim := f.createClaim("machine", "pool")
+		cond := f.waitClaimReason(claim, controllers.ReservationPendingReason)
+		assert.Equal(t, metav1.ConditionFalse, cond.Status)
+		assert.Contains(t, cond.Message, "has not answered the claim's reservation")
+		assert.Contains(t, cond.Message, pool.GetName())
+		address := f.waitBound(claim)
+		assert.Len(t, f.markedRecords(), 1, "one reservation, answered late")
+		assert.NotEmpty(t, address.Spec.Address)
+	})
+}
