@@ -65,7 +65,6 @@ func benchMain() int {
 		managerBin    = flag.String("manager", "", "manager binary; built from ./cmd when empty")
 		workDir       = flag.String("workdir", "", "directory for the manager's logs; a new temporary one when empty")
 		inCluster     = flag.Bool("incluster", true, "also bind the burst with the in-cluster IPAM provider (installed by hack/incluster-provider.sh) and compare")
-		inClusterAt   = flag.Bool("incluster-scale", true, "with -incluster and -scale-claims, also bind the large burst with the in-cluster provider (before ours), to show how the API server itself scales")
 		floorFlag     = flag.Bool("netbox-floor", true, "with netbox-real, first time the real NetBox alone: the burst's records POSTed to available-ips, then deleted, in lists of -batch by a plain client")
 	)
 	flag.Parse()
@@ -178,17 +177,6 @@ func benchMain() int {
 		}
 		printInCluster(os.Stdout, inClusterResult, b.creators)
 	}
-	// The in-cluster provider's large burst, released before ours begins:
-	// how much longer the same API server takes for ten times the claims
-	// with no IPAM system at all.
-	var inClusterScale *result
-	if *inCluster && *inClusterAt && *scaleClaims > 0 {
-		fmt.Fprintf(os.Stderr, "%s: %d claims\n", provider.title(), *scaleClaims)
-		if inClusterScale, err = b.runInCluster(ctx, provider, *scaleClaims); err != nil {
-			return failure(err)
-		}
-		printInCluster(os.Stdout, inClusterScale, b.creators)
-	}
 	if *scaleClaims > 0 {
 		for _, backend := range splitList(*scaleBackends) {
 			c := config{backend: backend, claims: *scaleClaims, workers: *scaleWorkers, batch: *batch, restartWindow: *scaleWindow}
@@ -203,7 +191,7 @@ func benchMain() int {
 	}
 	printWriteCost(os.Stdout, cost, *writeSamples)
 	printSummary(os.Stdout, all, scale, inClusterResult, floor)
-	printIssue24Targets(os.Stdout, all, scale, inClusterResult, inClusterScale, floor)
+	printIssue24Targets(os.Stdout, all, scale, inClusterResult, floor)
 	printTargets(os.Stdout, all, scale, inClusterResult, *latency, cost)
 	printBatchTargets(os.Stdout, all)
 	fmt.Printf("\nmanager logs: %s\n", *workDir)
