@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"slices"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -62,7 +62,14 @@ func bestCost(cost map[int]time.Duration) time.Duration {
 // size (a pool's status, the first reads of a pool), which are not per
 // claim, and which printed "4.00 vs 4.00" as missed.
 func perClaimAtMost(ours, theirs float64) bool {
-	return math.Round(ours*100) <= math.Round(theirs*100)
+	return printed(ours) <= printed(theirs)
+}
+
+// printed is x as "%.2f" prints it: math.Round(x*100) may round the other
+// way (4.005 requests per claim prints 4.00, but 4.005*100 is 400.5).
+func printed(x float64) float64 {
+	v, _ := strconv.ParseFloat(fmt.Sprintf("%.2f", x), 64)
+	return v
 }
 
 func requests(byVerb map[string]float64) float64 {
