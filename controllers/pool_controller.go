@@ -285,9 +285,9 @@ func (r *PoolReconciler) recovered(pool Pool) {
 	r.retries.forget(client.ObjectKeyFromObject(pool))
 }
 
-// notReady records why the pool cannot be used. Backend outages are retried
-// with backoff; configuration errors wait for a change of the pool or Secret,
-// and are validated again every sync period.
+// notReady records why the pool cannot be used. Backend outages and refused
+// credentials are retried with backoff; configuration errors wait for a
+// change of the pool or Secret, and are validated again every sync period.
 func (r *PoolReconciler) notReady(ctx context.Context, pool Pool, err error) (ctrl.Result, error) {
 	reason := poolReason(err)
 	// A copy: conditions.Get points into the status that Set changes.
@@ -302,10 +302,21 @@ func (r *PoolReconciler) notReady(ctx context.Context, pool Pool, err error) (ct
 	}
 	r.forgetValidation(pool)
 	ctrl.LoggerFrom(ctx).Info("Pool is not ready", "reason", reason, "message", err.Error())
-	if transient(reason) {
+	if transient(reason) || credentialsRefused(reason) {
 		return ctrl.Result{RequeueAfter: r.retries.next(client.ObjectKeyFromObject(pool))}, nil
 	}
 	return ctrl.Result{RequeueAfter: min(r.SyncPeriod, r.MaxRetryInterval)}, nil
+}
+
+// credentialsRefused says whether the pool's credentials were refused. New
+// credentials take effect by the Secret's event, but a reconcile that read
+// the Secret just before the change reached the cache can refuse the pool
+// after that event's own reconcile (a chaos run saw it during a rotation):
+// the pool is looked at again with backoff, not only at the next sync. A
+// refusal a claim reported costs no request to look at again (see
+// PoolAlarms.current).
+func credentialsRefused(reason string) bool {
+	return reason == v1alpha1.AuthenticationFailedReason || reason == v1alpha1.PermissionDeniedReason
 }
 
 // transient says whether a pool failure clears by itself, so that it is
