@@ -189,7 +189,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			obj := &metav1.PartialObjectMetadata{}
 			obj.SetGroupVersionKind(mapping.GroupVersionKind)
 			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
-				handler.EnqueueRequestsFromMapFunc(r.MACAddresses.claimsOf(kind)), macSourceChanged()))
+				r.MACAddresses.sourceEvents(kind), macSourceChanged()))
 		})
 	}
 	return nil

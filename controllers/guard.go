@@ -88,7 +88,11 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	// The record was made with this claim's machine's MAC, where the pool's
 	// records carry one: handed over, it serves the holder's machine.
 	holderClaim := &ipamv1.IPAddressClaim{}
-	holderFound := r.Client.Get(ctx, holderKey, holderClaim) == nil
+	err := r.Client.Get(ctx, holderKey, holderClaim)
+	if client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("reading claim %s, whose IPAddress holds %s: %w", holderKey, alloc.Address.Addr(), err)
+	}
+	holderFound := err == nil
 	if holderFound {
 		rec.MAC = recordedMAC(holderClaim, pool)
 	}

@@ -20,9 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -138,7 +140,7 @@ type MACAddresses struct {
 	due sets.Set[types.NamespacedName]
 	// heldBack are the claims whose MAC the grid refused, until their next
 	// attempt (see refused).
-	heldBack map[types.NamespacedName]time.Time
+	heldBack map[types.NamespacedName]heldBack
 	// watches starts the watch on a source kind when a claim first reads
 	// a MAC from it; nil starts none (tests).
 	watches *kindWatches
@@ -369,13 +371,18 @@ func (m *MACAddresses) refused(claim *ipamv1.IPAddressClaim, retry time.Duration
 		return ""
 	}
 	key := client.ObjectKeyFromObject(claim)
+	sourceKey, provided := claim.Annotations[v1alpha1.MACAddressSourceAnnotation]
+	hold := heldBack{until: time.Now().Add(retry)}
+	if !provided {
+		// Set by hand: its correction ends the hold at once.
+		hold.handSet = claim.Annotations[v1alpha1.MACAddressAnnotation]
+	}
 	m.mu.Lock()
 	if m.heldBack == nil {
-		m.heldBack = map[types.NamespacedName]time.Time{}
+		m.heldBack = map[types.NamespacedName]heldBack{}
 	}
-	m.heldBack[key] = time.Now().Add(retry)
+	m.heldBack[key] = hold
 	m.mu.Unlock()
-	sourceKey, provided := claim.Annotations[v1alpha1.MACAddressSourceAnnotation]
 	if !provided {
 		if _, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; !ok {
 			return ""
@@ -410,19 +417,30 @@ func (m *MACAddresses) firstDeferral(claim types.NamespacedName) bool {
 	return true
 }
 
+// heldBack is a claim held back after the grid refused its MAC.
+type heldBack struct {
+	until time.Time
+	// handSet is the refused MAC when the claim's annotation set it by
+	// hand; "" when the provider read it from the machine.
+	handSet string
+}
+
 // heldBackFor is how long the claim is still held back after the grid
-// refused its MAC; 0 once it may try again.
-func (m *MACAddresses) heldBackFor(claim types.NamespacedName) time.Duration {
+// refused its MAC; 0 once it may try again, or once the hand-set MAC that
+// was refused (refused) is no longer the claim's annotation.
+func (m *MACAddresses) heldBackFor(claim *ipamv1.IPAddressClaim) time.Duration {
+	key := client.ObjectKeyFromObject(claim)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	until, ok := m.heldBack[claim]
+	hold, ok := m.heldBack[key]
 	if !ok {
 		return 0
 	}
-	if wait := time.Until(until); wait > 0 {
+	corrected := hold.handSet != "" && claim.Annotations[v1alpha1.MACAddressAnnotation] != hold.handSet
+	if wait := time.Until(hold.until); wait > 0 && !corrected {
 		return wait
 	}
-	delete(m.heldBack, claim)
+	delete(m.heldBack, key)
 	return 0
 }
 
@@ -446,23 +464,63 @@ func (m *MACAddresses) forget(claim types.NamespacedName) {
 	}
 }
 
-// claimsOf maps an object of a source kind to the claims whose MAC it
-// holds, and marks them due for a comparison.
+// claimsOf maps an object of a source kind that changed to the claims
+// whose MAC it holds, and marks them due for a comparison.
 func (m *MACAddresses) claimsOf(kind schema.GroupKind) handler.MapFunc {
+	return m.mapClaims(kind, true)
+}
+
+// mapClaims maps an object of a source kind to the claims whose MAC it
+// holds; changed marks them due for a comparison and ends a hold-back.
+func (m *MACAddresses) mapClaims(kind schema.GroupKind, changed bool) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		var reqs []reconcile.Request
 		for claim := range m.watchers[macSource{Kind: kind, NamespacedName: client.ObjectKeyFromObject(o)}] {
-			if m.due == nil {
-				m.due = sets.New[types.NamespacedName]()
+			if changed {
+				if m.due == nil {
+					m.due = sets.New[types.NamespacedName]()
+				}
+				m.due.Insert(claim)
+				// A refused MAC may have been corrected: look at once.
+				delete(m.heldBack, claim)
 			}
-			m.due.Insert(claim)
-			// A refused MAC may have been corrected: look at once.
-			delete(m.heldBack, claim)
 			reqs = append(reqs, reconcile.Request{NamespacedName: claim})
 		}
 		return reqs
+	}
+}
+
+// sourceEvents wakes the claims whose MAC an object of kind holds. The
+// watch's first listing, at a restart or when the watch starts late, only
+// wakes them (a claim waiting for a MAC looks again): the objects listed
+// did not change, so the bound claims, which by then are watchers, are not
+// marked due, and a restart reads no owner chain past the cache.
+func (m *MACAddresses) sourceEvents(kind schema.GroupKind) handler.EventHandler {
+	changed, listed := m.mapClaims(kind, true), m.mapClaims(kind, false)
+	enqueue := func(reqs []reconcile.Request, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range reqs {
+			q.Add(req)
+		}
+	}
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.IsInInitialList {
+				enqueue(listed(ctx, e.Object), q)
+				return
+			}
+			enqueue(changed(ctx, e.Object), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(changed(ctx, e.ObjectNew), q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(changed(ctx, e.Object), q)
+		},
+		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(changed(ctx, e.Object), q)
+		},
 	}
 }
 
@@ -564,7 +622,7 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 		return "", nil, nil
 	}
 	key := client.ObjectKeyFromObject(claim)
-	if wait := r.MACAddresses.heldBackFor(key); wait > 0 {
+	if wait := r.MACAddresses.heldBackFor(claim); wait > 0 {
 		// The grid refused the claim's MAC moments ago (see refused).
 		return "", &ctrl.Result{RequeueAfter: wait}, nil
 	}

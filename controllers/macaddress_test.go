@@ -19,7 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -422,14 +426,16 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 			mac, later, err := r.macForAllocation(ctx, claim, pool)
 			require.NoError(t, err)
 			if _, byHand := tc.wantKept[v1alpha1.MACAddressAnnotation]; byHand {
-				// Not woken by the host, which it does not read: its
-				// backoff ends the wait, and the MAC is the one set.
+				// Not woken by the host, which it does not read; still
+				// held back while the refused MAC stays. Its correction
+				// ends the wait at once, with the MAC now set.
 				assert.Empty(t, woken)
-				r.MACAddresses.heldBack = nil
+				require.NotNil(t, later)
+				claim.Annotations[v1alpha1.MACAddressAnnotation] = "52:54:00:aa:bb:02"
 				mac, later, err = r.macForAllocation(ctx, claim, pool)
 				require.NoError(t, err)
 				assert.Nil(t, later)
-				assert.Equal(t, "52:54:00:aa:bb:01", mac)
+				assert.Equal(t, "52:54:00:aa:bb:02", mac)
 				return
 			}
 			require.Len(t, woken, 1)
@@ -593,4 +599,45 @@ func TestOnlyIPv4FixedAddressesCarryTheMachinesMAC(t *testing.T) {
 		})
 	}
 	assert.False(t, wantsMachineMAC(&v1alpha1.NetboxIPPool{}), "NetBox has no DHCP")
+}
+
+// TestMACSourceListingWakesWithoutComparing: the watch's first listing (a
+// restart, or a watch started late) wakes the claims that read an object,
+// so that a waiting claim looks again, but marks no bound claim due for a
+// comparison, which would read its owner chain past the cache; a change
+// does both.
+func TestMACSourceListingWakesWithoutComparing(t *testing.T) {
+	host := macSource{Kind: bareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: "hosts", Name: "host-0"}}
+	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "hosts", Name: "host-0"}}
+	claim := types.NamespacedName{Namespace: "ns", Name: "a"}
+	for _, tc := range []struct {
+		name    string
+		send    func(h handler.EventHandler, q workqueue.TypedRateLimitingInterface[reconcile.Request])
+		wantDue bool
+	}{
+		{name: "listed", wantDue: false, send: func(h handler.EventHandler, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Create(context.Background(), event.CreateEvent{Object: obj, IsInInitialList: true}, q)
+		}},
+		{name: "created", wantDue: true, send: func(h handler.EventHandler, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Create(context.Background(), event.CreateEvent{Object: obj}, q)
+		}},
+		{name: "updated", wantDue: true, send: func(h handler.EventHandler, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Update(context.Background(), event.UpdateEvent{ObjectOld: obj, ObjectNew: obj}, q)
+		}},
+		{name: "deleted", wantDue: true, send: func(h handler.EventHandler, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Delete(context.Background(), event.DeleteEvent{Object: obj}, q)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &MACAddresses{}
+			m.remember(host, claim)
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			tc.send(m.sourceEvents(bareMetalHostKind), q)
+			require.Equal(t, 1, q.Len(), "the claim is woken")
+			got, _ := q.Get()
+			assert.Equal(t, claim, got.NamespacedName)
+			assert.Equal(t, tc.wantDue, m.takeDue(claim))
+		})
+	}
 }

@@ -56,7 +56,6 @@ func bestCost(cost map[int]time.Duration) time.Duration {
 	return best
 }
 
-// requests sums every verb.
 // perClaimAtMost compares two figures per claim at the precision printed,
 // a hundredth: below it are the few requests a burst makes whatever its
 // size (a pool's status, the first reads of a pool), which are not per
@@ -72,6 +71,7 @@ func printed(x float64) float64 {
 	return v
 }
 
+// requests sums every verb.
 func requests(byVerb map[string]float64) float64 {
 	n := 0.0
 	for _, v := range byVerb {
