@@ -20,6 +20,22 @@ func withMAC(name, mac string) backends.Claim {
 	return c
 }
 
+// plannedDHCPReservation is a backend of a pool that adopts plans named
+// after the machine, and the IPAM team's fixed address planned for machine
+// db-0 with MAC 52:54:00:00:00:99.
+func plannedDHCPReservation(t *testing.T) (*wapisim.Server, *infoblox.Backend, string) {
+	t.Helper()
+	sim := newSim(t, "10.0.0.0/24")
+	cfg := config(sim, "10.0.0.0/24")
+	cfg.Reservation.NamePattern = "{{ .MachineName }}"
+	cfg.Planned = &infoblox.Planned{}
+	b := newBackend(t, cfg)
+	ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
+	sim.SetName(ref, "db-0")
+	sim.SetMAC(ref, "52:54:00:00:00:99")
+	return sim, b, ref
+}
+
 // TestFixedAddressWithMACIsADHCPReservation: a claim with a MAC gets a
 // fixed address that the grid's DHCP serves to that MAC.
 func TestFixedAddressWithMACIsADHCPReservation(t *testing.T) {
@@ -100,15 +116,8 @@ func TestARetiredDHCPReservationServesNoMachine(t *testing.T) {
 func TestAPlannedDHCPReservationGoesBackAsPlanned(t *testing.T) {
 	for _, retire := range []bool{false, true} {
 		t.Run(map[bool]string{false: "released", true: "retired"}[retire], func(t *testing.T) {
-			sim := newSim(t, "10.0.0.0/24")
-			cfg := config(sim, "10.0.0.0/24")
-			cfg.Reservation.NamePattern = "{{ .MachineName }}"
-			cfg.Planned = &infoblox.Planned{}
-			b := newBackend(t, cfg)
+			sim, b, ref := plannedDHCPReservation(t)
 			ctx := context.Background()
-			ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
-			sim.SetName(ref, "db-0")
-			sim.SetMAC(ref, "52:54:00:00:00:99")
 			planned, _ := sim.Object(ref)
 
 			c := withMAC("db-0-pool", "52:54:00:aa:bb:01")
@@ -244,15 +253,8 @@ func TestAFixedAddressHandedOverServesTheHoldersMachine(t *testing.T) {
 		})
 	}
 	t.Run("a plan", func(t *testing.T) {
-		sim := newSim(t, "10.0.0.0/24")
-		cfg := config(sim, "10.0.0.0/24")
-		cfg.Reservation.NamePattern = "{{ .MachineName }}"
-		cfg.Planned = &infoblox.Planned{}
-		b := newBackend(t, cfg)
+		sim, b, ref := plannedDHCPReservation(t)
 		ctx := context.Background()
-		ref := sim.AddFixedAddress("default", "10.0.0.40", nil)
-		sim.SetName(ref, "db-0")
-		sim.SetMAC(ref, "52:54:00:00:00:99")
 		c := withMAC("db-0-pool", answered)
 		c.MachineName = "db-0"
 		alloc, err := b.Allocate(ctx, c)
