@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,13 +88,11 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	}
 	// The record was made with this claim's machine's MAC, where the pool's
 	// records carry one: handed over, it serves the holder's machine.
-	holderClaim := &ipamv1.IPAddressClaim{}
-	err := r.Client.Get(ctx, holderKey, holderClaim)
-	if client.IgnoreNotFound(err) != nil {
-		return ctrl.Result{}, fmt.Errorf("reading claim %s, whose IPAddress holds %s: %w", holderKey, alloc.Address.Addr(), err)
+	holderClaim, err := r.holderClaim(ctx, holderKey)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	holderFound := err == nil
-	if holderFound {
+	if holderClaim != nil {
 		rec.MAC = recordedMAC(holderClaim, pool)
 	}
 	if err := backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
@@ -107,7 +106,7 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	setClaimReady(claim, metav1.ConditionFalse, AddressHeldInClusterReason, msg)
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", msg)
 	r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", claim.Namespace, claim.Name, msg)
-	if holderFound {
+	if holderClaim != nil {
 		held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 			alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name, alloc.Reference)
 		r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", held)
@@ -116,4 +115,17 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 		}
 	}
 	return r.wait(claim), nil
+}
+
+// holderClaim reads the claim whose IPAddress holds an address that is
+// being handed to it; nil when that claim is gone.
+func (r *ClaimReconciler) holderClaim(ctx context.Context, key client.ObjectKey) (*ipamv1.IPAddressClaim, error) {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := r.Client.Get(ctx, key, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading claim %s, whose IPAddress holds the address: %w", key, err)
+	}
+	return claim, nil
 }

@@ -464,12 +464,6 @@ func (m *MACAddresses) forget(claim types.NamespacedName) {
 	}
 }
 
-// claimsOf maps an object of a source kind that changed to the claims
-// whose MAC it holds, and marks them due for a comparison.
-func (m *MACAddresses) claimsOf(kind schema.GroupKind) handler.MapFunc {
-	return m.mapClaims(kind, true)
-}
-
 // mapClaims maps an object of a source kind to the claims whose MAC it
 // holds; changed marks them due for a comparison and ends a hold-back.
 func (m *MACAddresses) mapClaims(kind schema.GroupKind, changed bool) handler.MapFunc {

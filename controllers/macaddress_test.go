@@ -297,17 +297,17 @@ func TestMACWatchersMapSourcesToClaims(t *testing.T) {
 	m.watch(host, a)
 	m.watch(host, b)
 	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "hosts", Name: "host-0"}}
-	assert.Len(t, m.claimsOf(bareMetalHostKind)(context.Background(), obj), 2)
-	assert.Empty(t, m.claimsOf(vsphereVMKind)(context.Background(), obj), "another kind's namesake")
+	assert.Len(t, m.mapClaims(bareMetalHostKind, true)(context.Background(), obj), 2)
+	assert.Empty(t, m.mapClaims(vsphereVMKind, true)(context.Background(), obj), "another kind's namesake")
 
 	m.forget(a)
-	reqs := m.claimsOf(bareMetalHostKind)(context.Background(), obj)
+	reqs := m.mapClaims(bareMetalHostKind, true)(context.Background(), obj)
 	require.Len(t, reqs, 1)
 	assert.Equal(t, b, reqs[0].NamespacedName)
 
 	// A claim whose MAC now comes from elsewhere is woken by that only.
 	m.watch(macSource{Kind: bareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: "hosts", Name: "host-1"}}, b)
-	assert.Empty(t, m.claimsOf(bareMetalHostKind)(context.Background(), obj))
+	assert.Empty(t, m.mapClaims(bareMetalHostKind, true)(context.Background(), obj))
 }
 
 func TestMACSourceAnnotationRoundTrip(t *testing.T) {
@@ -351,7 +351,7 @@ func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
 	assert.Empty(t, reader.gets, "a resync or a restart reads nothing")
 
 	host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
-	reqs := r.MACAddresses.claimsOf(bareMetalHostKind)(ctx, host)
+	reqs := r.MACAddresses.mapClaims(bareMetalHostKind, true)(ctx, host)
 	require.Len(t, reqs, 1, "the restarted manager maps the host to the claim from its annotation")
 	require.NoError(t, unstructured.SetNestedField(reader.objects["BareMetalHost/ns/host-0"].Object, "52:54:00:aa:bb:02", "spec", "bootMACAddress"))
 	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
@@ -422,7 +422,7 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 
 			// The host changes: the claim looks at once.
 			host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
-			woken := r.MACAddresses.claimsOf(bareMetalHostKind)(ctx, host)
+			woken := r.MACAddresses.mapClaims(bareMetalHostKind, true)(ctx, host)
 			mac, later, err := r.macForAllocation(ctx, claim, pool)
 			require.NoError(t, err)
 			if _, byHand := tc.wantKept[v1alpha1.MACAddressAnnotation]; byHand {

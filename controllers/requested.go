@@ -200,14 +200,12 @@ func (b *requestingBackend) handToHolder(ctx context.Context, claim backends.Cla
 	holderMarker := backends.Marker(b.r.Identity, holderKey.Namespace, holderKey.Name)
 	// Handed over, the record serves the holder's machine's MAC, not the
 	// requesting claim's (see handOver).
-	holderClaim := &ipamv1.IPAddressClaim{}
-	err := b.r.Client.Get(ctx, holderKey, holderClaim)
-	if client.IgnoreNotFound(err) != nil {
+	holderClaim, err := b.r.holderClaim(ctx, holderKey)
+	if err != nil {
 		return err
 	}
-	holderFound := err == nil
 	rec := recordOf(claim, alloc)
-	if holderFound {
+	if holderClaim != nil {
 		rec.MAC = recordedMAC(holderClaim, b.pool)
 	}
 	if err := b.Backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
@@ -216,7 +214,7 @@ func (b *requestingBackend) handToHolder(ctx context.Context, claim backends.Cla
 	addressConflicts.WithLabelValues(b.kind).Inc()
 	ctrl.LoggerFrom(ctx).Info("A requested address is held in the cluster; handed the record made for it to the holder",
 		"address", alloc.Address.Addr().String(), "reference", alloc.Reference, "holder", holderKey.String())
-	if !holderFound {
+	if holderClaim == nil {
 		return nil
 	}
 	held := fmt.Sprintf("claim %s/%s requested this claim's address %s, which %s no longer held for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
