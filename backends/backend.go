@@ -102,10 +102,10 @@ type Auditor interface {
 	Strays(ctx context.Context, prefix string) ([]Record, error)
 
 	// Restore reserves address for the claim again, carrying its marker,
-	// after its record was deleted outside the provider. A record of the
-	// same claim under an earlier marker (see SameClaim) that holds the
-	// address is marked as the claim's; any other record holding it gives
-	// ErrAddressTaken. An address outside the pool's sources gives
+	// after its record was deleted outside the provider. A record that
+	// holds the address under a marker the claim holds (see Claim.Holds) is
+	// marked as the claim's; any other record holding it, another
+	// management cluster's above all, gives ErrAddressTaken. An address outside the pool's sources gives
 	// ErrOutsidePool.
 	Restore(ctx context.Context, claim Claim, address netip.Prefix) (Allocation, error)
 }
@@ -136,12 +136,20 @@ type Reservation struct {
 	// Planned: the record was planned by the IPAM team and adopted. A
 	// release that finds it without a marker has already returned it.
 	Planned bool
+	// Marker is the marker the record was made or last marked with, as
+	// recorded then; "" for a reservation recorded before markers were.
+	Marker string
 }
 
 // Claim identifies the owner of a reservation.
 type Claim struct {
 	// Marker is the claim's reservation marker (see Marker).
 	Marker string
+	// Recorded is the marker recorded with the claim's reservation
+	// (Reservation.Marker), "" when none was: it differs from Marker after
+	// a clusterctl move, until the claim's record is marked anew. Only a
+	// record carrying Marker or Recorded is the claim's (see Holds).
+	Recorded string
 	// Namespace, Name and ClusterName describe the claim to the IPAM team,
 	// for example in the reservation's description or DNS name.
 	Namespace   string

@@ -31,18 +31,25 @@ func Marker(identity, namespace, name string) string {
 	return identity + "/" + namespace + "/" + name
 }
 
-// SameClaim says whether marker names the claim under any identity, or
-// under none (as markers did before identities were on by default). A
-// record that a moved claim, or one from before an upgrade, left under such
-// a marker is the claim's own when it also holds the address the claim's
-// IPAddress has: the address is what no other claim can share.
-func SameClaim(marker string, claim Claim) bool {
-	suffix := claim.Namespace + "/" + claim.Name
-	if marker == suffix {
+// Holds says whether a record carrying marker is the claim's: it carries
+// the claim's marker, or the exact marker the claim's reservation was
+// recorded under (Claim.Recorded: the claim's marker in the management
+// cluster it was moved from by clusterctl move), or, for a claim whose
+// reservation recorded none (made before markers were recorded), the
+// claim's marker without identity (from before identities were on by
+// default). A record of the same namespace and name under any other
+// identity is another management cluster's, which may well have claims of
+// the same names: it is never the claim's.
+func (c Claim) Holds(marker string) bool {
+	switch {
+	case marker == "":
+		return false
+	case marker == c.Marker:
 		return true
+	case c.Recorded != "":
+		return marker == c.Recorded
 	}
-	identity, ok := strings.CutSuffix(marker, "/"+suffix)
-	return ok && identity != "" && ValidateIdentity(identity) == nil
+	return marker == c.Namespace+"/"+c.Name
 }
 
 // tombstoneSeparator ends a claim's marker in a tombstone; '@' appears in no

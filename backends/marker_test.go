@@ -37,22 +37,37 @@ func TestValidateIdentity(t *testing.T) {
 	}
 }
 
-func TestSameClaim(t *testing.T) {
-	claim := backends.Claim{Namespace: "default", Name: "machine-0"}
+func TestClaimHolds(t *testing.T) {
+	const (
+		here  = "mgmt-b/default/machine-0"
+		moved = "mgmt-a/default/machine-0"
+	)
+	recordedHere := backends.Claim{Marker: here, Recorded: here, Namespace: "default", Name: "machine-0"}
+	movedHere := backends.Claim{Marker: here, Recorded: moved, Namespace: "default", Name: "machine-0"}
+	unrecorded := backends.Claim{Marker: here, Namespace: "default", Name: "machine-0"}
 	for _, tc := range []struct {
+		name   string
+		claim  backends.Claim
 		marker string
 		want   bool
 	}{
-		{"default/machine-0", true},
-		{"mgmt-a/default/machine-0", true},
-		{"0b3c1e9e-5b0e-4a57-9d43-6c2f0e0c2d11/default/machine-0", true},
-		{"default/machine-01", false},
-		{"other/machine-0", false},
-		{"x/other/default/machine-0", false},
-		{"/default/machine-0", false},
-		{"", false},
+		{"its own marker", recordedHere, here, true},
+		{"another management cluster's claim of the same name", recordedHere, moved, false},
+		{"a UID identity of another cluster", recordedHere, "0b3c1e9e-5b0e-4a57-9d43-6c2f0e0c2d11/default/machine-0", false},
+		{"the marker recorded before a clusterctl move", movedHere, moved, true},
+		{"its own marker after a move", movedHere, here, true},
+		{"a third cluster's claim of the same name after a move", movedHere, "mgmt-c/default/machine-0", false},
+		{"from before identities, nothing recorded", unrecorded, "default/machine-0", true},
+		{"from before identities, another marker recorded", movedHere, "default/machine-0", false},
+		{"another identity, nothing recorded", unrecorded, moved, false},
+		{"another claim", unrecorded, "mgmt-b/default/machine-01", false},
+		{"another namespace", unrecorded, "other/machine-0", false},
+		{"no marker", unrecorded, "", false},
+		{"a tombstone of its own", unrecorded, backends.TombstoneMarker(here, time.Unix(0, 0)), false},
 	} {
-		assert.Equal(t, tc.want, backends.SameClaim(tc.marker, claim), tc.marker)
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.claim.Holds(tc.marker), tc.marker)
+		})
 	}
 }
 
@@ -83,7 +98,7 @@ func TestTombstoneMarker(t *testing.T) {
 	assert.True(t, backends.IsTombstoneOf(tomb, "uid/ns/claim"))
 	assert.False(t, backends.IsTombstoneOf(tomb, "uid/ns/other"))
 	assert.False(t, backends.IsTombstoneOf("uid/ns/claim", "uid/ns/claim"), "a live marker is no tombstone")
-	assert.False(t, backends.SameClaim(tomb, backends.Claim{Namespace: "ns", Name: "claim"}), "a tombstone never names a claim")
+	assert.False(t, backends.Claim{Marker: "uid/ns/claim", Namespace: "ns", Name: "claim"}.Holds(tomb), "a tombstone is no claim's")
 }
 
 func TestParseMarker(t *testing.T) {

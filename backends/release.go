@@ -141,13 +141,14 @@ func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Res
 	return nil
 }
 
-// movedHere says whether a record is the claim's under an earlier marker:
-// one of the same claim from another management cluster (clusterctl move)
-// or from before identities, that holds the very address of the claim's
-// IPAddress.
+// movedHere says whether a record is the claim's under the marker its
+// reservation was recorded with (see Claim.Holds): a clusterctl move or an
+// upgrade changed the claim's marker since. It must hold the very address
+// of the claim's IPAddress too.
 func (p *Protocol[P, S, R, Q]) movedHere(r R, claim Claim, last Reservation) bool {
 	v := p.d.View(r)
-	return v.Address.IsValid() && last.Address.IsValid() && v.Address.Addr() == last.Address.Addr() && SameClaim(v.Marker, claim)
+	claim.Recorded = last.Marker
+	return v.Address.IsValid() && last.Address.IsValid() && v.Address.Addr() == last.Address.Addr() && claim.Holds(v.Marker)
 }
 
 func (p *Protocol[P, S, R, Q]) notOwned(r R, claim Claim) error {

@@ -558,6 +558,11 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 				}
 				continue
 			}
+			// An IPAddress from before markers were recorded learns the
+			// marker its record carries: a clusterctl move takes it along.
+			if err := noteMarker(ctx, a.Client, address, marker); err != nil {
+				return err
+			}
 			if err := a.markReserved(ctx, address, true, ""); err != nil {
 				return err
 			}
@@ -588,6 +593,10 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		return nil
 	}
 	claim := backendClaim(a.Identity, liveClaim)
+	// Only a record under the marker the reservation was recorded with is
+	// the claim's to restore: another management cluster may hold the
+	// address for a claim of the same namespace and name.
+	claim.Recorded = recordedReservation(liveClaim, address).Marker
 	movedTo := ""
 	switch found, err := a.backend.Lookup(ctx, claim); {
 	case err == nil && found.Address.Addr() == p.Addr():
@@ -624,6 +633,13 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		claim.MAC = recordedMAC(liveClaim, a.pool)
 	}
 	alloc, err := a.backend.Restore(ctx, claim, p)
+	if err == nil {
+		// Marked with this cluster's marker now (after a clusterctl move,
+		// say): a move back must know it by that marker.
+		if err := noteMarker(ctx, a.Client, address, claim.Marker); err != nil {
+			return err
+		}
+	}
 	switch {
 	case err == nil && movedTo != "":
 		return a.recordMoved(ctx, address, p, movedTo, alloc)
@@ -707,6 +723,23 @@ func (a *auditRun) reportHeldAgain(ctx context.Context, address *ipamv1.IPAddres
 	return a.setReserved(ctx, address, metav1.ConditionTrue, AddressHeldInClusterReason, fmt.Sprintf(
 		"the IPAM system no longer held this claim's address %s for it (its record is at %s); the machine still uses it, and a record holds it for this claim again",
 		p.Addr(), note))
+}
+
+// noteMarker records on an IPAddress the marker its claim's record carries,
+// unless it says so already.
+func noteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress, marker string) error {
+	if address.Annotations[v1alpha1.ReservationMarkerAnnotation] == marker {
+		return nil
+	}
+	base := address.DeepCopy()
+	if address.Annotations == nil {
+		address.Annotations = map[string]string{}
+	}
+	address.Annotations[v1alpha1.ReservationMarkerAnnotation] = marker
+	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("noting on IPAddress %s the marker of its record: %w", address.Name, err)
+	}
+	return nil
 }
 
 // markRecordMoved notes on an IPAddress where its claim's record was moved.

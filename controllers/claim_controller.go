@@ -527,7 +527,7 @@ func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	recordReservation(address, alloc)
+	recordReservation(address, alloc, r.backendClaim(claim).Marker)
 	if err := r.Client.Create(ctx, address); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return r.lostToAnotherWriter(ctx, claim, backend, alloc)
@@ -862,7 +862,7 @@ func (r *ClaimReconciler) cacheBehind(ctx context.Context, claim *ipamv1.IPAddre
 // once: it must be on the claim before the IPAddress is let go.
 func (r *ClaimReconciler) persistReservation(ctx context.Context, claim *ipamv1.IPAddressClaim) error {
 	kept := map[string]string{}
-	for _, k := range []string{v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation, v1alpha1.ReservationPlannedAnnotation} {
+	for _, k := range reservationAnnotations {
 		if v, ok := claim.Annotations[k]; ok {
 			kept[k] = v
 		}

@@ -52,14 +52,15 @@ func TestReservationAnnotationsFollowTheAddressToItsClaimAndBack(t *testing.T) {
 	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: types.UID("c1")}}
 	address := &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "m"},
 		Spec: ipamv1.IPAddressSpec{Address: "10.0.0.7", Prefix: ptr.To[int32](24)}}
-	recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Scope: "vrf/global"})
+	recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Scope: "vrf/global"}, "mgmt-a/ns/m")
 	assert.Equal(t, map[string]string{
 		v1alpha1.ReservationEndpointAnnotation: "https://netbox",
 		v1alpha1.ReservationRecordAnnotation:   "ipam.ipaddress/7",
 		v1alpha1.ReservationScopeAnnotation:    "vrf/global",
+		v1alpha1.ReservationMarkerAnnotation:   "mgmt-a/ns/m",
 	}, address.Annotations)
 
-	want := backends.Reservation{Address: netip.MustParsePrefix("10.0.0.7/24"), Endpoint: "https://netbox", Reference: "ipam.ipaddress/7"}
+	want := backends.Reservation{Address: netip.MustParsePrefix("10.0.0.7/24"), Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Marker: "mgmt-a/ns/m"}
 	assert.Equal(t, want, recordedReservation(claim, address), "read from the IPAddress while it lives")
 	assert.Empty(t, claim.Annotations, "a new claim is spared the write")
 
@@ -82,7 +83,7 @@ func TestReservationOfAPlanSaysItWasPlanned(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: types.UID("c1")}}
 			address := &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "m"},
 				Spec: ipamv1.IPAddressSpec{Address: "10.0.0.7", Prefix: ptr.To[int32](24)}}
-			recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Planned: planned})
+			recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Planned: planned}, "mgmt-a/ns/m")
 			assert.Equal(t, planned, recordedReservation(claim, address).Planned, "read from the IPAddress")
 
 			keepReservation(claim, address)

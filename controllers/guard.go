@@ -71,32 +71,23 @@ func (r *ClaimReconciler) heldInCluster(ctx context.Context, claim *ipamv1.IPAdd
 // address holder's machine uses, to holder's claim: it now keeps the
 // machine's address reserved in the IPAM system, and claim, whose marker it
 // no longer carries, gets another address at its next attempt. Both claims
-// and the pool say so, and a metric counts it.
+// and the pool say so, and a metric counts it. A holder claim that is being
+// deleted is handed nothing (see giveToHolder): claim keeps its record and
+// waits for the holder's IPAddress to go.
 func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool,
 	backend backends.Reserver, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
 	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
-	holderMarker := backends.Marker(r.Identity, holderKey.Namespace, holderKey.Name)
-	// The holder's own record is elsewhere: the audit must report it, and
-	// never take it for a duplicate of the record handed over. Noted before
-	// the hand-over, so that a manager stopped in between loses nothing:
-	// the claim's next attempt finds the record by its marker and hands it
-	// over again.
-	if err := markRecordMoved(ctx, r.Client, holder, fmt.Sprintf("another address or scope (%s answered %s to claim %s/%s)",
-		alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name)); err != nil {
-		return ctrl.Result{}, err
-	}
-	// The record was made with this claim's machine's MAC, where the pool's
-	// records carry one: handed over, it serves the holder's machine.
-	holderClaim, err := r.holderClaim(ctx, holderKey)
+	holderClaim, err := r.giveToHolder(ctx, backend, pool, rec, recordedMAC(claim, pool), holder, fmt.Sprintf(
+		"another address or scope (%s answered %s to claim %s/%s)", alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if holderClaim != nil {
-		rec.MAC = recordedMAC(holderClaim, pool)
-	}
-	if err := backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
-		return ctrl.Result{}, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
+	if holderClaim == nil {
+		setClaimReady(claim, metav1.ConditionFalse, AddressHeldInClusterReason, fmt.Sprintf(
+			"%s reserved %s (%s) for this claim, but IPAddress %s of claim %s, which is being deleted, still holds that address in this management cluster; this claim keeps the record and gets the address once that IPAddress is gone",
+			alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey))
+		return r.wait(claim), nil
 	}
 	addressConflicts.WithLabelValues(kind.Kind).Inc()
 	msg := fmt.Sprintf("%s reserved %s (%s) for this claim, but IPAddress %s of claim %s holds that address in this management cluster; the record now holds it for that claim, and this claim gets another address",
@@ -106,22 +97,67 @@ func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressC
 	setClaimReady(claim, metav1.ConditionFalse, AddressHeldInClusterReason, msg)
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", msg)
 	r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", claim.Namespace, claim.Name, msg)
-	if holderClaim != nil {
-		held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
-			alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name, alloc.Reference)
-		r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", held)
-		if err := setAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, AddressHeldInClusterReason, held); err != nil {
-			return ctrl.Result{}, err
-		}
+	held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
+		alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name, alloc.Reference)
+	r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", held)
+	if err := setAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, AddressHeldInClusterReason, held); err != nil {
+		return ctrl.Result{}, err
 	}
 	return r.wait(claim), nil
 }
 
+// giveToHolder hands rec, a record just made for another claim (whose
+// machine's MAC is ownMAC) at an address that holder's machine uses, to
+// holder's claim, and returns that claim. The holder's own record, if the
+// IPAM team moved it (movedTo says where it may be), is noted on holder
+// first, so that the audit reports it and never deletes it as a duplicate,
+// and a manager stopped in between loses nothing: the next attempt finds
+// the record by its marker and hands it over again.
+//
+// A holder claim that is gone or being deleted is handed nothing, and nil
+// is returned: its release may already have searched for its records, and
+// a record handed to it then would outlive it. The record stays with the
+// claim it was made for, which gets the address once holder is gone. Should
+// the holder's deletion begin while the record is handed over, the record
+// is taken back.
+func (r *ClaimReconciler) giveToHolder(ctx context.Context, backend backends.Reserver, pool Pool, rec backends.Record, ownMAC string,
+	holder *ipamv1.IPAddress, movedTo string) (*ipamv1.IPAddressClaim, error) {
+	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
+	holderClaim, err := r.holderClaim(ctx, r.Client, holderKey)
+	if err != nil || holderClaim == nil || !holderClaim.DeletionTimestamp.IsZero() {
+		return nil, err
+	}
+	if err := markRecordMoved(ctx, r.Client, holder, movedTo); err != nil {
+		return nil, err
+	}
+	// The record was made with the other claim's machine's MAC, where the
+	// pool's records carry one: handed over, it serves the holder's machine.
+	handed := rec
+	handed.MAC = recordedMAC(holderClaim, pool)
+	holderMarker := backends.Marker(r.Identity, holderKey.Namespace, holderKey.Name)
+	if err := backend.Remark(ctx, handed, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
+		return nil, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", rec.Address.Addr(), rec.Reference, holderKey, err)
+	}
+	live, err := r.holderClaim(ctx, r.APIReader, holderKey)
+	if err != nil {
+		return nil, err
+	}
+	if live != nil && live.DeletionTimestamp.IsZero() {
+		return holderClaim, nil
+	}
+	back := rec
+	back.Marker, back.MAC = holderMarker, ownMAC
+	if err := backend.Remark(ctx, back, rec.Marker); err != nil && !errors.Is(err, backends.ErrNotOwned) && !errors.Is(err, backends.ErrNotFound) {
+		return nil, fmt.Errorf("taking %s (%s) back from claim %s, which is being deleted: %w", rec.Address.Addr(), rec.Reference, holderKey, err)
+	}
+	return nil, nil
+}
+
 // holderClaim reads the claim whose IPAddress holds an address that is
 // being handed to it; nil when that claim is gone.
-func (r *ClaimReconciler) holderClaim(ctx context.Context, key client.ObjectKey) (*ipamv1.IPAddressClaim, error) {
+func (r *ClaimReconciler) holderClaim(ctx context.Context, c client.Reader, key client.ObjectKey) (*ipamv1.IPAddressClaim, error) {
 	claim := &ipamv1.IPAddressClaim{}
-	if err := r.Client.Get(ctx, key, claim); err != nil {
+	if err := c.Get(ctx, key, claim); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

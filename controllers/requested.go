@@ -172,55 +172,45 @@ func (b *requestingBackend) Allocate(ctx context.Context, claim backends.Claim) 
 	if err != nil || holder == nil {
 		return alloc, err
 	}
-	if err := b.handToHolder(ctx, claim, alloc, holder); err != nil {
+	handed, err := b.handToHolder(ctx, claim, alloc, holder)
+	if err != nil {
 		return backends.Allocation{}, err
 	}
+	why := fmt.Sprintf("IPAddress %s/%s of claim %s/%s holds it in this management cluster, in the same IPAM system and scope (%s, %s), "+
+		"where nothing held it for that claim (its record was moved or deleted); the record just made, %s, now holds it for that claim",
+		holder.Namespace, holder.Name, holder.Namespace, holder.Spec.ClaimRef.Name, alloc.Endpoint, alloc.Scope, alloc.Reference)
+	if !handed {
+		why = fmt.Sprintf("IPAddress %s/%s of claim %s/%s, which is being deleted, still holds it in this management cluster, in the same IPAM system and scope (%s, %s); "+
+			"the record just made, %s, stays this claim's, which gets the address once that IPAddress is gone",
+			holder.Namespace, holder.Name, holder.Namespace, holder.Spec.ClaimRef.Name, alloc.Endpoint, alloc.Scope, alloc.Reference)
+	}
 	return backends.Allocation{}, fmt.Errorf("%w; requested by %s, the claim gets no other address", &backends.RequestedUnavailableError{
-		Address: claim.Requested,
-		Why: fmt.Sprintf("IPAddress %s/%s of claim %s/%s holds it in this management cluster, in the same IPAM system and scope (%s, %s), "+
-			"where nothing held it for that claim (its record was moved or deleted); the record just made, %s, now holds it for that claim",
-			holder.Namespace, holder.Name, holder.Namespace, holder.Spec.ClaimRef.Name, alloc.Endpoint, alloc.Scope, alloc.Reference),
+		Address: claim.Requested, Why: why,
 	}, b.req.from)
 }
 
 // handToHolder gives the record just made for the requesting claim, at an
 // address holder's machine uses, to holder's claim, as the guard does for
-// any claim (see handOver): the IPAM system holds the machine's address
+// any claim (see giveToHolder): the IPAM system holds the machine's address
 // for it again, and the requesting claim, whose marker the record no
 // longer carries, finds it held at its next attempt instead of making a
-// record again. The holder's own record, if the IPAM team moved it
-// elsewhere, is noted first, so that the audit reports it and never
-// deletes it as a duplicate.
-func (b *requestingBackend) handToHolder(ctx context.Context, claim backends.Claim, alloc backends.Allocation, holder *ipamv1.IPAddress) error {
+// record again. It says whether the record was handed over: a holder
+// claim being deleted keeps nothing, and the requesting claim keeps its
+// record until the holder's IPAddress is gone.
+func (b *requestingBackend) handToHolder(ctx context.Context, claim backends.Claim, alloc backends.Allocation, holder *ipamv1.IPAddress) (bool, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
-	if err := markRecordMoved(ctx, b.r.Client, holder, fmt.Sprintf("another address or scope (%s answered %s to claim %s/%s, which requested it)",
-		alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name)); err != nil {
-		return err
-	}
-	holderMarker := backends.Marker(b.r.Identity, holderKey.Namespace, holderKey.Name)
-	// Handed over, the record serves the holder's machine's MAC, not the
-	// requesting claim's (see handOver).
-	holderClaim, err := b.r.holderClaim(ctx, holderKey)
-	if err != nil {
-		return err
-	}
-	rec := recordOf(claim, alloc)
-	if holderClaim != nil {
-		rec.MAC = recordedMAC(holderClaim, b.pool)
-	}
-	if err := b.Backend.Remark(ctx, rec, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
-		return fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", alloc.Address.Addr(), alloc.Reference, holderKey, err)
+	holderClaim, err := b.r.giveToHolder(ctx, b.Backend, b.pool, recordOf(claim, alloc), claim.MAC, holder, fmt.Sprintf(
+		"another address or scope (%s answered %s to claim %s/%s, which requested it)", alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name))
+	if err != nil || holderClaim == nil {
+		return false, err
 	}
 	addressConflicts.WithLabelValues(b.kind).Inc()
 	ctrl.LoggerFrom(ctx).Info("A requested address is held in the cluster; handed the record made for it to the holder",
 		"address", alloc.Address.Addr().String(), "reference", alloc.Reference, "holder", holderKey.String())
-	if holderClaim == nil {
-		return nil
-	}
 	held := fmt.Sprintf("claim %s/%s requested this claim's address %s, which %s no longer held for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 		claim.Namespace, claim.Name, alloc.Address.Addr(), alloc.Endpoint, alloc.Reference)
 	b.r.Recorder.Eventf(holderClaim, nil, corev1.EventTypeWarning, AddressHeldInClusterReason, "Allocate", "%s", held)
-	return setAddressReserved(ctx, b.r.Client, holderClaim, metav1.ConditionTrue, AddressHeldInClusterReason, held)
+	return true, setAddressReserved(ctx, b.r.Client, holderClaim, metav1.ConditionTrue, AddressHeldInClusterReason, held)
 }
 
 // recordOf is the record an allocation for claim names.

@@ -9,16 +9,26 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
+// reservationAnnotations are what recordReservation notes, and what a
+// claim takes over from its IPAddress (keepReservation).
+var reservationAnnotations = []string{
+	v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation,
+	v1alpha1.ReservationPlannedAnnotation, v1alpha1.ReservationMarkerAnnotation,
+}
+
 // recordReservation notes on the IPAddress where the claim's address lives,
-// so that a release finds that record whatever becomes of the pool's spec;
-// the claim takes the note over if the IPAddress is let go before it.
-func recordReservation(obj metav1.Object, alloc backends.Allocation) {
+// and the marker its record carries, so that a release finds that record
+// whatever becomes of the pool's spec, and after a clusterctl move knows it
+// from another cluster's; the claim takes the note over if the IPAddress
+// is let go before it.
+func recordReservation(obj metav1.Object, alloc backends.Allocation, marker string) {
 	a := obj.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
 	}
 	a[v1alpha1.ReservationEndpointAnnotation] = alloc.Endpoint
 	a[v1alpha1.ReservationRecordAnnotation] = alloc.Reference
+	a[v1alpha1.ReservationMarkerAnnotation] = marker
 	if alloc.Scope != "" {
 		a[v1alpha1.ReservationScopeAnnotation] = alloc.Scope
 	}
@@ -44,6 +54,7 @@ func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress
 			last.Reference = ref
 			last.Endpoint = o.GetAnnotations()[v1alpha1.ReservationEndpointAnnotation]
 			last.Planned = o.GetAnnotations()[v1alpha1.ReservationPlannedAnnotation] == "true"
+			last.Marker = o.GetAnnotations()[v1alpha1.ReservationMarkerAnnotation]
 			break
 		}
 	}
@@ -58,26 +69,25 @@ func recordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress
 // the IPAddress carries it alone otherwise, which spares every new claim a
 // write.
 func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
-	ref := address.Annotations[v1alpha1.ReservationRecordAnnotation]
-	if ref == "" {
+	if address.Annotations[v1alpha1.ReservationRecordAnnotation] == "" {
 		return
 	}
 	if claim.Annotations == nil {
 		claim.Annotations = map[string]string{}
 	}
-	claim.Annotations[v1alpha1.ReservationRecordAnnotation] = ref
-	claim.Annotations[v1alpha1.ReservationEndpointAnnotation] = address.Annotations[v1alpha1.ReservationEndpointAnnotation]
-	if address.Annotations[v1alpha1.ReservationPlannedAnnotation] == "true" {
-		claim.Annotations[v1alpha1.ReservationPlannedAnnotation] = "true"
-	} else {
-		delete(claim.Annotations, v1alpha1.ReservationPlannedAnnotation)
+	for _, k := range reservationAnnotations {
+		if v, ok := address.Annotations[k]; ok {
+			claim.Annotations[k] = v
+		} else {
+			delete(claim.Annotations, k)
+		}
 	}
 }
 
 // forgetReservation drops what the claim kept of a reservation once a new
 // IPAddress holds it.
 func forgetReservation(claim *ipamv1.IPAddressClaim) {
-	delete(claim.Annotations, v1alpha1.ReservationRecordAnnotation)
-	delete(claim.Annotations, v1alpha1.ReservationEndpointAnnotation)
-	delete(claim.Annotations, v1alpha1.ReservationPlannedAnnotation)
+	for _, k := range reservationAnnotations {
+		delete(claim.Annotations, k)
+	}
 }

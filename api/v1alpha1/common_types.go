@@ -84,6 +84,12 @@ const (
 	// the claim adopted: a release that finds it at its reference without
 	// a marker knows it was already returned to the IPAM team.
 	ReservationPlannedAnnotation = "ipam-bridge.github.io/planned"
+	// ReservationMarkerAnnotation is the marker the record was made or
+	// last marked with. clusterctl move carries it to the target, whose
+	// identity differs: there it names exactly the record the claim may
+	// take as its own, and no other cluster's record of a claim of the
+	// same namespace and name.
+	ReservationMarkerAnnotation = "ipam-bridge.github.io/marker"
 	// RecordMovedAnnotation on an IPAddress says that the IPAM team moved
 	// its claim's record elsewhere (what it says is where): the audit
 	// reports such records and never deletes them as duplicates.

@@ -276,8 +276,9 @@ func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address net
 		marker, _ := b.markerOf(o)
 		switch {
 		case marker == claim.Marker:
-		case backends.SameClaim(marker, claim):
-			// The claim's own object under an earlier marker.
+		case claim.Holds(marker):
+			// The claim's own object under the marker it was recorded
+			// with (clusterctl move, or from before identities).
 			if err := b.remark(ctx, o, claim.Marker); err != nil {
 				return backends.Allocation{}, err
 			}

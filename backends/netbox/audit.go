@@ -223,9 +223,10 @@ func (b *Backend) createAt(ctx context.Context, claim backends.Claim, refs *refe
 func (b *Backend) restoreHeld(ctx context.Context, claim backends.Claim, r ipRecord) (backends.Allocation, error) {
 	switch {
 	case r.Marker == claim.Marker:
-	case backends.SameClaim(r.Marker, claim):
-		// The claim's own record under an earlier marker (clusterctl move,
-		// or from before identities): it becomes the claim's.
+	case claim.Holds(r.Marker):
+		// The claim's own record under the marker it was recorded with
+		// (clusterctl move, or from before identities): it becomes the
+		// claim's.
 		if err := b.remarkRecord(ctx, r, claim.Marker); err != nil {
 			return backends.Allocation{}, err
 		}

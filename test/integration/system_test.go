@@ -78,6 +78,11 @@ type system interface {
 	// reserveForeign makes a marked reservation of addr as another
 	// management cluster would.
 	reserveForeign(addr netip.Prefix, marker string)
+	// loseNextDeleteAnswer applies the next deletion of a record but cuts
+	// its answer, and holds the deletion retried after it back for d before
+	// answering it: a release the IPAM system has applied while its claim,
+	// still being deleted, keeps its IPAddress.
+	loseNextDeleteAnswer(d time.Duration)
 	loseNextAllocationAnswer()
 	// loseRemarkAnswers applies the next n changes of a record's marker
 	// and loses their answers.
@@ -239,6 +244,11 @@ func (s *netboxSystem) reserveForeign(addr netip.Prefix, marker string) {
 	s.target.AddIPAddress(addr.String(), netboxsim.IPOptions{
 		Tags: []string{netbox.DefaultTag}, CustomFields: map[string]any{netbox.DefaultMarkerField: marker},
 	})
+}
+
+func (s *netboxSystem) loseNextDeleteAnswer(d time.Duration) {
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/"})
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLatency, Latency: d, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/"})
 }
 
 func (s *netboxSystem) loseNextAllocationAnswer() {
@@ -417,6 +427,11 @@ func (s *infobloxSystem) holds(addr netip.Addr) bool {
 func (s *infobloxSystem) reserveForeign(addr netip.Prefix, marker string) {
 	s.sim.AddEADefinition(infoblox.DefaultMarkerEA, "STRING")
 	s.sim.AddFixedAddress("default", addr.Addr().String(), map[string]string{infoblox.DefaultMarkerEA: marker})
+}
+
+func (s *infobloxSystem) loseNextDeleteAnswer(d time.Duration) {
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "DELETE", PathContains: "fixedaddress"})
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Method: "DELETE", PathContains: "fixedaddress"})
 }
 
 func (s *infobloxSystem) loseNextAllocationAnswer() {
