@@ -118,7 +118,10 @@ func (b *Backend) remarkRecord(ctx context.Context, r ipRecord, marker string) e
 	if tombstone {
 		patch["status"] = "deprecated"
 	}
-	if err := b.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil); err != nil {
+	if err := b.conditionally(ctx, r, func(r ipRecord) error {
+		_, err := b.send(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil, r.etag)
+		return err
+	}); err != nil {
 		return fmt.Errorf("marking IP address %d (%s) %q: %w", r.ID, r.Address, marker, err)
 	}
 	return nil
@@ -226,8 +229,10 @@ func (b *Backend) restoreHeld(ctx context.Context, claim backends.Claim, r ipRec
 	case claim.Holds(r.Marker):
 		// The claim's own record under the marker it was recorded with
 		// (clusterctl move, or from before identities): it becomes the
-		// claim's.
-		if err := b.remarkRecord(ctx, r, claim.Marker); err != nil {
+		// claim's, if it still carries that marker when it is read again
+		// for its ETag.
+		ref := fmt.Sprintf("%s%d", recordRefPrefix, r.ID)
+		if err := b.Remark(ctx, backends.Record{Reference: ref, Marker: r.Marker}, claim.Marker); err != nil {
 			return backends.Allocation{}, err
 		}
 	default:

@@ -131,13 +131,12 @@ func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
 	if r.planned {
 		return b.unplan(ctx, r)
 	}
-	resp, err := b.api.IpamAPI.IpamIpAddressesDestroy(ctx, r.ID).Execute()
-	if err != nil {
-		err = classify(fmt.Sprintf("deleting IP address %d (%s)", r.ID, r.Address), resp, err)
-		if errors.Is(err, backends.ErrNotFound) {
-			return nil
-		}
+	err := b.conditionally(ctx, r, func(r ipRecord) error {
+		_, err := b.send(ctx, http.MethodDelete, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, nil, nil, r.etag)
 		return err
+	})
+	if err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("deleting IP address %d (%s): %w", r.ID, r.Address, err)
 	}
 	return nil
 }

@@ -48,6 +48,15 @@ func (b *Backend) getJSON(ctx context.Context, path string, query url.Values, ou
 // they carry fields, such as an explicit address, that the pool's request
 // type has not.
 func (b *Backend) sendJSON(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	_, err := b.send(ctx, method, path, query, body, out, "")
+	return err
+}
+
+// send is sendJSON with an If-Match precondition (none when ifMatch is
+// ""), returning the answer's ETag: NetBox 4.6 and later refuse a write
+// to an object that changed since the read that gave ifMatch with 412,
+// and earlier releases ignore the header.
+func (b *Backend) send(ctx context.Context, method, path string, query url.Values, body, out any, ifMatch string) (string, error) {
 	u := b.baseURL + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -56,14 +65,14 @@ func (b *Backend) sendJSON(ctx context.Context, method, path string, query url.V
 	if body != nil {
 		data, err := json.Marshal(body)
 		if err != nil {
-			return fmt.Errorf("encoding %s %s: %w", method, path, err)
+			return "", fmt.Errorf("encoding %s %s: %w", method, path, err)
 		}
 		reader = bytes.NewReader(data)
 	}
 	op := method + " " + path
 	req, err := http.NewRequestWithContext(ctx, method, u, reader)
 	if err != nil {
-		return fmt.Errorf("building request: %w", err)
+		return "", fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Authorization", b.auth)
 	req.Header.Set("Accept", "application/json")
@@ -71,25 +80,62 @@ func (b *Backend) sendJSON(ctx context.Context, method, path string, query url.V
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if ifMatch != "" {
+		req.Header.Set("If-Match", ifMatch)
+	}
 	resp, err := b.http.Do(req)
 	if err != nil {
-		return classify(op, nil, err)
+		return "", classify(op, nil, err)
 	}
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
-		return fmt.Errorf("%w: reading %s: %v", backends.ErrUnavailable, op, err)
+		return "", fmt.Errorf("%w: reading %s: %v", backends.ErrUnavailable, op, err)
 	}
+	etag := resp.Header.Get("ETag")
 	if resp.StatusCode >= 300 {
-		return classify(op, resp, &netboxError{status: resp.StatusCode, body: answer})
+		return etag, classify(op, resp, &netboxError{status: resp.StatusCode, body: answer})
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
-		return nil
+		return etag, nil
 	}
 	if err := json.Unmarshal(answer, out); err != nil {
-		return fmt.Errorf("decoding %s: %w", op, err)
+		return etag, fmt.Errorf("decoding %s: %w", op, err)
 	}
-	return nil
+	return etag, nil
+}
+
+// errChangedSinceRead is NetBox's 412 to a write whose If-Match no longer
+// names the object's ETag (see conditionally).
+var errChangedSinceRead = errors.New("changed since it was read")
+
+// conditionally runs write, which sends r.etag as If-Match. When NetBox
+// answers that the record changed since it was read, it reads the record
+// again and, while it still carries the marker it was read with, writes
+// again: an edit of another field (a description, say) must not stop a
+// release, and a record whose marker changed (another cluster's, or the
+// IPAM team's, now) is never written (ErrNotOwned).
+func (b *Backend) conditionally(ctx context.Context, r ipRecord, write func(ipRecord) error) error {
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		err := write(r)
+		if !errors.Is(err, errChangedSinceRead) {
+			return err
+		}
+		fresh, found, readErr := b.getRecord(ctx, r.ID)
+		switch {
+		case readErr != nil:
+			return fmt.Errorf("reading IP address %d (%s) again: %w", r.ID, r.Address, readErr)
+		case !found:
+			return fmt.Errorf("%w: IP address %d (%s) was deleted meanwhile", backends.ErrNotFound, r.ID, r.Address)
+		case fresh.Marker != r.Marker || fresh.planned != r.planned:
+			return fmt.Errorf("%w: NetBox IP address %d (%s) changed while it was being written, and now carries %q, not %q; it was left in place",
+				backends.ErrNotOwned, r.ID, r.Address, fresh.Marker, r.Marker)
+		case attempt == attempts:
+			return fmt.Errorf("%w: NetBox IP address %d (%s) changed under each of %d writes: %v", backends.ErrUnavailable, r.ID, r.Address, attempts, err)
+		}
+		r = fresh
+	}
 }
 
 // netboxError is a non-2xx answer from a request built by hand.
@@ -134,6 +180,9 @@ func classify(op string, resp *http.Response, err error) error {
 		kind = backends.ErrNotFound
 	case status == http.StatusConflict:
 		kind = backends.ErrConflict
+	case status == http.StatusPreconditionFailed:
+		// The object changed since it was read (If-Match).
+		kind = errChangedSinceRead
 	case status == http.StatusBadRequest:
 		kind = backends.ErrInvalidConfig
 	case status == http.StatusTooManyRequests:

@@ -170,7 +170,8 @@ func (d driver) Name() string { return "NetBox" }
 // getRecord reads one IP address; found is false when it is gone.
 func (b *Backend) getRecord(ctx context.Context, id int32) (ipRecord, bool, error) {
 	var r ipRecord
-	err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, &r)
+	etag, err := b.send(ctx, http.MethodGet, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, nil, &r, "")
+	r.etag = etag
 	switch {
 	case errors.Is(err, backends.ErrNotFound):
 		return ipRecord{}, false, nil
@@ -275,7 +276,10 @@ func (d driver) Adopt(ctx context.Context, r ipRecord, marker string) error {
 // adopted it: without the marker.
 func (b *Backend) unplan(ctx context.Context, r ipRecord) error {
 	patch := map[string]any{"custom_fields": map[string]any{b.cfg.MarkerField: nil}}
-	err := b.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil)
+	err := b.conditionally(ctx, r, func(r ipRecord) error {
+		_, err := b.send(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil, r.etag)
+		return err
+	})
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
 		return fmt.Errorf("returning the planned IP address %d (%s) to the IPAM team: %w", r.ID, r.Address, err)
 	}

@@ -41,6 +41,10 @@ type ipRecord struct {
 	Marker string `json:"-"`
 	// planned: the IPAM team planned the record and a claim adopted it.
 	planned bool
+	// etag is the record's ETag as read by getRecord ("" from a listing,
+	// or from a NetBox before 4.6): writes that follow the read send it as
+	// If-Match, so that a record changed since is never overwritten.
+	etag string
 }
 
 // readMarker fills the record's marker, and whether it was planned, from

@@ -115,3 +115,84 @@ func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
 		})
 	}
 }
+
+// A write that follows a read of a record sends the record's ETag as
+// If-Match (NetBox 4.6 and later): a record whose marker changed between
+// the read and the write is never written, and one whose other fields
+// changed is read again and written.
+func TestWritesAfterAReadAreConditional(t *testing.T) {
+	const marker = "mgmt-a/ns/claim"
+	for _, tc := range []struct {
+		name    string
+		edit    func(*netboxsim.IPAddress)
+		write   func(*Backend, context.Context, ipRecord) error
+		wantErr error
+		// kept: the record is still there afterwards, with this marker.
+		kept string
+	}{
+		{
+			name:    "a deletion after the marker changed",
+			edit:    func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-b/ns/claim" },
+			write:   func(b *Backend, ctx context.Context, r ipRecord) error { return b.deleteRecord(ctx, r) },
+			wantErr: backends.ErrNotOwned,
+			kept:    "mgmt-b/ns/claim",
+		},
+		{
+			name:  "a deletion after the description changed",
+			edit:  func(ip *netboxsim.IPAddress) { ip.Description = "edited by the IPAM team" },
+			write: func(b *Backend, ctx context.Context, r ipRecord) error { return b.deleteRecord(ctx, r) },
+		},
+		{
+			name:    "a re-mark after the marker changed",
+			edit:    func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-b/ns/claim" },
+			write:   func(b *Backend, ctx context.Context, r ipRecord) error { return b.remarkRecord(ctx, r, "mgmt-a/ns/other") },
+			wantErr: backends.ErrNotOwned,
+			kept:    "mgmt-b/ns/claim",
+		},
+		{
+			name:  "a re-mark after the description changed",
+			edit:  func(ip *netboxsim.IPAddress) { ip.Description = "edited by the IPAM team" },
+			write: func(b *Backend, ctx context.Context, r ipRecord) error { return b.remarkRecord(ctx, r, "mgmt-a/ns/other") },
+			kept:  "mgmt-a/ns/other",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := netboxsim.New()
+			t.Cleanup(sim.Close)
+			sim.AddToken(internalToken, true)
+			sim.AddCustomField("capi_ipam_claim", "exact")
+			id := sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": marker}})
+			b, err := New(Config{
+				URL: sim.URL(), Token: internalToken,
+				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+			})
+			require.NoError(t, err)
+			ctx := context.Background()
+			r, found, err := b.getRecord(ctx, id)
+			require.NoError(t, err)
+			require.True(t, found)
+			require.NotEmpty(t, r.etag, "NetBox answers a read with the record's ETag")
+
+			// The edit lands in a later microsecond than the read's
+			// last_updated, as any edit by a person does.
+			time.Sleep(2 * time.Microsecond)
+			sim.EditIPAddress(id, tc.edit)
+			err = tc.write(b, ctx, r)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			var left []string
+			for _, ip := range sim.IPAddresses() {
+				left = append(left, fmt.Sprint(ip.CustomFields["capi_ipam_claim"]))
+			}
+			if tc.kept == "" {
+				assert.Empty(t, left, "the record is deleted")
+			} else {
+				assert.Equal(t, []string{tc.kept}, left)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func listIPs(c *reqCtx) response {
@@ -144,7 +145,38 @@ func cfMatches(have any, want string, loose bool) bool {
 }
 
 func getIP(c *reqCtx) response {
-	return getOne(c, c.st().ips, "IPAddress", func(ip *ipObj) any { return c.rend.ip(ip) })
+	return getOne(c, c.st().ips, "IPAddress", func(ip *ipObj) any {
+		c.etag = etag(ip.updated)
+		return c.rend.ip(ip)
+	})
+}
+
+// etag is the weak ETag NetBox 4.6 and later derive from an object's
+// last_updated (ETagMixin): W/"<datetime.isoformat()>".
+func etag(updated time.Time) string {
+	t := updated.UTC()
+	if t.Nanosecond() == 0 {
+		return `W/"` + t.Format("2006-01-02T15:04:05") + `+00:00"`
+	}
+	return `W/"` + t.Format("2006-01-02T15:04:05.000000") + `+00:00"`
+}
+
+// preconditionFailed answers a write whose If-Match names none of the
+// object's current ETag, as NetBox does (RFC 9110 13.1.1): 412, with the
+// current ETag. A missing If-Match, or "*", matches anything.
+func (c *reqCtx) preconditionFailed(updated time.Time) (response, bool) {
+	header := c.r.Header.Get("If-Match")
+	if header == "" || header == "*" {
+		return response{}, false
+	}
+	current := etag(updated)
+	for _, e := range strings.Split(header, ",") {
+		if strings.TrimSpace(e) == current {
+			return response{}, false
+		}
+	}
+	c.etag = current
+	return errDetail(http.StatusPreconditionFailed, "Precondition failed."), true
 }
 
 // createIPs is POST on the list endpoint: one object or a list (bulk).
@@ -177,6 +209,9 @@ func updateIP(c *reqCtx) response {
 	if !ok {
 		return notFound("IPAddress")
 	}
+	if failed, ok := c.preconditionFailed(cur.updated); ok {
+		return failed
+	}
 	data, bad := c.body()
 	if bad != nil {
 		return *bad
@@ -187,6 +222,7 @@ func updateIP(c *reqCtx) response {
 	}
 	ip.updated = now()
 	st.ips[id] = ip
+	c.etag = etag(ip.updated)
 	return response{http.StatusOK, c.rend.ip(ip)}
 }
 
@@ -195,8 +231,12 @@ func deleteIP(c *reqCtx) response {
 	if !ok {
 		return errDetail(http.StatusNotFound, "Not found.")
 	}
-	if _, ok := c.st().ips[id]; !ok {
+	cur, ok := c.st().ips[id]
+	if !ok {
 		return notFound("IPAddress")
+	}
+	if failed, ok := c.preconditionFailed(cur.updated); ok {
+		return failed
 	}
 	delete(c.st().ips, id)
 	return response{status: http.StatusNoContent}

@@ -1,10 +1,14 @@
 package netboxsim
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -484,4 +488,49 @@ func TestUniquenessFollowsNetBoxsRules(t *testing.T) {
 			assert.Contains(t, string(answer), tc.refused)
 		})
 	}
+}
+
+// NetBox 4.6 and later (ETagMixin) answer a read of one object with a weak
+// ETag made from its last_updated, and refuse a write or deletion whose
+// If-Match names another with 412 and the current ETag.
+func TestIPAddressETagAndIfMatch(t *testing.T) {
+	s := newSim(t)
+	c := client(t, s)
+	id := s.AddIPAddress("192.0.2.20/24", IPOptions{})
+	path := fmt.Sprintf("/api/ipam/ip-addresses/%d/", id)
+	send := func(method, ifMatch string, body any) *http.Response {
+		raw, err := json.Marshal(body)
+		require.NoError(t, err)
+		req, err := http.NewRequest(method, c.base+path, bytes.NewReader(raw))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", c.auth)
+		req.Header.Set("Content-Type", "application/json")
+		if ifMatch != "" {
+			req.Header.Set("If-Match", ifMatch)
+		}
+		resp, err := c.hc.Do(req)
+		require.NoError(t, err)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+
+	status, body, resp := c.do(http.MethodGet, path, nil)
+	require.Equal(t, http.StatusOK, status, string(body))
+	read := resp.Header.Get("ETag")
+	assert.Regexp(t, `^W/"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?\+00:00"$`, read)
+
+	time.Sleep(2 * time.Microsecond)
+	s.EditIPAddress(id, func(ip *IPAddress) { ip.Description = "edited" })
+	stale := send(http.MethodPatch, read, map[string]any{"description": "mine"})
+	assert.Equal(t, http.StatusPreconditionFailed, stale.StatusCode)
+	current := stale.Header.Get("ETag")
+	assert.NotEqual(t, read, current, "the answer names the current ETag")
+	assert.Equal(t, http.StatusPreconditionFailed, send(http.MethodDelete, read, nil).StatusCode)
+	assert.Equal(t, "edited", s.IPAddresses()[0].Description, "a refused write changes nothing")
+
+	updated := send(http.MethodPatch, current, map[string]any{"description": "mine"})
+	require.Equal(t, http.StatusOK, updated.StatusCode)
+	assert.Equal(t, http.StatusNoContent, send(http.MethodDelete, updated.Header.Get("ETag"), nil).StatusCode)
+	assert.Empty(t, s.IPAddresses())
 }

@@ -22,6 +22,8 @@ type reqCtx struct {
 	id    string // path parameter
 	rend  renderer
 	after []func() // run after the lock is released
+	// etag is the ETag header of the answer, "" for none.
+	etag string
 }
 
 func (c *reqCtx) st() *store { return c.s.db }

@@ -179,6 +179,9 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route, id 
 	for _, fn := range c.after {
 		fn()
 	}
+	if c.etag != "" {
+		w.Header().Set("ETag", c.etag)
+	}
 	return writeResponse(w, resp)
 }
 
