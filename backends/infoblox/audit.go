@@ -13,6 +13,7 @@ import (
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // auditPage is how many objects one page of an audit's listing holds:
@@ -172,7 +173,7 @@ func (b *Backend) unplan(ctx context.Context, ref string) error {
 	if err != nil {
 		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
 	}
-	if _, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req); err != nil && !errors.Is(err, backends.ErrNotFound) {
+	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: b.http}).SendRequest(req); err != nil && !errors.Is(err, backends.ErrNotFound) {
 		return fmt.Errorf("returning the planned %s to the IPAM team (removing %s): %w", ref, b.cfg.MarkerEA, err)
 	}
 	return nil
@@ -205,7 +206,9 @@ func (b *Backend) change(ctx context.Context, ref string, change *eaChange) erro
 	if err != nil {
 		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
 	}
-	if _, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req); err != nil {
+	// Not resent blindly (see WithoutResend): the next attempt reads the
+	// object again and checks its marker.
+	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: b.http}).SendRequest(req); err != nil {
 		what := fmt.Sprintf("%s=%q", b.cfg.MarkerEA, change.Add[b.cfg.MarkerEA]["value"])
 		if change.MatchClient != "" {
 			what += fmt.Sprintf(", match_client %s and mac %s", change.MatchClient, change.Mac)

@@ -14,6 +14,7 @@ import (
 	"go4.org/netipx"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // driver is the grid as the reservation protocol (backends.Protocol) drives
@@ -141,7 +142,9 @@ func (d driver) DropAll(ctx context.Context, objects []object) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	_, err := d.sendRequest(ctx, ops)
+	// Deletions by reference are not resent blindly (see WithoutResend):
+	// the objects are searched for again.
+	_, err := d.sendRequest(backendhttp.WithoutResend(ctx), ops)
 	return err
 }
 

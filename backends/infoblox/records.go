@@ -15,6 +15,7 @@ import (
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // The grid's objects as the backend finds, reads and deletes them. Deletion
@@ -36,7 +37,7 @@ func (b *Backend) getByRef(ctx context.Context, ref string) (object, bool, error
 }
 
 func (b *Backend) deleteObject(ctx context.Context, ref string) error {
-	conn, err := b.connector(ctx)
+	conn, err := b.connector(backendhttp.WithoutResend(ctx))
 	if err != nil {
 		return fmt.Errorf("creating a WAPI connector: %w", err)
 	}

@@ -143,17 +143,21 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 			write: func(b *Backend, ctx context.Context, r ipRecord) error { return b.deleteRecord(ctx, r) },
 		},
 		{
-			name:    "a re-mark after the marker changed",
-			edit:    func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-b/ns/claim" },
-			write:   func(b *Backend, ctx context.Context, r ipRecord) error { return b.remarkRecord(ctx, r, "mgmt-a/ns/other") },
+			name: "a re-mark after the marker changed",
+			edit: func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-b/ns/claim" },
+			write: func(b *Backend, ctx context.Context, r ipRecord) error {
+				return b.remarkRecord(ctx, r, "mgmt-a/ns/other")
+			},
 			wantErr: backends.ErrNotOwned,
 			kept:    "mgmt-b/ns/claim",
 		},
 		{
-			name:  "a re-mark after the description changed",
-			edit:  func(ip *netboxsim.IPAddress) { ip.Description = "edited by the IPAM team" },
-			write: func(b *Backend, ctx context.Context, r ipRecord) error { return b.remarkRecord(ctx, r, "mgmt-a/ns/other") },
-			kept:  "mgmt-a/ns/other",
+			name: "a re-mark after the description changed",
+			edit: func(ip *netboxsim.IPAddress) { ip.Description = "edited by the IPAM team" },
+			write: func(b *Backend, ctx context.Context, r ipRecord) error {
+				return b.remarkRecord(ctx, r, "mgmt-a/ns/other")
+			},
+			kept: "mgmt-a/ns/other",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

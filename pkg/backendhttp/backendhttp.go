@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,7 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 	rc.RetryWaitMax = opts.RetryWaitMax
 	rc.Backoff = cappedBackoff(opts.Timeout)
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	rc.CheckRetry = checkRetry
 	rc.RequestLogHook = func(_ retryablehttp.Logger, req *http.Request, _ int) {
 		if n, ok := req.Context().Value(attemptsKey{}).(*atomic.Int32); ok {
 			n.Add(1)
@@ -122,6 +124,38 @@ func cappedBackoff(limit time.Duration) retryablehttp.Backoff {
 		}
 		return 0
 	}
+}
+
+// noResendKey marks a context whose writes are not sent again once they
+// may have reached the server (see WithoutResend).
+type noResendKey struct{}
+
+// WithoutResend returns a context whose requests are sent again only when
+// they surely did not reach the server: a refused connection, or a 429.
+// A write addressed to an object by a reference that the system gives to
+// the next object at the same place (an Infoblox fixed address's _ref is
+// made of its address and network view) must not be resent blindly after
+// a lost answer: by then the reference may name another cluster's object.
+// Its caller reads the object again, and checks it, before writing again.
+func WithoutResend(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noResendKey{}, true)
+}
+
+// checkRetry is go-retryablehttp's default policy, less the resends that
+// WithoutResend rules out.
+func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	retry, checkErr := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	if !retry || ctx.Value(noResendKey{}) == nil {
+		return retry, checkErr
+	}
+	var opErr *net.OpError
+	switch {
+	case err != nil:
+		return errors.As(err, &opErr) && opErr.Op == "dial", checkErr
+	case resp != nil:
+		return resp.StatusCode == http.StatusTooManyRequests, checkErr
+	}
+	return false, checkErr
 }
 
 // attemptsKey carries a counter of the attempts made for one logical request.

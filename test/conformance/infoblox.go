@@ -171,9 +171,10 @@ func (h *infobloxHarness) LoseRequestedAnswers(_ testing.TB, n int) {
 	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: h.createPath(), Times: n})
 }
 
-// FailBulkDeletions fails request objects of DELETEs.
-func (h *infobloxHarness) FailBulkDeletions(_ testing.TB, n int) {
-	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "POST", BodyContains: `"DELETE"`, Times: n})
+// FailBulkDeletions fails a request object of DELETEs, which is sent once.
+func (h *infobloxHarness) FailBulkDeletions(_ testing.TB, _ int) int {
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "POST", BodyContains: `"DELETE"`})
+	return 1
 }
 
 func (h *infobloxHarness) createPath() string {

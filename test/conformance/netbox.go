@@ -136,8 +136,9 @@ func (h *netboxHarness) LoseRequestedAnswers(_ testing.TB, n int) {
 
 // FailBulkDeletions fails deletions of the IP address list, which come
 // before any single record's.
-func (h *netboxHarness) FailBulkDeletions(_ testing.TB, n int) {
-	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 502, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/", Times: n})
+func (h *netboxHarness) FailBulkDeletions(_ testing.TB, retryMax int) int {
+	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: 502, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/", Times: retryMax + 1})
+	return retryMax + 1
 }
 
 func (h *netboxHarness) AllocationRequests() int {

@@ -209,9 +209,12 @@ func plannedRecordSurvivesAMove(t *testing.T, h Harness, cidr string) {
 		require.NoError(t, err)
 		require.Equal(t, ref, alloc.Reference)
 
+		// The move carries the marker the IPAddress recorded.
 		after := before
 		after.Marker = "new-cluster/" + before.Namespace + "/" + before.Name
+		after.Recorded = before.Marker
 		last := alloc.Reservation()
+		last.Marker = before.Marker
 		if restore {
 			restored, err := b.Restore(ctx, after, alloc.Address)
 			require.NoError(t, err)
@@ -219,6 +222,7 @@ func plannedRecordSurvivesAMove(t *testing.T, h Harness, cidr string) {
 			assert.Equal(t, []Reservation{{Address: at.Addr(), Marker: after.Marker, Reference: ref, Planned: true}}, markedWith(h.Reservations(t, cidr), after.Marker),
 				"restored under the new marker, still planned")
 			last = restored.Reservation()
+			last.Marker = after.Marker
 		}
 		require.NoError(t, b.Release(ctx, after, last))
 		assert.Equal(t, planned, h.Snapshot(t, ref), "released after the move, the record is as planned")

@@ -85,9 +85,13 @@ type Harness interface {
 	// a record at a requested address and cut the connection each time
 	// without answering.
 	LoseRequestedAnswers(t testing.TB, n int)
-	// FailBulkDeletions makes the system refuse the next n deletions of
-	// several records at once with a server error, applying none.
-	FailBulkDeletions(t testing.TB, n int)
+	// FailBulkDeletions makes the system refuse every attempt of the next
+	// deletion of several records at once with a server error, applying
+	// none, and returns how many attempts a backend whose client retries
+	// retryMax times sends: Infoblox sends a write by reference once (its
+	// references name whatever object holds the address then, see
+	// backendhttp.WithoutResend), NetBox retryMax+1 times.
+	FailBulkDeletions(t testing.TB, retryMax int) (attempts int)
 	// AllocationRequests counts the allocation requests the system
 	// received (a lone claim's at least).
 	AllocationRequests() int

@@ -161,9 +161,12 @@ func (o *object) sortAddr() netip.Addr {
 // base64 of an internal key (e.g. "dns.network$10.0.0.0/24/0") without
 // padding; the name part is documented per object in the WAPI reference.
 // IPv6 addresses in name parts have their colons escaped ("abcd%3A%3A/80",
-// WAPI reference, ipv6network). The simulator adds the creation sequence to
-// the key so that every object, even one recreated at the same address, has
-// its own reference.
+// WAPI reference, ipv6network). A fixed address's key is its address and
+// network view alone, as NIOS's are ("dns.fixed_address$10.61.210.81.0..",
+// decoded from published references): a fixed address made again at the same
+// address, by anyone, gets the same reference, so a write by reference
+// reaches whatever object holds the address then. The simulator adds the
+// creation sequence to the other objects' keys.
 
 // opaque encodes key the way NIOS refs look: unpadded base64 made only of
 // word characters, since the go client parses some refs with `\w+`
@@ -207,7 +210,7 @@ func (st *store) makeRef(o *object) string {
 		key = fmt.Sprintf("dns.dhcp_range$%s/%s//%d.%d", o.start, o.end, st.viewID(o.netView), o.seq)
 		human = escapeAddr(o.start.String()) + "/" + escapeAddr(o.end.String()) + "/" + o.netView
 	case typeFixed, typeFixed6:
-		key = fmt.Sprintf("dns.fixed_address$%s.%d.%d..", o.addr, st.viewID(o.netView), o.seq)
+		key = fmt.Sprintf("dns.fixed_address$%s.%d..", o.addr, st.viewID(o.netView))
 		human = escapeAddr(o.addr.String()) + "/" + o.netView
 	case typeHost:
 		key = fmt.Sprintf("dns.host$._%s.%s.%d", o.dnsView, reverseName(o.name), o.seq)
