@@ -148,6 +148,7 @@ func Run(t *testing.T, h Harness) {
 		{"GatewayIsTheFirstUsableAddressOfTheNarrowedNetwork", "10.201.17.0/28", gatewayOfTheNarrowedNetwork},
 		{"DuplicateWhoseDeletionFailedIsNeverHandedOut", "10.201.18.0/28", duplicateWhoseDeletionFailedIsNeverHandedOut},
 		{"LostAnswersKeepTheOldestRecord", "10.201.30.0/24", lostAnswersKeepTheOldestRecord},
+		{"RecordsOfAnotherClusterAreNeverTouched", "10.201.31.0/28", recordsOfAnotherClusterAreNeverTouched},
 		// Batches (batch.go): each case takes the /24s its /23 or /22 holds.
 		{"BatchSharesOneSearchAndOneRequest", "10.201.20.0/23", batchSharesOneSearchAndOneRequest},
 		{"RefusedRecordFailsOnlyItsClaim", "10.201.22.0/24", refusedRecordFailsOnlyItsClaim},
