@@ -48,6 +48,11 @@ type Driver[P any, S Source, R, Q any] interface {
 	DropAll(ctx context.Context, records []R) error
 	// Mark sets a record's marker (a tombstone retires it).
 	Mark(ctx context.Context, r R, marker string) error
+	// Hand gives a record made for one claim to the claim marker names
+	// (see Backend.Remark): it sets the marker and, where the system's
+	// records serve a machine's MAC, has the record serve mac, that
+	// claim's machine's, or no machine when mac is "".
+	Hand(ctx context.Context, r R, marker, mac string) error
 
 	// Unusable says why src, which contains addr, may still not give it
 	// to a claim that requests it (the gateway the machine would get, a

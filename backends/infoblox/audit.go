@@ -99,38 +99,6 @@ func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func
 	return out, nil
 }
 
-// Remark sets the object's marker attribute if it still carries rec.Marker.
-// A fixed address of the provider's own handed to another claim serves
-// that claim's machine, rec.MAC, from then on: the MAC it was made with is
-// that of the machine it was answered for, which does not use the address,
-// and which the grid's DHCP would otherwise serve it to. If the grid
-// refuses rec.MAC (another fixed address holds it), the record serves no
-// machine.
-func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string) error {
-	o, err := b.checkOwned(ctx, rec)
-	if err != nil {
-		return err
-	}
-	_, planned := b.markerOf(o)
-	_, _, tombstone := backends.ParseTombstone(marker)
-	objectType, _, _ := strings.Cut(o.Ref, "/")
-	if planned || tombstone || objectType != "fixedaddress" || o.dhcpMAC() == rec.MAC {
-		// A plan keeps the MAC the IPAM team gave it; remark resets a
-		// tombstone's.
-		return b.remark(ctx, o, marker)
-	}
-	change := b.markerChange(o.Ref, marker)
-	if rec.MAC != "" {
-		change.Mac, change.MatchClient = rec.MAC, "MAC_ADDRESS"
-		err := b.change(ctx, o.Ref, change)
-		if !errors.Is(err, backends.ErrMACAddressInUse) {
-			return err
-		}
-	}
-	change.Mac, change.MatchClient = zeroMAC, "RESERVED"
-	return b.change(ctx, o.Ref, change)
-}
-
 // remark sets the object's marker. A planned object keeps saying so under
 // its new marker; retired, it goes back to the IPAM team as they planned
 // it (adoption wrote nothing but the marker): its plan holds the address.
@@ -230,79 +198,6 @@ type eaChange struct {
 
 func (c *eaChange) ObjectType() string { return c.objectType }
 
-// Delete deletes the object if it still carries rec.Marker; a planned
-// object goes back to the IPAM team.
-func (b *Backend) Delete(ctx context.Context, rec backends.Record) error {
-	o, err := b.checkOwned(ctx, rec)
-	if errors.Is(err, backends.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return b.dropObject(ctx, o)
-}
-
-// checkOwned reads the object afresh: someone may have taken it over since
-// it was listed.
-func (b *Backend) checkOwned(ctx context.Context, rec backends.Record) (object, error) {
-	o, ok, err := b.getByRef(ctx, rec.Reference)
-	marker, _ := b.markerOf(o)
-	switch {
-	case err != nil:
-		return object{}, err
-	case !ok:
-		return object{}, fmt.Errorf("%w: %s", backends.ErrNotFound, rec.Reference)
-	case marker != rec.Marker:
-		return object{}, fmt.Errorf("%w: %s now carries %s=%q, not %q; it was left in place",
-			backends.ErrNotOwned, rec.Reference, b.cfg.MarkerEA, o.ExtAttrs.get(b.cfg.MarkerEA), rec.Marker)
-	}
-	return o, nil
-}
-
-// Restore creates the claim's object again at address.
-func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address netip.Prefix) (backends.Allocation, error) {
-	sources, err := b.Prepared(ctx)
-	if err != nil {
-		return backends.Allocation{}, err
-	}
-	addr := address.Addr()
-	if !inAnySource(addr, sources) {
-		return backends.Allocation{}, fmt.Errorf("%w: %s lies in none of the pool's sources", backends.ErrOutsidePool, addr)
-	}
-	held, err := b.findByAddress(ctx, addr)
-	if err != nil {
-		return backends.Allocation{}, err
-	}
-	if len(held) > 0 {
-		o := held[0]
-		marker, _ := b.markerOf(o)
-		switch {
-		case marker == claim.Marker:
-		case claim.Holds(marker):
-			// The claim's own object under the marker it was recorded
-			// with (clusterctl move, or from before identities).
-			if err := b.remark(ctx, o, claim.Marker); err != nil {
-				return backends.Allocation{}, err
-			}
-		default:
-			if marker == "" {
-				marker = "no marker"
-			}
-			return backends.Allocation{}, fmt.Errorf("%w: %s holds it, with %s", backends.ErrAddressTaken, o.Ref, marker)
-		}
-		return b.toAllocation(o, sources)
-	}
-	created, err := b.createAt(ctx, claim, addr)
-	if errors.Is(err, backends.ErrConflict) || errors.Is(err, backends.ErrAddressTaken) {
-		return backends.Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", backends.ErrAddressTaken, addr, err)
-	}
-	if err != nil {
-		return backends.Allocation{}, fmt.Errorf("restoring %s: %w", addr, err)
-	}
-	return b.toAllocation(created, sources)
-}
-
 // createAt creates the claim's object at addr. The grid's refusal because
 // another DHCP object (a fixed address, a host address with DHCP) holds
 // the address is an ErrAddressTaken; another conflict (say, a host name
@@ -317,13 +212,4 @@ func (b *Backend) createAt(ctx context.Context, claim backends.Claim, addr netip
 		return object{}, fmt.Errorf("%w: %w", backends.ErrAddressTaken, err)
 	}
 	return created, err
-}
-
-func inAnySource(a netip.Addr, sources []resolvedSource) bool {
-	for _, s := range sources {
-		if s.Contains(a) {
-			return true
-		}
-	}
-	return false
 }

@@ -152,6 +152,33 @@ func (d driver) Mark(ctx context.Context, o object, marker string) error {
 	return d.remark(ctx, o, marker)
 }
 
+// Hand sets the object's marker attribute. A fixed address of the
+// provider's own handed to another claim serves that claim's machine, mac,
+// from then on: the MAC it was made with is that of the machine it was
+// answered for, which does not use the address, and which the grid's DHCP
+// would otherwise serve it to. If the grid refuses mac (another fixed
+// address holds it), the record serves no machine.
+func (d driver) Hand(ctx context.Context, o object, marker, mac string) error {
+	_, planned := d.markerOf(o)
+	_, _, tombstone := backends.ParseTombstone(marker)
+	objectType, _, _ := strings.Cut(o.Ref, "/")
+	if planned || tombstone || objectType != "fixedaddress" || o.dhcpMAC() == mac {
+		// A plan keeps the MAC the IPAM team gave it; remark resets a
+		// tombstone's.
+		return d.remark(ctx, o, marker)
+	}
+	change := d.markerChange(o.Ref, marker)
+	if mac != "" {
+		change.Mac, change.MatchClient = mac, "MAC_ADDRESS"
+		err := d.change(ctx, o.Ref, change)
+		if !errors.Is(err, backends.ErrMACAddressInUse) {
+			return err
+		}
+	}
+	change.Mac, change.MatchClient = zeroMAC, "RESERVED"
+	return d.change(ctx, o.Ref, change)
+}
+
 func (d driver) View(o object) backends.Record {
 	addr, _ := o.address()
 	marker, planned := d.markerOf(o)

@@ -93,18 +93,10 @@ func (b *Backend) listMarked(ctx context.Context, prefix string, q url.Values, k
 	}
 }
 
-// Remark sets the record's marker; a tombstone also gets status deprecated,
-// which NetBox's users know as "no longer in use".
-func (b *Backend) Remark(ctx context.Context, rec backends.Record, marker string) error {
-	r, err := b.ownedRecord(ctx, rec)
-	if err != nil {
-		return err
-	}
-	return b.remarkRecord(ctx, r, marker)
-}
-
-// A planned record keeps saying so under its new marker; retired, it goes
-// back to the IPAM team: its plan holds the address.
+// remarkRecord sets the record's marker; a tombstone also gets status
+// deprecated, which NetBox's users know as "no longer in use". A planned
+// record keeps saying so under its new marker; retired, it goes back to the
+// IPAM team: its plan holds the address.
 func (b *Backend) remarkRecord(ctx context.Context, r ipRecord, marker string) error {
 	_, _, tombstone := backends.ParseTombstone(marker)
 	value := marker
@@ -125,72 +117,6 @@ func (b *Backend) remarkRecord(ctx context.Context, r ipRecord, marker string) e
 		return fmt.Errorf("marking IP address %d (%s) %q: %w", r.ID, r.Address, marker, err)
 	}
 	return nil
-}
-
-// Delete deletes the record if it still carries its marker.
-func (b *Backend) Delete(ctx context.Context, rec backends.Record) error {
-	r, err := b.ownedRecord(ctx, rec)
-	if errors.Is(err, backends.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return b.deleteRecord(ctx, r)
-}
-
-// ownedRecord reads the record afresh and checks that it still carries the
-// marker it was listed with: someone may have taken it over since.
-func (b *Backend) ownedRecord(ctx context.Context, rec backends.Record) (ipRecord, error) {
-	id, ok := recordID(rec.Reference)
-	if !ok {
-		return ipRecord{}, fmt.Errorf("%w: %q is not a NetBox IP address reference", backends.ErrInvalidConfig, rec.Reference)
-	}
-	r, found, err := b.getRecord(ctx, id)
-	switch {
-	case err != nil:
-		return ipRecord{}, fmt.Errorf("reading %s: %w", rec.Reference, err)
-	case !found:
-		return ipRecord{}, fmt.Errorf("%w: %s", backends.ErrNotFound, rec.Reference)
-	case r.Marker != rec.Marker:
-		return ipRecord{}, fmt.Errorf("%w: NetBox IP address %d (%s) now carries %q, not %q; it was left in place",
-			backends.ErrNotOwned, r.ID, r.Address, r.Marker, rec.Marker)
-	}
-	return r, nil
-}
-
-// Restore reserves address for the claim again, as the available-ips
-// request would have, but at this address.
-func (b *Backend) Restore(ctx context.Context, claim backends.Claim, address netip.Prefix) (backends.Allocation, error) {
-	sources, refs, err := b.prepared(ctx)
-	if err != nil {
-		return backends.Allocation{}, err
-	}
-	var src *resolvedSource
-	for i := range sources {
-		if sources[i].Contains(address.Addr()) {
-			src = &sources[i]
-			break
-		}
-	}
-	if src == nil {
-		return backends.Allocation{}, fmt.Errorf("%w: %s lies in none of the pool's sources", backends.ErrOutsidePool, address.Addr())
-	}
-	held, err := b.findByAddress(ctx, address.Addr())
-	if err != nil {
-		return backends.Allocation{}, err
-	}
-	if len(held) > 0 {
-		return b.restoreHeld(ctx, claim, held[0])
-	}
-	created, err := b.createAt(ctx, claim, refs, *src, address.Addr())
-	if errors.Is(err, backends.ErrAddressTaken) {
-		return backends.Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", backends.ErrAddressTaken, address.Addr(), err)
-	}
-	if err != nil {
-		return backends.Allocation{}, fmt.Errorf("restoring %s: %w", address.Addr(), err)
-	}
-	return b.toAllocation(created)
 }
 
 // createAt creates the claim's IP address at addr in src, as the
@@ -220,29 +146,6 @@ func (b *Backend) createAt(ctx context.Context, claim backends.Claim, refs *refe
 	}
 	b.readMarker(&created)
 	return created, nil
-}
-
-// restoreHeld decides about a record that already holds the address.
-func (b *Backend) restoreHeld(ctx context.Context, claim backends.Claim, r ipRecord) (backends.Allocation, error) {
-	switch {
-	case r.Marker == claim.Marker:
-	case claim.Holds(r.Marker):
-		// The claim's own record under the marker it was recorded with
-		// (clusterctl move, or from before identities): it becomes the
-		// claim's, if it still carries that marker when it is read again
-		// for its ETag.
-		ref := fmt.Sprintf("%s%d", recordRefPrefix, r.ID)
-		if err := b.Remark(ctx, backends.Record{Reference: ref, Marker: r.Marker}, claim.Marker); err != nil {
-			return backends.Allocation{}, err
-		}
-	default:
-		owner := r.Marker
-		if owner == "" {
-			owner = "no marker"
-		}
-		return backends.Allocation{}, fmt.Errorf("%w: NetBox IP address %d (%s) holds it, with %s", backends.ErrAddressTaken, r.ID, r.Address, owner)
-	}
-	return b.toAllocation(r)
 }
 
 // requestBody turns the pool's request into JSON fields.

@@ -144,6 +144,11 @@ func (d driver) Mark(ctx context.Context, r ipRecord, marker string) error {
 	return d.remarkRecord(ctx, r, marker)
 }
 
+// Hand re-marks: NetBox's records serve no MAC.
+func (d driver) Hand(ctx context.Context, r ipRecord, marker, _ string) error {
+	return d.remarkRecord(ctx, r, marker)
+}
+
 func (d driver) View(r ipRecord) backends.Record {
 	p, _ := netip.ParsePrefix(r.Address)
 	return backends.Record{Address: p, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID), Planned: r.planned}

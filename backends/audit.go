@@ -1,0 +1,116 @@
+package backends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// The audit's half of the protocol: re-marking and deleting one record by
+// its reference, and restoring a claim's reservation at its address. Each
+// reads the record afresh and writes only what still carries the marker it
+// was listed with; the driver makes the write conditional where its system
+// can (NetBox's If-Match) and never resends it blindly where it cannot.
+
+// Remark sets the marker of the record rec names, if it still carries
+// rec.Marker, handing it to the claim marker names (see Backend.Remark).
+func (p *Protocol[P, S, R, Q]) Remark(ctx context.Context, rec Record, marker string) error {
+	r, err := p.owned(ctx, rec)
+	if err != nil {
+		return err
+	}
+	return p.d.Hand(ctx, r, marker, rec.MAC)
+}
+
+// Delete deletes the record rec names if it still carries rec.Marker; a
+// planned record goes back to the IPAM team, and one that is gone is no
+// error.
+func (p *Protocol[P, S, R, Q]) Delete(ctx context.Context, rec Record) error {
+	r, err := p.owned(ctx, rec)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return p.d.Drop(ctx, r)
+}
+
+// owned reads the record rec names afresh and checks that it still carries
+// the marker it was listed with: someone may have taken it over since.
+func (p *Protocol[P, S, R, Q]) owned(ctx context.Context, rec Record) (R, error) {
+	var zero R
+	r, found, err := p.d.Get(ctx, rec.Reference)
+	switch {
+	case err != nil:
+		return zero, err
+	case !found:
+		return zero, fmt.Errorf("%w: %s", ErrNotFound, rec.Reference)
+	}
+	if marker := p.d.View(r).Marker; marker != rec.Marker {
+		return zero, fmt.Errorf("%w: %s now carries %s, not %s; it was left in place",
+			ErrNotOwned, p.d.Describe(r), p.d.Label(marker), p.d.Label(rec.Marker))
+	}
+	return r, nil
+}
+
+// Restore reserves address for the claim again after its record was
+// deleted outside the provider (see Backend.Restore): a record at the
+// address under a marker the claim holds becomes the claim's, anything
+// else there is ErrAddressTaken, and a free address gets the claim's
+// record as an allocation would have made it, at that address.
+func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address netip.Prefix) (Allocation, error) {
+	pool, err := p.Prepared(ctx)
+	if err != nil {
+		return Allocation{}, err
+	}
+	addr := address.Addr()
+	var src S
+	found := false
+	for _, s := range p.d.Sources(pool) {
+		if s.Contains(addr) {
+			src, found = s, true
+			break
+		}
+	}
+	if !found {
+		return Allocation{}, fmt.Errorf("%w: %s lies in none of the pool's sources", ErrOutsidePool, addr)
+	}
+	held, err := p.d.AtAddress(ctx, addr)
+	if err != nil {
+		return Allocation{}, err
+	}
+	if len(held) > 0 {
+		r := held[0]
+		v := p.d.View(r)
+		switch {
+		case v.Marker == claim.Marker:
+		case claim.Holds(v.Marker):
+			// The claim's own record under the marker it was recorded
+			// with (clusterctl move, or from before identities): it
+			// becomes the claim's, if it still carries that marker.
+			if r, err = p.owned(ctx, v); err != nil {
+				return Allocation{}, err
+			}
+			if err := p.d.Mark(ctx, r, claim.Marker); err != nil {
+				return Allocation{}, err
+			}
+		default:
+			owner := p.d.Label(v.Marker)
+			if v.Marker == "" {
+				owner = "no marker"
+			}
+			return Allocation{}, fmt.Errorf("%w: %s holds it, with %s", ErrAddressTaken, p.d.Describe(r), owner)
+		}
+		return p.d.Allocation(pool, r)
+	}
+	created, err := p.d.CreateAt(ctx, pool, claim, src, addr)
+	switch {
+	case errors.Is(err, ErrAddressTaken) || errors.Is(err, ErrConflict):
+		return Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", ErrAddressTaken, addr, err)
+	case err != nil:
+		return Allocation{}, fmt.Errorf("restoring %s: %w", addr, err)
+	}
+	return p.d.Allocation(pool, created)
+}
