@@ -731,26 +731,24 @@ func noteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress,
 	if address.Annotations[v1alpha1.ReservationMarkerAnnotation] == marker {
 		return nil
 	}
-	base := address.DeepCopy()
-	if address.Annotations == nil {
-		address.Annotations = map[string]string{}
-	}
-	address.Annotations[v1alpha1.ReservationMarkerAnnotation] = marker
-	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("noting on IPAddress %s the marker of its record: %w", address.Name, err)
-	}
-	return nil
+	return annotateAddress(ctx, c, address, v1alpha1.ReservationMarkerAnnotation, marker, "the marker of its record")
 }
 
 // markRecordMoved notes on an IPAddress where its claim's record was moved.
 func markRecordMoved(ctx context.Context, c client.Client, address *ipamv1.IPAddress, movedTo string) error {
+	return annotateAddress(ctx, c, address, v1alpha1.RecordMovedAnnotation, movedTo, "that its record was moved")
+}
+
+// annotateAddress sets one annotation of an IPAddress; what says what it
+// notes, for errors.
+func annotateAddress(ctx context.Context, c client.Client, address *ipamv1.IPAddress, key, value, what string) error {
 	base := address.DeepCopy()
 	if address.Annotations == nil {
 		address.Annotations = map[string]string{}
 	}
-	address.Annotations[v1alpha1.RecordMovedAnnotation] = movedTo
+	address.Annotations[key] = value
 	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("noting on IPAddress %s that its record was moved: %w", address.Name, err)
+		return fmt.Errorf("noting on IPAddress %s %s: %w", address.Name, what, err)
 	}
 	return nil
 }
