@@ -438,6 +438,14 @@ func (r *ClaimReconciler) wait(claim *ipamv1.IPAddressClaim) ctrl.Result {
 	return ctrl.Result{RequeueAfter: r.waits.next(client.ObjectKeyFromObject(claim))}
 }
 
+// holdBack is wait for a claim whose reservation was refused or failed: it
+// also holds the claim back for that wait (see holds).
+func (r *ClaimReconciler) holdBack(claim *ipamv1.IPAddressClaim) ctrl.Result {
+	retry := r.wait(claim)
+	r.holds.hold(claim, retry.RequeueAfter)
+	return retry
+}
+
 // allocate reserves the claim's address in the backend and writes the
 // IPAddress. The reservation runs in the background (see backgroundCalls):
 // this reconcile starts it and returns, and the one its answer brings
@@ -452,10 +460,19 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		}
 		return ctrl.Result{}, nil
 	case callDone:
-		// The call held the pool's in-flight count until now: the pool was
-		// not let go meanwhile.
-		defer call.Finish()
-		return r.bind(ctx, claim, kind, pool, call.value.backend, call.value.alloc, call.err)
+		if call.err == nil || !r.answeredBeforeAChange(ctx, kind, pool, call.value) {
+			// The call held the pool's in-flight count until now: the
+			// pool was not let go meanwhile.
+			defer call.Finish()
+			return r.bind(ctx, claim, kind, pool, call.value.backend, call.value.alloc, call.err)
+		}
+		// Refused with credentials or a pool spec that changed since (an
+		// answer left untaken while the pool was not ready, say): the
+		// change may be what the claim waited for, so it asks again now
+		// rather than wait, or alarm the pool, on that old refusal.
+		call.Finish()
+		ctrl.LoggerFrom(ctx).V(2).Info("The reservation was refused before the pool's credentials or spec changed, asking again",
+			"refusal", call.err.Error())
 	}
 	// Refused moments ago: asked now, the IPAM system would most likely
 	// refuse again (see holds).
@@ -490,11 +507,12 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		done()
 		return r.allocationFailed(claim, err)
 	}
+	source := backend
 	bc, backend := r.backendClaim(claim), r.requestedAddress(claim, pool, backend)
 	bc.MAC = mac
 	if !r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
 		alloc, err := backend.Allocate(ctx, bc)
-		return allocationAnswer{backend: backend, alloc: alloc}, err
+		return allocationAnswer{backend: backend, alloc: alloc, source: source}, err
 	}) {
 		done()
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
@@ -515,6 +533,19 @@ func waitingForAnswer(claim *ipamv1.IPAddressClaim, reason string, kind PoolKind
 type allocationAnswer struct {
 	backend backends.Backend
 	alloc   backends.Allocation
+	// source is the pool's backend the reservation went through, as
+	// built from the pool's spec and Secret at the time.
+	source backends.Backend
+}
+
+// answeredBeforeAChange says whether the answer came through a backend
+// that the pool's spec or Secret has replaced since.
+func (r *ClaimReconciler) answeredBeforeAChange(ctx context.Context, kind PoolKind, pool Pool, answer allocationAnswer) bool {
+	if answer.source == nil {
+		return false
+	}
+	current, err := r.Backends.For(ctx, kind, pool)
+	return err == nil && current != answer.source
 }
 
 // bind writes the IPAddress of the address the backend reserved for the
@@ -537,6 +568,8 @@ func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim
 
 	holder, err := r.heldInCluster(ctx, claim, alloc)
 	if err != nil {
+		// Its retry would reserve again first: the wait spaces that too.
+		r.holdBack(claim)
 		return ctrl.Result{}, err
 	}
 	if holder != nil {
@@ -554,6 +587,7 @@ func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim
 		}
 		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
 			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
+		r.holdBack(claim)
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
 	}
 	r.written.Set(claim.UID, false, writtenMemory)
@@ -642,17 +676,16 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 		// addressToWaitingClaims); this covers space freed, or a plan
 		// given back, in the backend.
 		retry = ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}
-	default:
+		r.holds.hold(claim, retry.RequeueAfter)
+	case MACAddressInUseReason:
+		// Held back by a hold of its own, which a change of the MAC's
+		// source ends (macaddress.go).
 		retry = r.wait(claim)
-	}
-	if reason == MACAddressInUseReason {
-		// Held back by its own hold, which a change of the MAC's source
-		// ends (macaddress.go).
 		if more := r.MACAddresses.refused(claim, retry.RequeueAfter); more != "" {
 			msg += "; " + more
 		}
-	} else {
-		r.holds.hold(claim, retry.RequeueAfter)
+	default:
+		retry = r.holdBack(claim)
 	}
 	setClaimReady(claim, metav1.ConditionFalse, reason, msg)
 	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", msg)
