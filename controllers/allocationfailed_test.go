@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -32,11 +33,15 @@ func TestAllocationFailedRequeuesExpectedOutcomesWithoutError(t *testing.T) {
 		// Waits with the claim's capped backoff, which starts at a second.
 		{name: "MAC held by another fixed address", err: fmt.Errorf("allocating: %w", backends.ErrMACAddressInUse),
 			wantResult: ctrl.Result{RequeueAfter: firstRetryInterval}},
+		{name: "requested address held", err: fmt.Errorf("allocating: %w", backends.ErrRequestedUnavailable),
+			wantResult: ctrl.Result{RequeueAfter: firstRetryInterval}},
+		{name: "marked record outside the pool", err: fmt.Errorf("allocating: %w", backends.ErrOutsidePool),
+			wantResult: ctrl.Result{RequeueAfter: firstRetryInterval}},
 		{name: "unavailable", err: fmt.Errorf("allocating: %w", backends.ErrUnavailable), wantErr: true},
 		{name: "other", err: errors.New("boom"), wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: retry, waits: newWaitBackoff(time.Hour)}
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: retry, waits: newWaitBackoff(firstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{})}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 			result, err := r.allocationFailed(claim, tc.err)
 			if tc.wantErr {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -93,8 +94,14 @@ type ClaimReconciler struct {
 	// MaxRetryInterval caps the wait of a claim that is not bound, and the
 	// backoff of a failed reconcile.
 	MaxRetryInterval time.Duration
+	// FirstRetryInterval is the first wait of a claim that waits; 1s when
+	// zero.
+	FirstRetryInterval time.Duration
 
 	waits *waitBackoff
+	// holds keep a refused claim from asking again before its wait is
+	// over (see holds).
+	holds *holds
 	// allocations and releases run off the claim workers; their answers
 	// come back through wake.
 	allocations *backgroundCalls[allocationAnswer]
@@ -133,7 +140,11 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	if r.MaxRetryInterval == 0 {
 		r.MaxRetryInterval = DefaultMaxRetryInterval
 	}
-	r.waits = newWaitBackoff(r.MaxRetryInterval)
+	if r.FirstRetryInterval == 0 {
+		r.FirstRetryInterval = firstRetryInterval
+	}
+	r.waits = newWaitBackoff(r.FirstRetryInterval, r.MaxRetryInterval)
+	r.holds = newHolds(clock.RealClock{})
 	r.released = cache.NewExpiring()
 	r.written = cache.NewExpiring()
 	r.wake = make(chan event.GenericEvent, wakeQueue)
@@ -204,6 +215,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if apierrors.IsNotFound(err) {
 			waiting.forget(req.NamespacedName)
 			r.waits.forget(req.NamespacedName)
+			r.holds.release(req.NamespacedName)
 			r.allocations.forget(req.NamespacedName)
 			r.releases.forget(req.NamespacedName)
 			r.MACAddresses.forget(req.NamespacedName)
@@ -289,11 +301,14 @@ func markNotPaused(before, claim *ipamv1.IPAddressClaim) {
 }
 
 // trackOutcome counts the claim in the waiting-claims gauge, and forgets
-// the wait backoff of a claim that is Ready.
+// the wait backoff of a claim that is Ready. Only Ready does: the reconcile
+// that starts a reservation ends no wait, so a claim refused again and
+// again waits longer each time, up to the cap.
 func (r *ClaimReconciler) trackOutcome(key types.NamespacedName, claim *ipamv1.IPAddressClaim, kind PoolKind) {
 	trackWaiting(claim, kind)
 	if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
 		r.waits.forget(key)
+		r.holds.release(key)
 	}
 }
 
@@ -423,6 +438,14 @@ func (r *ClaimReconciler) wait(claim *ipamv1.IPAddressClaim) ctrl.Result {
 	return ctrl.Result{RequeueAfter: r.waits.next(client.ObjectKeyFromObject(claim))}
 }
 
+// holdBack is wait for a claim whose reservation was refused or failed: it
+// also holds the claim back for that wait (see holds).
+func (r *ClaimReconciler) holdBack(claim *ipamv1.IPAddressClaim) ctrl.Result {
+	retry := r.wait(claim)
+	r.holds.hold(claim, retry.RequeueAfter)
+	return retry
+}
+
 // allocate reserves the claim's address in the backend and writes the
 // IPAddress. The reservation runs in the background (see backgroundCalls):
 // this reconcile starts it and returns, and the one its answer brings
@@ -437,10 +460,24 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		}
 		return ctrl.Result{}, nil
 	case callDone:
-		// The call held the pool's in-flight count until now: the pool was
-		// not let go meanwhile.
-		defer call.Finish()
-		return r.bind(ctx, claim, kind, pool, call.value.backend, call.value.alloc, call.err)
+		if call.err == nil || !r.answeredBeforeAChange(ctx, kind, pool, call.value) {
+			// The call held the pool's in-flight count until now: the
+			// pool was not let go meanwhile.
+			defer call.Finish()
+			return r.bind(ctx, claim, kind, pool, call.value.backend, call.value.alloc, call.err)
+		}
+		// Refused with credentials or a pool spec that changed since (an
+		// answer left untaken while the pool was not ready, say): the
+		// change may be what the claim waited for, so it asks again now
+		// rather than wait, or alarm the pool, on that old refusal.
+		call.Finish()
+		ctrl.LoggerFrom(ctx).V(2).Info("The reservation was refused before the pool's credentials or spec changed, asking again",
+			"refusal", call.err.Error())
+	}
+	// Refused moments ago: asked now, the IPAM system would most likely
+	// refuse again (see holds).
+	if wait := r.holds.remaining(claim); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// The pool is being validated again because a claim got an address it
 	// may not give: asking now would get the same answer (see Revalidate).
@@ -470,11 +507,12 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 		done()
 		return r.allocationFailed(claim, err)
 	}
+	source := backend
 	bc, backend := r.backendClaim(claim), r.requestedAddress(claim, pool, backend)
 	bc.MAC = mac
 	if !r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
 		alloc, err := backend.Allocate(ctx, bc)
-		return allocationAnswer{backend: backend, alloc: alloc}, err
+		return allocationAnswer{backend: backend, alloc: alloc, source: source}, err
 	}) {
 		done()
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
@@ -495,6 +533,19 @@ func waitingForAnswer(claim *ipamv1.IPAddressClaim, reason string, kind PoolKind
 type allocationAnswer struct {
 	backend backends.Backend
 	alloc   backends.Allocation
+	// source is the pool's backend the reservation went through, as
+	// built from the pool's spec and Secret at the time.
+	source backends.Backend
+}
+
+// answeredBeforeAChange says whether the answer came through a backend
+// that the pool's spec or Secret has replaced since.
+func (r *ClaimReconciler) answeredBeforeAChange(ctx context.Context, kind PoolKind, pool Pool, answer allocationAnswer) bool {
+	if answer.source == nil {
+		return false
+	}
+	current, err := r.Backends.For(ctx, kind, pool)
+	return err == nil && current != answer.source
 }
 
 // bind writes the IPAddress of the address the backend reserved for the
@@ -517,6 +568,8 @@ func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim
 
 	holder, err := r.heldInCluster(ctx, claim, alloc)
 	if err != nil {
+		// Its retry would reserve again first: the wait spaces that too.
+		r.holdBack(claim)
 		return ctrl.Result{}, err
 	}
 	if holder != nil {
@@ -534,6 +587,7 @@ func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim
 		}
 		setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
 			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
+		r.holdBack(claim)
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
 	}
 	r.written.Set(claim.UID, false, writtenMemory)
@@ -606,36 +660,49 @@ func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind Po
 	return r.wait(claim)
 }
 
+// allocationFailed reports a refused or failed reservation, and holds the
+// claim back until its wait is over (see holds), wherever the refusal came
+// from: this reconcile, or the background reservation whose answer brought
+// the claim back. The reconcile that starts the next reservation returns
+// success, which resets controller-runtime's error backoff; the claim's own
+// wait, which only Ready resets, spaces the attempts.
 func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err error) (ctrl.Result, error) {
 	reason := claimReason(err)
 	msg := err.Error()
 	var retry ctrl.Result
-	if reason == MACAddressInUseReason {
+	switch reason {
+	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, PlannedRecordConflictReason:
+		// A release in this cluster wakes the claim sooner (see
+		// addressToWaitingClaims); this covers space freed, or a plan
+		// given back, in the backend.
+		retry = ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}
+		r.holds.hold(claim, retry.RequeueAfter)
+	case MACAddressInUseReason:
+		// Held back by a hold of its own, which a change of the MAC's
+		// source ends (macaddress.go).
 		retry = r.wait(claim)
 		if more := r.MACAddresses.refused(claim, retry.RequeueAfter); more != "" {
 			msg += "; " + more
 		}
+	default:
+		retry = r.holdBack(claim)
 	}
 	setClaimReady(claim, metav1.ConditionFalse, reason, msg)
 	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", msg)
 	switch reason {
-	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, PlannedRecordConflictReason:
-		// Expected outcomes, not failed reconciles. A release in this
-		// cluster wakes the claim sooner (see addressToWaitingClaims);
-		// this covers space freed, or a plan given back, in the backend.
-		return ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}, nil
+	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, PlannedRecordConflictReason, RequestedAddressUnavailableReason,
+		ReservationOutsidePoolReason, MACAddressInUseReason:
+		// Expected outcomes, waiting on someone else (the holder of the
+		// address or the MAC, a corrected request, pool or record), not
+		// failed reconciles: the condition and the event say why.
+		return retry, nil
 	case UnusableAddressAnsweredReason:
-		// Not a failed reconcile, retried within milliseconds: the system
-		// would answer the same address again until the pool's validation,
-		// under way, says why.
-		return r.wait(claim), nil
-	case MACAddressInUseReason:
-		// An expected outcome too, waiting on someone else: the holder's
-		// release, or a corrected MAC, which the watch on the object the
-		// MAC was read from announces (macaddress.go); the capped backoff
-		// covers a change in the grid.
+		// Not a failed reconcile either: the system would answer the same
+		// address again until the pool's validation, under way, says why.
 		return retry, nil
 	}
+	// A failure, for controller-runtime to log and count; its retry finds
+	// the claim held back.
 	return ctrl.Result{}, err
 }
 

@@ -26,7 +26,7 @@ func (r *ClaimReconciler) clusterToClaims(ctx context.Context, o client.Object) 
 		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of Cluster", "Cluster", o.GetName())
 		return nil
 	}
-	return claimRequests(claims.Items, func(*ipamv1.IPAddressClaim) bool { return true })
+	return r.woken(claimRequests(claims.Items, func(*ipamv1.IPAddressClaim) bool { return true }))
 }
 
 // poolToClaims maps a pool to its claims that still wait for an address.
@@ -60,9 +60,18 @@ func (r *ClaimReconciler) waitingClaims(ctx context.Context, ref ipamv1.IPPoolRe
 	}
 	// Every claim that is not Ready waits for something, bound or not: one
 	// that lost its IPAddress keeps status.addressRef.
-	return claimRequests(claims.Items, func(c *ipamv1.IPAddressClaim) bool {
+	return r.woken(claimRequests(claims.Items, func(c *ipamv1.IPAddressClaim) bool {
 		return !conditions.IsTrue(c, ipamv1.IPAddressClaimReadyCondition) || !c.DeletionTimestamp.IsZero()
-	})
+	}))
+}
+
+// woken ends the holds of claims an event wakes (see holds): what they
+// wait for may have changed, so they ask again at once.
+func (r *ClaimReconciler) woken(requests []reconcile.Request) []reconcile.Request {
+	for _, req := range requests {
+		r.holds.release(req.NamespacedName)
+	}
+	return requests
 }
 
 func claimRequests(claims []ipamv1.IPAddressClaim, keep func(*ipamv1.IPAddressClaim) bool) []reconcile.Request {
@@ -91,14 +100,16 @@ func clusterPausedChanged() predicate.Funcs {
 }
 
 // poolMayUnblockClaims passes pool events that can let a waiting claim go
-// on: creation, a change of readiness, of the paused annotation, or of the
+// on: creation, a change of the spec (a corrected pre-allocation, source or
+// reservation), of readiness, of the paused annotation, or a rise of the
 // free count.
 func poolMayUnblockClaims() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			oldPool, newPool := e.ObjectOld.(Pool), e.ObjectNew.(Pool)
-			return conditions.IsTrue(oldPool, v1alpha1.ReadyCondition) != conditions.IsTrue(newPool, v1alpha1.ReadyCondition) ||
+			return oldPool.GetGeneration() != newPool.GetGeneration() ||
+				conditions.IsTrue(oldPool, v1alpha1.ReadyCondition) != conditions.IsTrue(newPool, v1alpha1.ReadyCondition) ||
 				annotations.HasPaused(oldPool) != annotations.HasPaused(newPool) ||
 				freeCount(oldPool) < freeCount(newPool)
 		},

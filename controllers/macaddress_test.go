@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -399,7 +400,7 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-0-pool",
 				OwnerReferences: []metav1.OwnerReference{ownerRef(infraV1beta1, "Metal3Data", "workers-0")},
 				Annotations:     maps.Clone(tc.annotations)}}
-			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), waits: newWaitBackoff(time.Hour),
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), waits: newWaitBackoff(firstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{}),
 				MACAddresses: &MACAddresses{Reader: reader, Follow: consumerOwnerKinds}}
 			ctx := context.Background()
 

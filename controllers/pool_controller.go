@@ -108,7 +108,7 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 	if r.RefreshInterval == 0 {
 		r.RefreshInterval = DefaultRefreshInterval
 	}
-	r.retries = newWaitBackoff(r.MaxRetryInterval)
+	r.retries = newWaitBackoff(firstRetryInterval, r.MaxRetryInterval)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Kind.Kind).
 		// Not on the pool's own status updates: each reconcile asks the

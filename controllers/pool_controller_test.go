@@ -31,7 +31,7 @@ func TestNotReadyPoolsLookAgain(t *testing.T) {
 		{name: "invalid configuration", err: backends.ErrInvalidConfig, want: sync},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &PoolReconciler{Recorder: events.NewFakeRecorder(10), SyncPeriod: sync, MaxRetryInterval: sync, retries: newWaitBackoff(sync)}
+			r := &PoolReconciler{Recorder: events.NewFakeRecorder(10), SyncPeriod: sync, MaxRetryInterval: sync, retries: newWaitBackoff(firstRetryInterval, sync)}
 			pool := &v1alpha1.NetboxIPPool{}
 			pool.Namespace, pool.Name = "ns", "pool"
 			result, err := r.notReady(context.Background(), pool, fmt.Errorf("validating: %w", tc.err))

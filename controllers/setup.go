@@ -40,6 +40,10 @@ type Options struct {
 	// MaxRetryInterval caps every wait that no event is guaranteed to end,
 	// and the backoff of failed reconciles (default 5m).
 	MaxRetryInterval time.Duration
+	// FirstRetryInterval is the first wait of a claim that waits (default
+	// 1s); tests lengthen it to prove that an event, not the backoff, ends
+	// a wait.
+	FirstRetryInterval time.Duration
 
 	Backend BackendOptions
 
@@ -108,6 +112,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		MaxConcurrentReconciles: opts.ClaimConcurrency,
 		ExhaustedRetryInterval:  opts.ExhaustedRetryInterval,
 		MaxRetryInterval:        opts.MaxRetryInterval,
+		FirstRetryInterval:      opts.FirstRetryInterval,
 	}
 	if err := claims.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)

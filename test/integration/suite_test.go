@@ -120,7 +120,14 @@ func startManager(ctx context.Context, filter, identity string, wrap func(client
 
 // startManagerWith is startManager talking to the API server with cfg.
 func startManagerWith(ctx context.Context, cfg *rest.Config, filter, identity string, wrap func(client.WithWatch) client.Client) (<-chan struct{}, error) {
-	return envtestenv.StartManager(ctx, cfg, testScheme, controllers.Options{
+	return startTunedManager(ctx, cfg, filter, identity, wrap, nil)
+}
+
+// startTunedManager is startManagerWith with tune, when set, changing the
+// suite's options first.
+func startTunedManager(ctx context.Context, cfg *rest.Config, filter, identity string, wrap func(client.WithWatch) client.Client,
+	tune func(*controllers.Options)) (<-chan struct{}, error) {
+	opts := controllers.Options{
 		Identity:         identity,
 		ManagerNamespace: managerNamespace,
 		WatchFilterValue: filter,
@@ -130,7 +137,11 @@ func startManagerWith(ctx context.Context, cfg *rest.Config, filter, identity st
 		// Long, so that tests prove a release wakes waiting claims.
 		ExhaustedRetryInterval: 10 * time.Minute,
 		PoolRefreshInterval:    2 * time.Second,
-	}, func(o *manager.Options) {
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	return envtestenv.StartManager(ctx, cfg, testScheme, opts, func(o *manager.Options) {
 		o.Logger = ctrl.Log.WithName(filter)
 		if wrap != nil {
 			o.NewClient = func(cfg *rest.Config, opts client.Options) (client.Client, error) {
