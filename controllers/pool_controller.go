@@ -37,6 +37,9 @@ import (
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools/status;globalnetboxippools/status;infobloxippools/status;globalinfobloxippools/status,verbs=get;patch
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools/finalizers;globalnetboxippools/finalizers;infobloxippools/finalizers;globalinfobloxippools/finalizers,verbs=update
+// RBAC cannot grant by label: list and watch are needed on every Secret for
+// the cache's label-selected informer (cachetransform.CacheOptions), get for
+// reading a pool's Secret past the cache (Backends.For).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // PoolReconciler validates pools of one kind against their backend, keeps
