@@ -8,10 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 )
 
 func TestManagerOptionsFromFlags(t *testing.T) {
@@ -95,4 +98,27 @@ func TestCacheKeepsWhatTheProviderReads(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, *cluster.Spec.Paused)
 	assert.Empty(t, cluster.Spec.Topology.Version)
+}
+
+// The binary's cache holds only the Secrets labelled as pools' credentials,
+// whether it watches every namespace or one.
+func TestCacheHoldsOnlyCredentialsSecrets(t *testing.T) {
+	for _, args := range [][]string{nil, {"--namespace=tenant"}} {
+		fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+		o := newOptions()
+		o.addFlags(fs)
+		require.NoError(t, fs.Parse(args))
+		opts, err := o.managerOptions()
+		require.NoError(t, err)
+		var selector labels.Selector
+		for obj, by := range opts.Cache.ByObject {
+			if _, ok := obj.(*corev1.Secret); ok {
+				selector = by.Label
+			}
+		}
+		require.NotNil(t, selector, "%v: Secrets are cached unselected", args)
+		assert.True(t, selector.Matches(labels.Set{v1alpha1.CredentialsLabel: "true"}), "%v", args)
+		assert.False(t, selector.Matches(labels.Set{}), "%v", args)
+		assert.False(t, selector.Matches(labels.Set{v1alpha1.CredentialsLabel: "false"}), "%v", args)
+	}
 }

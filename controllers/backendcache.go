@@ -60,9 +60,8 @@ func (b *Backends) secretKey(kind PoolKind, pool Pool) client.ObjectKey {
 // For returns the pool's backend.
 func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.Backend, error) {
 	key := b.secretKey(kind, pool)
-	meta := &metav1.PartialObjectMetadata{}
-	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-	if err := b.Client.Get(ctx, key, meta); err != nil {
+	meta, err := b.secretMetadata(ctx, key)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, &SecretError{Reason: v1alpha1.CredentialsSecretNotFoundReason,
 				Message: fmt.Sprintf("Secret %s not found; a %s reads its Secret from %s", key, kind.Kind, secretPlace(kind))}
@@ -103,6 +102,20 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 	b.entries[pool.GetUID()] = backendEntry{generation: pool.GetGeneration(), secretVersion: secret.ResourceVersion, backend: backend}
 	b.mu.Unlock()
 	return backend, nil
+}
+
+// secretMetadata reads a Secret's metadata from the cache, which holds only
+// the Secrets labelled as credentials, or else from the API server: a
+// Secret the pool names but that lacks the label is CredentialsNotAllowed,
+// not missing. Only a pool that cannot be used pays that read.
+func (b *Backends) secretMetadata(ctx context.Context, key client.ObjectKey) (*metav1.PartialObjectMetadata, error) {
+	meta := secretMetadata()
+	err := b.Client.Get(ctx, key, meta)
+	if apierrors.IsNotFound(err) {
+		meta = secretMetadata()
+		err = b.APIReader.Get(ctx, key, meta)
+	}
+	return meta, err
 }
 
 // Forget drops a deleted pool's backend and its limit.

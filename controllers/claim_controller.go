@@ -351,7 +351,12 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 	// The finalizer is persisted before anything is reserved, so a claim
 	// can never be deleted without its address being released. The
 	// Machine's name, which the records will carry, goes in the same write.
+	// A pool being deleted waits for every claim with the finalizer: a new
+	// claim of it gets none, so that it cannot hold the pool.
 	if !controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
+		if !pool.GetDeletionTimestamp().IsZero() {
+			return r.poolBeingDeleted(claim, kind, pool), nil
+		}
 		if err := r.MachineNames.Ensure(ctx, claim); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -654,9 +659,16 @@ func (r *ClaimReconciler) releaseSecondReservation(ctx context.Context, claim *i
 	return nil
 }
 
+// poolBeingDeleted leaves a claim of a pool being deleted waiting. A claim
+// with the release finalizer may hold a reservation in the pool (a record
+// made before a manager died, say), so the pool waits in turn until the
+// claim is deleted and its release, which goes through the pool, is done.
 func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool) ctrl.Result {
-	setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
-		fmt.Sprintf("%s %s is being deleted and gives no address out", kind.Kind, pool.GetName()))
+	msg := fmt.Sprintf("%s %s is being deleted and gives no address out", kind.Kind, pool.GetName())
+	if controllerutil.ContainsFinalizer(claim, ClaimFinalizer) {
+		msg += "; its deletion waits for this claim to be deleted"
+	}
+	setClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
 	return r.wait(claim)
 }
 

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +37,9 @@ import (
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools/status;globalnetboxippools/status;infobloxippools/status;globalinfobloxippools/status,verbs=get;patch
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools/finalizers;globalnetboxippools/finalizers;infobloxippools/finalizers;globalinfobloxippools/finalizers,verbs=update
+// RBAC cannot grant by label: list and watch are needed on every Secret for
+// the cache's label-selected informer (cachetransform.CacheOptions), get for
+// reading a pool's Secret past the cache (Backends.For).
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // PoolReconciler validates pools of one kind against their backend, keeps
@@ -325,15 +330,20 @@ func transient(reason string) bool {
 	return reason == v1alpha1.BackendUnavailableReason || reason == v1alpha1.BackendThrottledReason
 }
 
-// reconcileDelete keeps the pool while IPAddresses from it exist, or an
-// allocation from it is under way. The last check reads the API server, so a
-// cache that has not yet seen a new IPAddress cannot let the pool go.
+// reconcileDelete keeps the pool while IPAddresses from it exist, an
+// allocation from it is under way, or a claim of it may hold a reservation.
+// The last checks read the API server, so a cache that has not yet seen a
+// new IPAddress or claim cannot let the pool go.
 func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.Result, error) {
 	waitFor := func(msg string) (ctrl.Result, error) {
+		// Said once, as the wait begins; the condition follows it.
+		if !conditions.IsFalse(pool, v1alpha1.ReadyCondition) || conditions.GetReason(pool, v1alpha1.ReadyCondition) != v1alpha1.DeletingReason {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1alpha1.DeletingReason, "Delete", "The pool is being deleted and is %s", msg)
+		}
 		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionFalse,
 			Reason: v1alpha1.DeletingReason, Message: msg})
-		// Each IPAddress deletion brings the pool back; the wait covers the
-		// end of an allocation, which makes no event.
+		// Each IPAddress or claim deletion brings the pool back; the wait
+		// covers the end of an allocation, which makes no event.
 		return ctrl.Result{RequeueAfter: r.retries.next(client.ObjectKeyFromObject(pool))}, nil
 	}
 	if n := r.InFlight.close(pool.GetUID()); n > 0 {
@@ -360,16 +370,28 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool Pool) (ctrl.R
 	if n > 0 {
 		return waitFor(fmt.Sprintf("waiting for %d IPAddresses allocated from the pool to be released", n))
 	}
-	// A claim whose IPAddress went first (a namespace deletion deletes
-	// every kind at once) still holds its reservation: it is released
+	// Every claim that carries the release finalizer may hold a
+	// reservation in the pool, whatever this manager remembers: its
+	// IPAddress may have gone first (a namespace deletion deletes every
+	// kind at once), or a manager may have died after the IPAM system made
+	// its record and before its IPAddress was written. It is released
 	// through this pool, which must outlive it.
 	claims := &ipamv1.IPAddressClaimList{}
 	if err := r.Client.List(ctx, claims, client.InNamespace(pool.GetNamespace()),
 		client.MatchingFields{poolRefField: poolRefKey(ref)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the claims of the pool: %w", err)
 	}
-	if n := countReleasing(claims.Items); n > 0 {
-		return waitFor(fmt.Sprintf("waiting for %d claims of the pool to release their addresses", n))
+	holding := claimsHolding(claims.Items, ref)
+	if len(holding) == 0 {
+		live := &ipamv1.IPAddressClaimList{}
+		if err := r.Backends.APIReader.List(ctx, live, client.InNamespace(pool.GetNamespace())); err != nil {
+			return ctrl.Result{}, fmt.Errorf("listing the claims of the pool: %w", err)
+		}
+		holding = claimsHolding(live.Items, ref)
+	}
+	if len(holding) > 0 {
+		return waitFor(fmt.Sprintf("waiting for %d claims of the pool to be deleted and release what they hold: %s",
+			len(holding), namesOf(holding)))
 	}
 	r.Backends.Forget(pool)
 	r.Alarms.forget(pool)
@@ -441,22 +463,37 @@ func (r *PoolReconciler) secretToPools(ctx context.Context, o client.Object) []r
 	return requests
 }
 
-// countReleasing counts the claims that may still release an address
-// through the pool: those with the release finalizer that are being
-// deleted, or that were bound or keep a reservation (an IPAddress let go
-// before them). A claim that never got an address holds nothing.
-func countReleasing(claims []ipamv1.IPAddressClaim) int {
-	n := 0
+// claimsHolding returns the claims of the pool ref names that may hold a
+// reservation in it: every claim with the release finalizer, being deleted
+// or not. The finalizer is persisted before anything is reserved, so a
+// claim without it holds nothing; one with it may hold a record its
+// IPAddress, annotations and this manager's memory know nothing of.
+func claimsHolding(claims []ipamv1.IPAddressClaim, ref ipamv1.IPPoolReference) []types.NamespacedName {
+	var out []types.NamespacedName
 	for i := range claims {
 		c := &claims[i]
-		if !controllerutil.ContainsFinalizer(c, ClaimFinalizer) {
-			continue
-		}
-		if !c.DeletionTimestamp.IsZero() || c.Status.AddressRef.Name != "" || c.Annotations[v1alpha1.ReservationRecordAnnotation] != "" {
-			n++
+		if c.Spec.PoolRef == ref && controllerutil.ContainsFinalizer(c, ClaimFinalizer) {
+			out = append(out, client.ObjectKeyFromObject(c))
 		}
 	}
-	return n
+	return out
+}
+
+// maxNamesShown bounds the claims a pool's condition names.
+const maxNamesShown = 5
+
+// namesOf names the first few claims, and how many more there are.
+func namesOf(keys []types.NamespacedName) string {
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+	names := make([]string, 0, maxNamesShown)
+	for _, k := range keys[:min(len(keys), maxNamesShown)] {
+		names = append(names, k.String())
+	}
+	s := strings.Join(names, ", ")
+	if more := len(keys) - len(names); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 // poolRequest is the request of the pool of kind that ref names from an

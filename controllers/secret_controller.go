@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,15 +30,21 @@ import (
 // The finalizer lives in the API server, so it survives a manager restart.
 type SecretReconciler struct {
 	Client client.Client
+	// APIReader reads a Secret the cache does not hold: the cache holds
+	// only labelled Secrets, and one whose label was removed may still
+	// carry the finalizer.
+	APIReader client.Reader
 	// Kinds are every pool kind: a Secret is in use while a pool of any
 	// kind, served by any manager, names it.
 	Kinds            PoolKinds
 	ManagerNamespace string
 }
 
-// SetupWithManager watches labelled Secrets (metadata only) and every pool
+// SetupWithManager watches labelled Secrets (metadata only; the manager's
+// cache holds no other, see cachetransform.CacheOptions) and every pool
 // kind, mapping a pool to the Secret it names now and the one it named
-// before an edit.
+// before an edit. A Secret whose label is removed leaves the cache, which
+// the watch sees as its deletion.
 func (r *SecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("credentials-secret").
@@ -54,7 +61,17 @@ func (r *SecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // once none does.
 func (r *SecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	secret := secretMetadata()
-	if err := r.Client.Get(ctx, req.NamespacedName, secret); err != nil {
+	err := r.Client.Get(ctx, req.NamespacedName, secret)
+	if apierrors.IsNotFound(err) {
+		// Not labelled (or gone): it may still carry the finalizer, from
+		// before its label was removed.
+		secret = secretMetadata()
+		err = r.APIReader.Get(ctx, req.NamespacedName, secret)
+		if err == nil && !controllerutil.ContainsFinalizer(secret, v1alpha1.CredentialsInUseFinalizer) {
+			return ctrl.Result{}, nil
+		}
+	}
+	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	users, err := r.poolsUsing(ctx, secret)

@@ -117,7 +117,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := claims.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)
 	}
-	secrets := &SecretReconciler{Client: mgr.GetClient(), Kinds: kinds, ManagerNamespace: opts.ManagerNamespace}
+	secrets := &SecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Kinds: kinds, ManagerNamespace: opts.ManagerNamespace}
 	if err := secrets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the credentials Secret controller: %w", err)
 	}

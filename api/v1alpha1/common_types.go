@@ -35,7 +35,7 @@ const (
 	BackendThrottledReason = "BackendThrottled"
 	// SetupRequiredReason: the backend lacks an object the provider needs (a tag, custom field or extensible attribute) and the credentials may not create it.
 	SetupRequiredReason = "SetupRequired"
-	// DeletingReason: the pool is being deleted and waits for the IPAddresses allocated from it to be released.
+	// DeletingReason: the pool is being deleted and waits for the allocations under way, the IPAddresses allocated from it and the claims of it that may hold a reservation to be released.
 	DeletingReason = "Deleting"
 	// PausedReason: the pool carries the cluster.x-k8s.io/paused annotation.
 	PausedReason = "Paused"

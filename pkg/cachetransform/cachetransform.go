@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,7 +47,12 @@ var sharedValueAnnotations = map[string]bool{
 }
 
 // CacheOptions are the manager's cache options: every kind with Default,
-// Clusters with Cluster, all of them listed again every syncPeriod.
+// Clusters with Cluster, all of them listed again every syncPeriod. Of
+// Secrets the cache holds only those labelled as pools' credentials
+// (v1alpha1.CredentialsLabel), and of those only their metadata (the
+// provider watches Secrets metadata-only): RBAC cannot grant list and watch
+// by label, so the selector is what keeps every other Secret of the
+// cluster out of the manager's memory.
 func CacheOptions(syncPeriod *time.Duration) cache.Options {
 	t := New()
 	return cache.Options{
@@ -54,6 +60,10 @@ func CacheOptions(syncPeriod *time.Duration) cache.Options {
 		DefaultTransform: t.Default(),
 		ByObject: map[client.Object]cache.ByObject{
 			&clusterv1.Cluster{}: {Transform: t.Cluster()},
+			&corev1.Secret{}: {
+				Label:     labels.SelectorFromSet(labels.Set{v1alpha1.CredentialsLabel: "true"}),
+				Transform: t.Default(),
+			},
 		},
 	}
 }

@@ -106,6 +106,9 @@ func runSuite(m *testing.M) int {
 	code := m.Run()
 	cancel()
 	<-done
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
 	if code != 0 && os.Getenv("SHOW_MANAGER_LOGS") != "" {
 		fmt.Fprintln(os.Stderr, managerLogs.String())
 	}
