@@ -81,6 +81,11 @@ func (h *infobloxHarness) PoolOver(t testing.TB, o PoolOptions, cidrs ...string)
 	return newBackend(t, h.config(t, "secret", o, cidrs...))
 }
 
+func (h *infobloxHarness) BarePool(t testing.TB, cidr string, o PoolOptions) backends.Backend {
+	h.sim.AddNetwork("default", cidr, nil)
+	return newBackend(t, h.config(t, "secret", o, cidr))
+}
+
 // RefusingPool creates host records in a DNS zone where the name of the
 // claim "bad" is already taken: the grid refuses its record as a conflict.
 func (h *infobloxHarness) RefusingPool(t testing.TB, cidr string, o PoolOptions) (backends.Backend, Refusal) {
@@ -104,7 +109,7 @@ func (h *infobloxHarness) NarrowedPool(t testing.TB, cidr string, prefixLength i
 // first of which the harnesses' seed already holds.
 func narrowedGateways(t testing.TB, cidr string, prefixLength int) []netip.Addr {
 	network := netip.MustParsePrefix(cidr)
-	gateways, err := backends.DerivedGateways(network, network.Addr(), netipx.PrefixLastIP(network), prefixLength)
+	gateways, err := backends.SourceGateways(network, network.Addr(), netipx.PrefixLastIP(network), prefixLength)
 	require.NoError(t, err)
 	require.NotEmpty(t, gateways)
 	return gateways

@@ -69,6 +69,11 @@ func (h *netboxHarness) NarrowedPool(t testing.TB, cidr string, prefixLength int
 	return h.backend(t, netboxToken, PoolOptions{PrefixLength: prefixLength}, cidr)
 }
 
+func (h *netboxHarness) BarePool(t testing.TB, cidr string, o PoolOptions) backends.Backend {
+	h.target.AddPrefix(cidr, netboxsim.PrefixOptions{})
+	return h.backend(t, netboxToken, o, cidr)
+}
+
 // RefusingPool refuses, by a custom validator on the description, the
 // record of a claim whose name holds "!". Validators live in NetBox's
 // configuration, which only the simulator lets a test change.

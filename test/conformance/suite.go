@@ -47,6 +47,9 @@ type Harness interface {
 	// gateways), and returns a backend allocating from it with
 	// prefixLength.
 	NarrowedPool(t testing.TB, cidr string, prefixLength int) backends.Backend
+	// BarePool creates network cidr with nothing recorded in it, not even
+	// a gateway, and returns a backend allocating from it with o.
+	BarePool(t testing.TB, cidr string, o PoolOptions) backends.Backend
 	// RefusingPool creates network cidr as Pool does in a system that
 	// refuses the record of the claim named in the Refusal, and of no other
 	// claim, and returns a backend allocating from it with o. It skips t
@@ -142,6 +145,7 @@ func Run(t *testing.T, h Harness) {
 		{"RetireKeepsATombstone", "10.201.14.0/28", retireKeepsATombstone},
 		{"BurstWithALostAnswerLeavesOneRecordEach", "10.201.15.0/27", burstWithALostAnswerLeavesOneRecordEach},
 		{"GatewayIsTheFirstUsableAddressOfTheNarrowedNetwork", "10.201.17.0/28", gatewayOfTheNarrowedNetwork},
+		{"GatewayAgreesAtValidationAndAllocation", "10.201.19.0/27", gatewayAgreesAtValidationAndAllocation},
 		{"DuplicateWhoseDeletionFailedIsNeverHandedOut", "10.201.18.0/28", duplicateWhoseDeletionFailedIsNeverHandedOut},
 		{"LostAnswersKeepTheOldestRecord", "10.201.30.0/24", lostAnswersKeepTheOldestRecord},
 		// Batches (batch.go): each case takes the /24s its /23 or /22 holds.
