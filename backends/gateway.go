@@ -12,30 +12,43 @@ import (
 // system, so a wider split needs an explicit gateway.
 const MaxDerivedGateways = 256
 
-// DerivedGateways returns the first-usable gateways that prefixLength
-// carves out of network and that lie between first and last, the addresses
-// the source may hand out: each must be held in the IPAM system, or it
-// could be handed to a machine. It returns none when prefixLength does not
-// narrow the network.
-func DerivedGateways(network netip.Prefix, first, last netip.Addr, prefixLength int) ([]netip.Addr, error) {
-	if prefixLength <= network.Bits() || prefixLength >= network.Addr().BitLen()-1 {
+// MachineBits is the prefix length the machines configure for the addresses
+// of network: the pool's prefixLength where it sets one, else the
+// network's own.
+func MachineBits(network netip.Prefix, prefixLength int) int {
+	if prefixLength > 0 && prefixLength <= network.Addr().BitLen() {
+		return prefixLength
+	}
+	return network.Bits()
+}
+
+// SourceGateways returns the gateways a pool without an explicit gateway
+// gives the addresses first..last of network, which it hands out, that lie
+// among them: each must be held in the IPAM system, or it could be handed
+// to a machine. It is the rule of allocation (FirstUsable of each
+// machine's subnet, MachineBits long), so that validation never demands
+// more or less than allocation gives: a /31 or /32 subnet has no gateway,
+// a subnet narrowed by prefixLength has its own, and one widened by it has
+// the wider subnet's.
+func SourceGateways(network netip.Prefix, first, last netip.Addr, prefixLength int) ([]netip.Addr, error) {
+	bits := MachineBits(network, prefixLength)
+	if bits >= network.Addr().BitLen()-1 {
 		return nil, nil
 	}
-	if prefixLength-network.Bits() > 8 {
+	if bits-network.Bits() > 8 {
 		return nil, fmt.Errorf("%w: prefixLength %d splits %s into more than %d networks, each with a gateway to check; set an explicit gateway or gateway policy None",
 			ErrInvalidConfig, prefixLength, network, MaxDerivedGateways)
 	}
 	var gateways []netip.Addr
-	for sub := netip.PrefixFrom(network.Masked().Addr(), prefixLength); network.Contains(sub.Addr()); {
-		gw := sub.Addr().Next()
-		if !gw.Less(first) && !last.Less(gw) {
+	for sub := netip.PrefixFrom(network.Addr(), bits).Masked(); ; {
+		if gw := FirstUsable(sub); gw.IsValid() && !gw.Less(first) && !last.Less(gw) {
 			gateways = append(gateways, gw)
 		}
 		next := netipx.PrefixLastIP(sub).Next()
-		if !next.IsValid() {
+		if !next.IsValid() || !network.Contains(next) {
 			break
 		}
-		sub = netip.PrefixFrom(next, prefixLength)
+		sub = netip.PrefixFrom(next, bits)
 	}
 	return gateways, nil
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-func TestDerivedGateways(t *testing.T) {
+func TestSourceGateways(t *testing.T) {
 	addrs := func(ss ...string) []netip.Addr {
 		var out []netip.Addr
 		for _, s := range ss {
@@ -26,15 +26,23 @@ func TestDerivedGateways(t *testing.T) {
 		want         []netip.Addr
 		invalid      bool
 	}{
-		{"no narrowing", "10.0.0.0/24", "10.0.0.1", "10.0.0.254", 24, nil, false},
-		{"widening", "10.0.0.64/26", "10.0.0.65", "10.0.0.126", 24, nil, false},
+		{"no prefixLength", "10.0.0.0/24", "10.0.0.1", "10.0.0.254", 0, addrs("10.0.0.1"), false},
+		{"no narrowing", "10.0.0.0/24", "10.0.0.1", "10.0.0.254", 24, addrs("10.0.0.1"), false},
+		{"a range past the gateway", "10.0.0.0/24", "10.0.0.10", "10.0.0.20", 0, nil, false},
+		{"widening: the wider subnet's, outside the source", "10.0.0.64/26", "10.0.0.65", "10.0.0.126", 24, nil, false},
+		{"widening: the wider subnet's, inside the source", "10.0.0.0/26", "10.0.0.1", "10.0.0.62", 24, addrs("10.0.0.1"), false},
+		{"a /31 has none", "10.0.0.4/31", "10.0.0.4", "10.0.0.5", 0, nil, false},
+		{"a /32 has none", "10.0.0.4/32", "10.0.0.4", "10.0.0.4", 0, nil, false},
+		{"narrowed to /31s: none", "10.0.0.0/16", "10.0.0.0", "10.0.255.255", 31, nil, false},
+		{"narrowed to /32s: none", "10.0.0.0/24", "10.0.0.0", "10.0.0.255", 32, nil, false},
+		{"an IPv6 /127 has none", "2001:db8::/127", "2001:db8::", "2001:db8::1", 0, nil, false},
 		{"a /22 in four /24s", "10.0.0.0/22", "10.0.0.1", "10.0.3.254", 24, addrs("10.0.0.1", "10.0.1.1", "10.0.2.1", "10.0.3.1"), false},
 		{"only those the source hands out", "10.0.0.0/22", "10.0.1.10", "10.0.2.200", 24, addrs("10.0.2.1"), false},
 		{"IPv6", "2001:db8::/63", "2001:db8::1", "2001:db8:0:1:ffff:ffff:ffff:ffff", 64, addrs("2001:db8::1", "2001:db8:0:1::1"), false},
 		{"too many", "10.0.0.0/16", "10.0.0.1", "10.0.255.254", 28, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := backends.DerivedGateways(netip.MustParsePrefix(tc.network), netip.MustParseAddr(tc.first), netip.MustParseAddr(tc.last), tc.prefixLength)
+			got, err := backends.SourceGateways(netip.MustParsePrefix(tc.network), netip.MustParseAddr(tc.first), netip.MustParseAddr(tc.last), tc.prefixLength)
 			if tc.invalid {
 				require.ErrorIs(t, err, backends.ErrInvalidConfig)
 				return

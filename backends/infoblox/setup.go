@@ -173,22 +173,19 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 	for _, s := range sources {
 		gw := b.cfg.Gateway.Address
 		if !gw.IsValid() {
-			// prefixLength may split the source: each part's first usable
-			// address is the gateway of the addresses in it.
+			// The gateways allocation gives the source's addresses: none
+			// for a /31 or /32 subnet.
 			first, last := s.hostRange()
-			derived, err := backends.DerivedGateways(s.network, first, last, b.cfg.PrefixLength)
+			gws, err := backends.SourceGateways(s.network, first, last, b.cfg.PrefixLength)
 			if err != nil {
 				return err
 			}
-			for _, d := range derived {
+			for _, d := range gws {
 				if err := b.checkHeld(ctx, d, s); err != nil {
 					return err
 				}
 			}
-			if len(derived) > 0 {
-				continue
-			}
-			gw = s.network.Masked().Addr().Next()
+			continue
 		}
 		if !s.network.Contains(gw) {
 			return fmt.Errorf("%w: gateway %s lies outside network %s of %s", backends.ErrInvalidConfig, gw, s.network, s.Source)

@@ -201,22 +201,15 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 				return fmt.Errorf("%w: gateway %s is outside %s (network %s)", backends.ErrInvalidConfig, gw, s.display, s.network)
 			}
 		} else {
-			// prefixLength may split the source: each part's first usable
-			// address is the gateway of the addresses in it.
-			derived, err := backends.DerivedGateways(s.network, s.first, s.last, b.cfg.PrefixLength)
+			// The gateways allocation gives the source's addresses.
+			gws, err := backends.SourceGateways(s.network, s.first, s.last, b.cfg.PrefixLength)
 			if err != nil {
 				return err
 			}
-			if len(derived) > 0 {
-				if err := b.checkRecorded(ctx, derived, s); err != nil {
-					return err
-				}
-				continue
+			if err := b.checkRecorded(ctx, gws, s); err != nil {
+				return err
 			}
-			gw = backends.FirstUsable(s.network)
-			if !gw.IsValid() {
-				continue
-			}
+			continue
 		}
 		if !s.Contains(gw) {
 			continue
@@ -237,6 +230,9 @@ func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) er
 // checkRecorded makes sure NetBox records every gateway of gws, with one
 // request: NetBox's address filter takes several values.
 func (b *Backend) checkRecorded(ctx context.Context, gws []netip.Addr, s resolvedSource) error {
+	if len(gws) == 0 {
+		return nil
+	}
 	q := url.Values{"vrf_id": {vrfFilter(s.vrfID)}, "limit": {strconv.Itoa(maxPage)}}
 	for _, gw := range gws {
 		q.Add("address", gw.String())
@@ -253,8 +249,8 @@ func (b *Backend) checkRecorded(ctx context.Context, gws []netip.Addr, s resolve
 	}
 	for _, gw := range gws {
 		if !recorded[gw] {
-			return fmt.Errorf("%w: gateway %s (the first usable address of %s, as prefixLength %d splits %s) is not recorded in NetBox, so NetBox could hand it out; record it or set an explicit gateway",
-				backends.ErrInvalidConfig, gw, netip.PrefixFrom(gw, b.cfg.PrefixLength).Masked(), b.cfg.PrefixLength, s.display)
+			return fmt.Errorf("%w: gateway %s (the first usable address of %s, the machines' subnet in %s) is not recorded in NetBox, so NetBox could hand it out; record it (for example with status reserved), set an explicit gateway or gateway.policy None",
+				backends.ErrInvalidConfig, gw, netip.PrefixFrom(gw, backends.MachineBits(s.network, b.cfg.PrefixLength)).Masked(), s.display)
 		}
 	}
 	return nil

@@ -46,6 +46,26 @@ func limitOf(r *result, latency time.Duration, cost map[int]time.Duration) limit
 	return limits{ipam: max(ipam, rate), api: api}
 }
 
+// verdictLimit is the physical limit the "all bound within maxLimitRatio×
+// the limit" target divides by. limitOf, which the table prints, counts
+// the run's own requests per claim, so a run that makes more requests
+// raises its own limit and passes as easily: the verdict's limit must not
+// grow with what the run measured. Its IPAM side counts the requests per
+// new claim the targets allow the configuration (maxPerClaim unbatched,
+// maxBatchedPerClaim batched), its API side the in-cluster provider's
+// writes per claim (plus the bench's create), each at the cost measured
+// apart from the burst: the simulator's latency, the API server's best
+// cost per write.
+func verdictLimit(r *result, latency time.Duration, cost map[int]time.Duration, inCluster *result) limits {
+	budget := *r
+	budget.perClaim = maxPerClaim
+	if r.batch != 1 {
+		budget.perClaim = maxBatchedPerClaim
+	}
+	budget.apiPerClaim = inCluster.apiPerClaim
+	return limitOf(&budget, latency, cost)
+}
+
 func bestCost(cost map[int]time.Duration) time.Duration {
 	best := time.Duration(0)
 	for _, c := range cost {
@@ -210,16 +230,20 @@ func printTargets(w io.Writer, rows, scale []*result, inCluster *result, latency
 					fmt.Sprintf("%d requests in %s vs %d (%d claims)", r.restartRequests, r.restartWindow, r.validation, r.claims), r.restartRequests <= r.validation)
 			}
 		}
-		if best.simulated {
-			l := limitOf(best, latency, cost)
-			ratio := best.wall.Seconds() / l.bound().Seconds()
-			row(fmt.Sprintf("all bound ≤ %.1f× the physical limit at the best worker count", maxLimitRatio), title,
-				fmt.Sprintf("%s vs %s: %.2f× (%s)", round(best.wall), round(l.bound()), ratio, configLabel(best)), ratio <= maxLimitRatio)
-		}
+		limitTarget := fmt.Sprintf("all bound ≤ %.1f× the physical limit at the best worker count", maxLimitRatio)
 		const requestsTarget = "API-server requests per claim ≤ the in-cluster provider's"
 		if inCluster == nil {
 			unmeasured(requestsTarget, title)
+			if best.simulated {
+				unmeasured(limitTarget, title)
+			}
 			continue
+		}
+		if best.simulated {
+			l := verdictLimit(best, latency, cost, inCluster)
+			ratio := best.wall.Seconds() / l.bound().Seconds()
+			row(limitTarget, title,
+				fmt.Sprintf("%s vs %s: %.2f× (%s)", round(best.wall), round(l.bound()), ratio, configLabel(best)), ratio <= maxLimitRatio)
 		}
 		row(requestsTarget, title, fmt.Sprintf("%.2f (%s; %s) vs %.2f (%s)", requests(best.apiPerClaim), formatVerbs(best.apiPerClaim),
 			configLabel(best), requests(inCluster.apiPerClaim), formatVerbs(inCluster.apiPerClaim)), perClaimAtMost(requests(best.apiPerClaim), requests(inCluster.apiPerClaim)))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -21,4 +22,20 @@ func TestPerClaimAtMostJudgesWhatIsPrinted(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, perClaimAtMost(tc.ours, tc.theirs), "%.4f vs %.4f", tc.ours, tc.theirs)
 	}
+}
+
+// The physical limit the verdict divides by does not grow with the
+// requests the run made: a run that makes twice the requests per claim
+// gets the same limit, and so a worse ratio.
+func TestVerdictLimitDoesNotGrowWithTheRunsRequests(t *testing.T) {
+	cost := map[int]time.Duration{1: 4 * time.Millisecond, 10: 2 * time.Millisecond}
+	inCluster := &result{apiPerClaim: map[string]float64{"POST": 1, "PATCH": 2, "GET": 5}}
+	run := func(perClaim, writes float64) *result {
+		return &result{config: config{claims: 100, workers: 10, batch: 1}, perClaim: perClaim, apiPerClaim: map[string]float64{"POST": writes}}
+	}
+	lean, heavy := run(1, 3), run(2, 6)
+	latency := 20 * time.Millisecond
+	assert.Equal(t, verdictLimit(lean, latency, cost, inCluster), verdictLimit(heavy, latency, cost, inCluster))
+	// The table's limit, which counts the run's requests, does grow.
+	assert.Less(t, limitOf(lean, latency, cost).bound(), limitOf(heavy, latency, cost).bound())
 }

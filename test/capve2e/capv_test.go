@@ -1,6 +1,7 @@
 package capve2e
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -373,8 +374,11 @@ func createPools(t *testing.T, ns string, pools []pool) {
 		objs = append(objs, u)
 	}
 	t.Cleanup(func() {
+		// t.Context() is cancelled before cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
 		for _, u := range objs {
-			_ = k8s.Delete(ctx, u)
+			assert.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, u)), "deleting %s %s", u.GetKind(), u.GetName())
 		}
 	})
 	for _, u := range objs {
@@ -508,8 +512,16 @@ func createSecret(t *testing.T, namespace, name string, data map[string][]byte) 
 		Data:       data,
 	}
 	require.NoError(t, k8s.Create(t.Context(), s))
-	t.Cleanup(func() { _ = k8s.Delete(t.Context(), s) })
+	t.Cleanup(func() {
+		// t.Context() is cancelled before cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		assert.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, s)), "deleting Secret %s/%s", namespace, name)
+	})
 }
+
+// cleanupTimeout bounds a cleanup's deletions.
+const cleanupTimeout = 30 * time.Second
 
 func waitGone(t *testing.T, obj client.Object, timeout time.Duration) {
 	t.Helper()

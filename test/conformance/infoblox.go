@@ -40,8 +40,12 @@ func InfobloxHarness(t testing.TB, objectType infoblox.ObjectType) Harness {
 func (h *infobloxHarness) config(t testing.TB, password string, o PoolOptions, cidrs ...string) infoblox.Config {
 	port, err := strconv.Atoi(h.sim.Port())
 	require.NoError(t, err)
+	host := h.sim.Host()
+	if o.SecondWriter {
+		host = otherName(t, host)
+	}
 	cfg := infoblox.Config{
-		Host: h.sim.Host(), Port: port, Username: "capi", Password: password,
+		Host: host, Port: port, Username: "capi", Password: password,
 		CABundle:     h.sim.CACertPEM(),
 		Reservation:  infoblox.Reservation{ObjectType: h.objectType},
 		PrefixLength: o.PrefixLength,
@@ -81,6 +85,11 @@ func (h *infobloxHarness) PoolOver(t testing.TB, o PoolOptions, cidrs ...string)
 	return newBackend(t, h.config(t, "secret", o, cidrs...))
 }
 
+func (h *infobloxHarness) BarePool(t testing.TB, cidr string, o PoolOptions) backends.Backend {
+	h.sim.AddNetwork("default", cidr, nil)
+	return newBackend(t, h.config(t, "secret", o, cidr))
+}
+
 // RefusingPool creates host records in a DNS zone where the name of the
 // claim "bad" is already taken: the grid refuses its record as a conflict.
 func (h *infobloxHarness) RefusingPool(t testing.TB, cidr string, o PoolOptions) (backends.Backend, Refusal) {
@@ -104,7 +113,7 @@ func (h *infobloxHarness) NarrowedPool(t testing.TB, cidr string, prefixLength i
 // first of which the harnesses' seed already holds.
 func narrowedGateways(t testing.TB, cidr string, prefixLength int) []netip.Addr {
 	network := netip.MustParsePrefix(cidr)
-	gateways, err := backends.DerivedGateways(network, network.Addr(), netipx.PrefixLastIP(network), prefixLength)
+	gateways, err := backends.SourceGateways(network, network.Addr(), netipx.PrefixLastIP(network), prefixLength)
 	require.NoError(t, err)
 	require.NotEmpty(t, gateways)
 	return gateways
@@ -171,6 +180,19 @@ func (h *infobloxHarness) LoseRequestedAnswers(_ testing.TB, n int) {
 	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: h.createPath(), Times: n})
 }
 
+// RaceWrites gathers the creates of the pool's object type that name their
+// address (a requested address's), or the PUTs that change an object (a
+// marker written on a planned one).
+func (h *infobloxHarness) RaceWrites(_ testing.TB, w Write, n int) *httpfault.Gathering {
+	g := httpfault.NewGathering(n, raceWait)
+	f := wapisim.Fault{Kind: httpfault.Gather, Gathering: g, Method: "POST", PathContains: h.createPath()}
+	if w == PlannedAdoption {
+		f.Method = "PUT"
+	}
+	h.sim.InjectFault(f)
+	return g
+}
+
 // FailBulkDeletions fails a request object of DELETEs, which is sent once.
 func (h *infobloxHarness) FailBulkDeletions(_ testing.TB, _ int) int {
 	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "POST", BodyContains: `"DELETE"`})
@@ -203,10 +225,14 @@ func (h *infobloxHarness) Server() httpfault.Disturbable { return h.sim }
 // PlannedPool adopts objects of the harness's type named for the claim's
 // machine.
 func (h *infobloxHarness) PlannedPool(t testing.TB, cidr string) backends.Backend {
+	return h.PlannedPoolOver(t, PoolOptions{}, cidr)
+}
+
+func (h *infobloxHarness) PlannedPoolOver(t testing.TB, o PoolOptions, cidr string) backends.Backend {
 	if _, created := h.planned.LoadOrStore(cidr, true); !created {
 		h.seed(cidr)
 	}
-	cfg := h.config(t, "secret", PoolOptions{}, cidr)
+	cfg := h.config(t, "secret", o, cidr)
 	cfg.Reservation.NamePattern = plannedDNSName("{{ .MachineName }}")
 	cfg.Planned = &infoblox.Planned{}
 	return newBackend(t, cfg)

@@ -39,9 +39,17 @@ func NetBoxHarness(target netboxtarget.Target) Harness {
 	return &netboxHarness{target: target}
 }
 
+// url is where a backend built with o reaches NetBox.
+func (h *netboxHarness) url(t testing.TB, o PoolOptions) string {
+	if !o.SecondWriter {
+		return h.target.URL()
+	}
+	return otherName(t, h.target.URL())
+}
+
 func (h *netboxHarness) backend(t testing.TB, token string, o PoolOptions, cidrs ...string) backends.Backend {
 	cfg := netbox.Config{
-		URL: h.target.URL(), Token: token, PrefixLength: o.PrefixLength, Batch: o.Batch,
+		URL: h.url(t, o), Token: token, PrefixLength: o.PrefixLength, Batch: o.Batch,
 		HTTP: netbox.HTTPOptions{RetryMax: o.RetryMax, RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 	}
 	for _, cidr := range cidrs {
@@ -67,6 +75,11 @@ func (h *netboxHarness) NarrowedPool(t testing.TB, cidr string, prefixLength int
 		h.target.AddIPAddress(netip.PrefixFrom(gw, netip.MustParsePrefix(cidr).Bits()).String(), netboxsim.IPOptions{Status: "reserved"})
 	}
 	return h.backend(t, netboxToken, PoolOptions{PrefixLength: prefixLength}, cidr)
+}
+
+func (h *netboxHarness) BarePool(t testing.TB, cidr string, o PoolOptions) backends.Backend {
+	h.target.AddPrefix(cidr, netboxsim.PrefixOptions{})
+	return h.backend(t, netboxToken, o, cidr)
 }
 
 // RefusingPool refuses, by a custom validator on the description, the
@@ -134,6 +147,18 @@ func (h *netboxHarness) LoseRequestedAnswers(_ testing.TB, n int) {
 	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "/api/ipam/ip-addresses/", Times: n})
 }
 
+// RaceWrites gathers creations of an IP address at a given address, or
+// changes of one IP address (a marker written on a planned one).
+func (h *netboxHarness) RaceWrites(_ testing.TB, w Write, n int) *httpfault.Gathering {
+	g := httpfault.NewGathering(n, raceWait)
+	f := netboxsim.Fault{Kind: httpfault.Gather, Gathering: g, Method: "POST", PathContains: "/api/ipam/ip-addresses/"}
+	if w == PlannedAdoption {
+		f.Method = "PATCH"
+	}
+	h.target.InjectFault(f)
+	return g
+}
+
 // FailBulkDeletions fails deletions of the IP address list, which come
 // before any single record's.
 func (h *netboxHarness) FailBulkDeletions(_ testing.TB, retryMax int) int {
@@ -163,11 +188,15 @@ func plannedDNSName(machine string) string { return machine + ".planned.example"
 // PlannedPool adopts IP addresses with status reserved and the DNS name
 // rendered for the claim's machine.
 func (h *netboxHarness) PlannedPool(t testing.TB, cidr string) backends.Backend {
+	return h.PlannedPoolOver(t, PoolOptions{}, cidr)
+}
+
+func (h *netboxHarness) PlannedPoolOver(t testing.TB, o PoolOptions, cidr string) backends.Backend {
 	if _, created := h.planned.LoadOrStore(cidr, true); !created {
 		h.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 	}
 	cfg := netbox.Config{
-		URL: h.target.URL(), Token: netboxToken,
+		URL: h.url(t, o), Token: netboxToken,
 		Sources: []netbox.Source{{Kind: netbox.SourcePrefix, CIDR: netip.MustParsePrefix(cidr)}},
 		// The provider's own records get the planned status too: they are
 		// still no plans.

@@ -73,29 +73,35 @@ func plannedRecordIsAdoptedAndReturned(t *testing.T, h Harness, cidr string) {
 	assert.Equal(t, planned, h.Snapshot(t, ref), "retired for a grace period, the record goes back as planned: the plan holds the address")
 }
 
-// plannedRecordGoesToOneClaim: claims whose machine has one planned record
-// (its name rendered alike), allocating at once through pools of their
-// own: one adopts it, each other is told which record and who holds it,
-// and gets no other address. Once the holder is released, the next claim
-// adopts it.
+// plannedRecordGoesToOneClaim: claims of two managers (which share no
+// lock) for one machine adopt its planned record at once; each writes its
+// marker before either write is answered (RaceWrites), and the record goes
+// to one claim: the other reads the winner's marker back and is told who
+// holds it. Released, the plan goes to the next claim.
 func plannedRecordGoesToOneClaim(t *testing.T, h Harness, cidr string) {
 	ctx := context.Background()
 	validated(t, h.PlannedPool(t, cidr))
 	network := netip.MustParsePrefix(cidr)
 	at := netip.PrefixFrom(nth(cidr, 5), network.Bits())
 	ref := h.Plan(t, at, "m-race")
-	const n = 3
+	managers := []backends.Backend{
+		h.PlannedPoolOver(t, PoolOptions{}, cidr),
+		h.PlannedPoolOver(t, PoolOptions{SecondWriter: true}, cidr),
+	}
+	n := len(managers)
 	cs := make([]backends.Claim, n)
 	allocs := make([]backends.Allocation, n)
 	errs := make([]error, n)
 	for i := range cs {
 		cs[i] = forMachine(fmt.Sprintf("planned-race-%d", i), "m-race")
 	}
+	raced := h.RaceWrites(t, PlannedAdoption, n)
 	var wg sync.WaitGroup
 	for i := range cs {
-		wg.Go(func() { allocs[i], errs[i] = h.PlannedPool(t, cidr).Allocate(ctx, cs[i]) })
+		wg.Go(func() { allocs[i], errs[i] = managers[i].Allocate(ctx, cs[i]) })
 	}
 	wg.Wait()
+	require.True(t, raced.Complete(), "the managers took turns: %d of %d wrote their marker before either was answered", raced.Arrived(), n)
 
 	winner := -1
 	for i, err := range errs {
@@ -107,7 +113,7 @@ func plannedRecordGoesToOneClaim(t *testing.T, h Harness, cidr string) {
 		}
 		require.ErrorIs(t, err, backends.ErrPlannedConflict, cs[i].Marker)
 	}
-	require.NotEqual(t, -1, winner, "one claim adopts the planned record")
+	require.NotEqual(t, -1, winner, "one claim adopts the planned record: %v", errs)
 	rs := h.Reservations(t, cidr)
 	require.Len(t, rs, 1, "nothing else was reserved")
 	assert.Equal(t, cs[winner].Marker, rs[0].Marker)

@@ -202,28 +202,45 @@ func requestedClaimInABatchFailsAlone(t *testing.T, h Harness, cidr string) {
 	requireOwnAddresses(t, h, cidr, okClaims, okAllocs, okErrs)
 }
 
-// claimsRequestingOneAddressGetItOnce: claims that request the same
-// address at once (a system may accept a duplicate) leave one record: one
-// claim gets the address, each other is told who holds it.
+// claimsRequestingOneAddressGetItOnce: claims of two managers (two
+// processes, or two management clusters, which share no lock) that request
+// the same address at once leave one record: one claim gets the address,
+// each other is told who holds it. Each manager's first claim creates its
+// record before either create is answered (RaceWrites), so the path where
+// both writers made a record, and the system refuses the second or the
+// oldest keeps the address, is the one taken; the second claim of each
+// manager takes its turn after its first. Where the system keeps no
+// creation order, every racing record may yield: then the claims' retries
+// settle it.
 func claimsRequestingOneAddressGetItOnce(t *testing.T, h Harness, cidr string) {
-	b := h.Pool(t, cidr)
-	validated(t, b)
+	validated(t, h.Pool(t, cidr))
 	want := nth(cidr, 33)
-	const n = 4
+	managers := []backends.Backend{
+		h.PoolOver(t, batchOf(1), cidr),
+		h.PoolOver(t, PoolOptions{Batch: batchOf(1).Batch, SecondWriter: true}, cidr),
+	}
+	const perManager = 2
+	n := len(managers) * perManager
 	cs := make([]backends.Claim, n)
 	for i := range cs {
 		cs[i] = requesting(fmt.Sprintf("race-%d", i), want)
 	}
+	raced := h.RaceWrites(t, RequestedCreate, len(managers))
 	allocs := make([]backends.Allocation, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range cs {
-		// Each through a pool of its own, unbatched, as from pools that
-		// share a network.
-		wg.Go(func() { allocs[i], errs[i] = h.PoolOver(t, batchOf(1), cidr).Allocate(context.Background(), cs[i]) })
+		wg.Go(func() { allocs[i], errs[i] = managers[i%len(managers)].Allocate(context.Background(), cs[i]) })
 	}
 	wg.Wait()
+	require.True(t, raced.Complete(), "the managers took turns: %d of %d created a record at %s before either was answered",
+		raced.Arrived(), len(managers), want)
 
+	// At most one claim of the race gets the address. Where the system
+	// keeps no creation order, racing records all yield and none may get
+	// it: the claims retry with backoff, which spreads them out, as here
+	// one at a time; then exactly one holds it, and a claim that got it
+	// keeps it.
 	winner := -1
 	for i, err := range errs {
 		if err == nil {
@@ -234,12 +251,33 @@ func claimsRequestingOneAddressGetItOnce(t *testing.T, h Harness, cidr string) {
 		}
 		require.ErrorIs(t, err, backends.ErrRequestedUnavailable, cs[i].Marker)
 	}
-	require.NotEqual(t, -1, winner, "one claim gets the address")
+	raceWinner := winner
+	after := h.Reservations(t, cidr)
+	require.LessOrEqual(t, len(after), 1, "the records that lost the race are dropped: %v", after)
+	if raceWinner != -1 {
+		require.Len(t, after, 1, "the race's winner holds one record")
+		assert.Equal(t, cs[raceWinner].Marker, after[0].Marker)
+	}
+	for i := range cs {
+		allocs[i], errs[i] = managers[i%len(managers)].Allocate(context.Background(), cs[i])
+		if errs[i] == nil {
+			require.True(t, winner == -1 || winner == i, "%s and %s both got %s", cs[max(winner, 0)].Marker, cs[i].Marker, want)
+			winner = i
+			continue
+		}
+		require.ErrorIs(t, errs[i], backends.ErrRequestedUnavailable, cs[i].Marker)
+	}
+	require.NotEqual(t, -1, winner, "one claim gets the address: %v", errs)
+	if raceWinner != -1 {
+		assert.Equal(t, raceWinner, winner, "the claim that got the address in the race keeps it")
+	}
 	rs := h.Reservations(t, cidr)
 	require.Len(t, rs, 1, "one record holds the address")
 	assert.Equal(t, cs[winner].Marker, rs[0].Marker)
 	for i, err := range errs {
 		if i != winner {
+			var unavailable *backends.RequestedUnavailableError
+			require.ErrorAs(t, err, &unavailable, cs[i].Marker)
 			assert.Contains(t, err.Error(), cs[winner].Marker, "the error names the claim that holds it")
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,9 @@ type Harness interface {
 	// gateways), and returns a backend allocating from it with
 	// prefixLength.
 	NarrowedPool(t testing.TB, cidr string, prefixLength int) backends.Backend
+	// BarePool creates network cidr with nothing recorded in it, not even
+	// a gateway, and returns a backend allocating from it with o.
+	BarePool(t testing.TB, cidr string, o PoolOptions) backends.Backend
 	// RefusingPool creates network cidr as Pool does in a system that
 	// refuses the record of the claim named in the Refusal, and of no other
 	// claim, and returns a backend allocating from it with o. It skips t
@@ -70,6 +74,8 @@ type Harness interface {
 	// PlannedPool creates network cidr as Pool does and returns a backend
 	// that adopts the records planned for its claims, as Plan makes them.
 	PlannedPool(t testing.TB, cidr string) backends.Backend
+	// PlannedPoolOver is PlannedPool with o.
+	PlannedPoolOver(t testing.TB, o PoolOptions, cidr string) backends.Backend
 	// Plan creates, as the IPAM team would, a record at addr (with its
 	// network's prefix length) planned for the claims whose machine is
 	// named machine, without a marker, and returns its reference.
@@ -85,6 +91,12 @@ type Harness interface {
 	// a record at a requested address and cut the connection each time
 	// without answering.
 	LoseRequestedAnswers(t testing.TB, n int)
+	// RaceWrites makes the next n writes of kind w meet: each is held until
+	// all n arrived, and none is answered before all were applied, so that
+	// writers that each looked before any of them wrote race. The
+	// gathering says whether they did. Writers of one manager take turns
+	// at an address, so only SecondWriter's backends can race the others.
+	RaceWrites(t testing.TB, w Write, n int) *httpfault.Gathering
 	// FailBulkDeletions makes the system refuse every attempt of the next
 	// deletion of several records at once with a server error, applying
 	// none, and returns how many attempts a backend whose client retries
@@ -111,7 +123,23 @@ type PoolOptions struct {
 	RetryMax int
 	// PrefixLength narrows the networks, as a pool's prefixLength does.
 	PrefixLength int
+	// SecondWriter builds the backend as a second manager process (or a
+	// second management cluster) would: it reaches the system by another
+	// name (localhost for 127.0.0.1), so it shares no in-process state
+	// with the other backends, such as the turns that one manager's claims
+	// take at one address.
+	SecondWriter bool
 }
+
+// Write is a kind of write RaceWrites makes race.
+type Write int
+
+const (
+	// RequestedCreate creates a record at a requested address.
+	RequestedCreate Write = iota
+	// PlannedAdoption writes a claim's marker on a planned record.
+	PlannedAdoption
+)
 
 // Refusal is how a system refuses a claim's record: the claim's name, the
 // kind of error and words of the system's own the backend reports.
@@ -146,6 +174,7 @@ func Run(t *testing.T, h Harness) {
 		{"RetireKeepsATombstone", "10.201.14.0/28", retireKeepsATombstone},
 		{"BurstWithALostAnswerLeavesOneRecordEach", "10.201.15.0/27", burstWithALostAnswerLeavesOneRecordEach},
 		{"GatewayIsTheFirstUsableAddressOfTheNarrowedNetwork", "10.201.17.0/28", gatewayOfTheNarrowedNetwork},
+		{"GatewayAgreesAtValidationAndAllocation", "10.201.19.0/27", gatewayAgreesAtValidationAndAllocation},
 		{"DuplicateWhoseDeletionFailedIsNeverHandedOut", "10.201.18.0/28", duplicateWhoseDeletionFailedIsNeverHandedOut},
 		{"LostAnswersKeepTheOldestRecord", "10.201.30.0/24", lostAnswersKeepTheOldestRecord},
 		{"RecordsOfAnotherClusterAreNeverTouched", "10.201.31.0/28", recordsOfAnotherClusterAreNeverTouched},
@@ -696,4 +725,24 @@ func retireKeepsATombstone(t *testing.T, h Harness, cidr string) {
 	u, err := b.Usage(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), u.Used, "the gateway, the tombstone and the new claim")
+}
+
+// raceWait bounds how long RaceWrites holds a write for the others: long
+// enough for any writer that looked before the others wrote to reach its
+// own write, short enough that a test whose writers take turns fails
+// quickly instead of hanging.
+const raceWait = 10 * time.Second
+
+// otherName is hostOrURL with its loopback host named the other way
+// (localhost for 127.0.0.1 and back), as a second manager process might
+// reach the same system. It skips t where the system has no such name.
+func otherName(t testing.TB, hostOrURL string) string {
+	switch {
+	case strings.Contains(hostOrURL, "127.0.0.1"):
+		return strings.Replace(hostOrURL, "127.0.0.1", "localhost", 1)
+	case strings.Contains(hostOrURL, "localhost"):
+		return strings.Replace(hostOrURL, "localhost", "127.0.0.1", 1)
+	}
+	t.Skipf("%s is reachable by no second name, as a second manager would reach it", hostOrURL)
+	return ""
 }

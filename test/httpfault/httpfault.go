@@ -27,7 +27,77 @@ const (
 	// Latency sleeps Fault.Latency, then processes normally. The request is
 	// processed even if the client gave up meanwhile, as a real server would.
 	Latency
+	// Gather holds the matching requests until all of Fault.Gathering's
+	// have arrived, then processes them and answers none before all were
+	// processed: writers that each looked before any of them wrote then
+	// race for sure, as two manager processes can.
+	Gather
 )
+
+// Gathering is the meeting point of a Gather fault's requests.
+type Gathering struct {
+	n        int
+	wait     time.Duration
+	mu       sync.Mutex
+	arrived  int
+	done     int
+	all      chan struct{}
+	finished chan struct{}
+}
+
+// NewGathering gathers n requests; a request waits at most wait for the
+// others, so that a test whose writers never race fails instead of
+// hanging.
+func NewGathering(n int, wait time.Duration) *Gathering {
+	return &Gathering{n: n, wait: wait, all: make(chan struct{}), finished: make(chan struct{})}
+}
+
+// Complete says whether all the requests arrived before any stopped
+// waiting: they raced.
+func (g *Gathering) Complete() bool {
+	select {
+	case <-g.all:
+		return true
+	default:
+		return false
+	}
+}
+
+// Arrived counts the requests that arrived.
+func (g *Gathering) Arrived() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.arrived
+}
+
+// Arrive waits for the others, or for the wait to run out.
+func (g *Gathering) Arrive() {
+	g.mu.Lock()
+	if g.arrived++; g.arrived == g.n {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+	case <-time.After(g.wait):
+	}
+}
+
+// Processed waits, once all arrived, until all were processed.
+func (g *Gathering) Processed() {
+	g.mu.Lock()
+	if g.done++; g.done == g.n {
+		close(g.finished)
+	}
+	g.mu.Unlock()
+	if !g.Complete() {
+		return
+	}
+	select {
+	case <-g.finished:
+	case <-time.After(g.wait):
+	}
+}
 
 // Fault is consumed, in order of injection, by the first matching requests.
 // Go's HTTP client silently retries idempotent requests (GET) whose reused
@@ -42,6 +112,9 @@ type Fault struct {
 	Times        int // matching requests affected; default 1
 	Status       int // Status; default 503
 	Latency      time.Duration
+	// Gathering is where a Gather fault's requests meet; Times defaults to
+	// the number it gathers.
+	Gathering *Gathering
 }
 
 // Queue holds injected faults until requests consume them.
@@ -52,6 +125,9 @@ type Queue struct {
 
 // Add queues a fault, with its defaults applied.
 func (q *Queue) Add(f Fault) {
+	if f.Kind == Gather && f.Times <= 0 {
+		f.Times = f.Gathering.n
+	}
 	if f.Times <= 0 {
 		f.Times = 1
 	}
@@ -191,9 +267,15 @@ func Serve(w http.ResponseWriter, r *http.Request, q *Queue, log *Log, closing <
 		log.Record(r, 0)
 		CloseWithoutResponse(w)
 	default:
+		if faulty && f.Kind == Gather {
+			f.Gathering.Arrive()
+		}
 		rec := httptest.NewRecorder()
 		status := handle(rec)
 		log.Record(r, status)
+		if faulty && f.Kind == Gather {
+			f.Gathering.Processed()
+		}
 		if faulty && f.Kind == LoseResponse {
 			CloseWithoutResponse(w)
 			return

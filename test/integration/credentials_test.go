@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -22,9 +25,8 @@ const (
 	// request was refused; the suite validates pools only once a minute.
 	refusalNoticed = 15 * time.Second
 	// backoffGrowth is how long claims wait on a pool that is not ready
-	// before its credentials are rotated: their backoff (1s, 2s, 4s, ...)
-	// has then grown past newCredentialsNoticed, so only the rotation can
-	// wake them within it.
+	// before the test looks for their next attempt: their backoff (1s, 2s,
+	// 4s, ...) has then grown past newCredentialsNoticed.
 	backoffGrowth = 20 * time.Second
 	// newCredentialsNoticed bounds how long after a Secret update its
 	// waiting claims bind (the target is 5 s).
@@ -40,6 +42,21 @@ const (
 // the credentials change, instead of flapping back to ready.
 func TestCredentialsTakeEffectAtOnce(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
+		// A manager of the test's own, which notes when it reads claim m-0:
+		// the claim's attempts, to know when its backoff would wake it.
+		f.filter = "credentials-" + f.ns
+		attempts := &attemptLog{}
+		_, err := startManager(f.ctx, f.filter, "", func(c client.WithWatch) client.Client {
+			return interceptor.NewClient(c, interceptor.Funcs{
+				Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*ipamv1.IPAddressClaim); ok && key == (client.ObjectKey{Namespace: f.ns, Name: "m-0"}) {
+						attempts.note(time.Now())
+					}
+					return c.Get(ctx, key, obj, opts...)
+				},
+			})
+		})
+		require.NoError(t, err)
 		f.seedNetwork("10.141.0.0/24")
 		pool := f.createPool("rotated", "10.141.0.0/24")
 		f.waitPoolReady(pool)
@@ -52,13 +69,23 @@ func TestCredentialsTakeEffectAtOnce(t *testing.T) {
 			f.waitClaimReason(c, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 		}
 
+		// Rotate right after one of m-0's attempts, once the gap since the
+		// one before has grown past newCredentialsNoticed: its backoff then
+		// wakes it no sooner than that gap (it doubles), so a claim bound
+		// within newCredentialsNoticed was woken by the rotation.
 		time.Sleep(backoffGrowth)
+		seen := attempts.count()
+		require.Eventually(t, func() bool { return attempts.count() > seen }, 2*backoffGrowth, 10*time.Millisecond,
+			"m-0 made no attempt while it waited")
+		gap := attempts.lastGap()
 		f.rotateSecret(f.sys.rotateCredentials())
 		rotated := time.Now()
+		require.Greater(t, gap, newCredentialsNoticed, "m-0's backoff had not grown past the bound: waking is not proven")
 		for _, c := range claims {
 			f.waitBoundWithin(c, newCredentialsNoticed)
 		}
-		t.Logf("%s: claims bound %s after the Secret update", f.sys.name(), time.Since(rotated).Round(10*time.Millisecond))
+		t.Logf("%s: claims bound %s after the Secret update; m-0's backoff would have woken it %s after its last attempt",
+			f.sys.name(), time.Since(rotated).Round(10*time.Millisecond), gap.Round(10*time.Millisecond))
 
 		// Read-only credentials: the pool validates, the reservation is
 		// refused, and the pool says why until the credentials change.
@@ -75,6 +102,42 @@ func TestCredentialsTakeEffectAtOnce(t *testing.T) {
 		f.waitBoundWithin(late, newCredentialsNoticed)
 		f.waitPoolReady(pool)
 	})
+}
+
+// attemptLog notes a claim's attempts: the reads of one attempt come
+// within a moment of each other.
+type attemptLog struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+// sameAttempt is how close two reads are to belong to one attempt.
+const sameAttempt = 500 * time.Millisecond
+
+func (a *attemptLog) note(at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n := len(a.times); n > 0 && at.Sub(a.times[n-1]) < sameAttempt {
+		a.times[n-1] = at
+		return
+	}
+	a.times = append(a.times, at)
+}
+
+func (a *attemptLog) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.times)
+}
+
+// lastGap is the time between the last two attempts.
+func (a *attemptLog) lastGap() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.times) < 2 {
+		return 0
+	}
+	return a.times[len(a.times)-1].Sub(a.times[len(a.times)-2])
 }
 
 // rotateSecret writes data into the fixture's credentials Secret.

@@ -48,7 +48,8 @@ func TestAnAddressHeldInTheClusterIsNeverBoundAgain(t *testing.T) {
 		f.waitEvent(f.ns, pool.GetName(), controllers.AddressHeldInClusterReason)
 		cond := f.waitClaimCondition(a, v1alpha1.AddressReservedCondition, controllers.AddressHeldInClusterReason)
 		assert.Equal(t, metav1.ConditionTrue, cond.Status, "a's machine's address is held for it again")
-		assert.Contains(t, cond.Message, "b", "a's condition names the claim the address was answered to")
+		assert.Contains(t, cond.Message, " "+held.String()+" ", "a's condition names its machine's address")
+		assert.Contains(t, cond.Message, "claim "+b.Namespace+"/"+b.Name+":", "a's condition names the claim the address was answered to")
 		// The IPAM system holds a's machine's address for a again, and b's
 		// address for b.
 		var aHolds, bHolds bool

@@ -1,12 +1,16 @@
 package integration
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
@@ -20,12 +24,34 @@ const duplicatesReleased = 15 * time.Second
 // claims, as two replicas started without leader election do. Both may
 // reserve for a claim at once; the one whose IPAddress create loses
 // releases its reservation at once, so every claim is left with exactly
-// one record, at its IPAddress's address.
+// one record, at its IPAddress's address. Each manager's IPAddress creates
+// are counted: both must have bound claims, and some claim must have been
+// reserved by both (one create lost to the other's), or the end state
+// proves nothing about two writers.
 func TestTwoManagersLeaveOneRecordPerClaim(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.filter = "replicas-" + f.ns
-		for range 2 {
-			_, err := startManager(f.ctx, f.filter, "", nil)
+		var mu sync.Mutex
+		var bindings, lost [2]int
+		for i := range 2 {
+			_, err := startManager(f.ctx, f.filter, "", func(c client.WithWatch) client.Client {
+				return interceptor.NewClient(c, interceptor.Funcs{
+					Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+						err := c.Create(ctx, obj, opts...)
+						if _, ok := obj.(*ipamv1.IPAddress); ok && obj.GetNamespace() == f.ns {
+							mu.Lock()
+							switch {
+							case err == nil:
+								bindings[i]++
+							case apierrors.IsAlreadyExists(err):
+								lost[i]++
+							}
+							mu.Unlock()
+						}
+						return err
+					},
+				})
+			})
 			require.NoError(t, err)
 		}
 		f.seedNetwork("10.143.0.0/24")
@@ -47,6 +73,13 @@ func TestTwoManagersLeaveOneRecordPerClaim(t *testing.T) {
 				}
 			}
 		}, duplicatesReleased, pollInterval)
+		mu.Lock()
+		t.Logf("IPAddresses created by each manager: %v; creates lost to the other: %v", bindings, lost)
+		for i := range bindings {
+			assert.NotZero(t, bindings[i], "manager %d bound no claim: one manager did all the work", i)
+		}
+		assert.NotZero(t, lost[0]+lost[1], "no claim was reserved by both managers: the path where one's IPAddress create loses was never taken")
+		mu.Unlock()
 		// And the claims stay bound to those addresses.
 		for _, c := range claims {
 			address := &ipamv1.IPAddress{}

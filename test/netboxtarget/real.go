@@ -154,6 +154,10 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	out.Header = req.Header.Clone()
+	gather := faulty && fault.Kind == httpfault.Gather
+	if gather {
+		fault.Gathering.Arrive()
+	}
 	resp, err := r.client.Do(out)
 	if err != nil {
 		r.record(req, 0)
@@ -163,6 +167,9 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	r.record(req, resp.StatusCode)
+	if gather {
+		fault.Gathering.Processed()
+	}
 	if faulty && fault.Kind == netboxsim.FaultLoseResponse {
 		netboxsim.CloseWithoutResponse(w)
 		return

@@ -119,11 +119,26 @@ func TestManagerTakesTheOperatorsArguments(t *testing.T) {
 	const leaseName = "operator-lease"
 
 	released := effectiveArgs(t, deployment(t, objs).Spec.Template.Spec.Containers[0])
-	args := customize(released, operatorCustomization(watchNS, health, diagnostics, profiler, targetNS, leaseName))
-	// Every released argument the operator did not override is still there.
+	// The operator replaces only an argument of the form "--flag=value":
+	// a released "--flag value" pair or a bare "--flag" would stay beside
+	// the operator's "--flag=…", setting the flag twice. So every released
+	// argument has that form and names its flag once, and after the
+	// operator's rewrite each flag is set once.
 	for _, a := range released {
-		name, _, _ := strings.Cut(a, "=")
-		assert.True(t, containsFlag(args, name), "released argument %s was dropped", a)
+		name, _, hasValue := strings.Cut(a, "=")
+		assert.True(t, strings.HasPrefix(name, "--") && hasValue, "released argument %q is not of the form --flag=value the operator replaces", a)
+	}
+	args := customize(released, operatorCustomization(watchNS, health, diagnostics, profiler, targetNS, leaseName))
+	for _, list := range []struct {
+		what string
+		args []string
+	}{{"released", released}, {"customized", args}} {
+		seen := map[string]bool{}
+		for _, a := range list.args {
+			name, _, _ := strings.Cut(a, "=")
+			assert.False(t, seen[name], "the %s arguments set %s twice: %v", list.what, name, list.args)
+			seen[name] = true
+		}
 	}
 
 	user, err := env.AddUser(envtest.User{
@@ -229,16 +244,6 @@ func TestManagerTakesTheOperatorsArguments(t *testing.T) {
 
 	assert.True(t, mgr.Running(), "the manager exited")
 	assert.NotContains(t, mgr.Tail(400), "unknown flag", fmt.Sprintf("arguments %v", args))
-}
-
-// containsFlag says whether args set the flag name ("--x" or "--x=…").
-func containsFlag(args []string, name string) bool {
-	for _, a := range args {
-		if a == name || strings.HasPrefix(a, name+"=") {
-			return true
-		}
-	}
-	return false
 }
 
 // TestPrometheusPieceScrapesTheManager renders config/prometheus and checks

@@ -298,7 +298,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		c := pod.Containers[0]
 		assert.Equal(t, components.ImageRepository+":"+releaseVersion, c.Image)
 		assert.Equal(t, "capi-ipam-bridge-manager", pod.ServiceAccountName)
-		assert.Subset(t, effectiveArgs(t, c), []string{"--leader-elect", "--diagnostics-address=:8443", "--insecure-diagnostics=false", "--health-addr=:9440",
+		assert.Subset(t, effectiveArgs(t, c), []string{"--leader-elect=true", "--diagnostics-address=:8443", "--insecure-diagnostics=false", "--health-addr=:9440",
 			"--namespace=", "--watch-filter=", "--marker-identity=" + markerIdentity, "--v=0"})
 
 		require.NotNil(t, pod.SecurityContext)

@@ -1,0 +1,59 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// gatewayAgreesAtValidationAndAllocation: validation demands that the IPAM
+// system hold exactly the gateways allocation gives, whatever the source's
+// size. A /31 or /32 source, and a source narrowed by prefixLength to /31s,
+// give no gateway, so a pool over them with nothing recorded validates and
+// hands out every address without one; a source narrowed to /30s gives each
+// /30 its own first usable address, so with nothing recorded validation
+// names that gateway. cidr is a /27 the case carves its networks from.
+func gatewayAgreesAtValidationAndAllocation(t *testing.T, h Harness, cidr string) {
+	parts := subnets(cidr, 29)
+	for n, tc := range []struct {
+		name         string
+		network      string
+		prefixLength int
+		bits         int
+		addresses    int
+	}{
+		{"/31", subnets(parts[0], 31)[0], 0, 31, 2},
+		{"/32", subnets(parts[0], 32)[4], 0, 32, 1},
+		{"/29 narrowed to /31s", parts[1], 31, 31, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			b := h.BarePool(t, tc.network, PoolOptions{PrefixLength: tc.prefixLength})
+			_, err := b.Validate(ctx)
+			require.NoError(t, err, "allocation gives %s no gateway: validation must demand none", tc.network)
+			network := netip.MustParsePrefix(tc.network)
+			seen := map[netip.Addr]bool{}
+			for i := range tc.addresses {
+				alloc, err := b.Allocate(ctx, claim(fmt.Sprintf("gw-%d-%d", n, i)))
+				require.NoError(t, err)
+				assert.True(t, network.Contains(alloc.Address.Addr()), "%s outside %s", alloc.Address, network)
+				assert.Equal(t, tc.bits, alloc.Address.Bits(), "the machine's prefix length")
+				assert.False(t, alloc.Gateway.IsValid(), "%s: a /%d subnet has no gateway, got %s", alloc.Address, tc.bits, alloc.Gateway)
+				assert.False(t, seen[alloc.Address.Addr()], "%s handed out twice", alloc.Address)
+				seen[alloc.Address.Addr()] = true
+			}
+		})
+	}
+	t.Run("/29 narrowed to /30s", func(t *testing.T) {
+		b := h.BarePool(t, parts[2], PoolOptions{PrefixLength: 30})
+		_, err := b.Validate(context.Background())
+		require.ErrorIs(t, err, backends.ErrInvalidConfig, "each /30's first usable address is a gateway nothing holds")
+		assert.Contains(t, err.Error(), nth(parts[2], 1).String(), "validation names the gateway allocation gives the first /30")
+	})
+}
