@@ -205,3 +205,25 @@ func TestControlPlaneEndpointBadInput(t *testing.T) {
 	}
 	assert.Empty(t, f.markedRecords(), "nothing was reserved")
 }
+
+// A paused Cluster gets nothing claimed or written until it is unpaused.
+func TestControlPlaneEndpointPaused(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.154.0.0/24")
+	pool := f.createPool("vips", "10.154.0.0/24")
+	f.waitPoolReady(pool)
+	cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips"), paused)
+	// The reconciler, one worker taking Clusters in turn, has looked at the
+	// paused Cluster by the time it reports one created after it.
+	later := f.createCluster("later", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "later"))
+	f.waitEvent(f.ns, later.Name, endpoint.InvalidControlPlaneEndpointConfigReason)
+	f.assertNoClaim(t, cluster.Name)
+
+	f.update(cluster, func() { cluster.Spec.Paused = ptr.To(false) })
+	address := f.waitBound(f.endpointClaim(cluster.Name))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &clusterv1.Cluster{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(c, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host)
+	}, waitTimeout, pollInterval)
+}
