@@ -10,6 +10,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/eventrecorder"
 )
@@ -120,6 +121,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	secrets := &SecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Kinds: kinds, ManagerNamespace: opts.ManagerNamespace}
 	if err := secrets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the credentials Secret controller: %w", err)
+	}
+	endpoints := &endpoint.Reconciler{
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Recorder:         recorder("ipam-bridge-endpoint-controller"),
+		WatchFilterValue: opts.WatchFilterValue,
+	}
+	if err := endpoints.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the control-plane endpoint controller: %w", err)
 	}
 	for _, kind := range kinds {
 		pools := &PoolReconciler{

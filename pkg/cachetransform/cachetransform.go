@@ -96,7 +96,9 @@ func (t *Transforms) Default() toolscache.TransformFunc {
 // Cluster is the transform of Clusters: the provider reads of a Cluster
 // only its metadata (its name, and the paused annotation) and
 // spec.paused, so the cache keeps only those. A Cluster's topology and
-// status are most of its size.
+// status are most of its size. (The control-plane endpoint reconciler,
+// package controllers/endpoint, reads the Clusters that opt in whole from
+// the API server.)
 func (t *Transforms) Cluster() toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		if c, ok := in.(*clusterv1.Cluster); ok {

@@ -37,8 +37,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/hack/release/components"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
@@ -103,6 +105,9 @@ func TestDocumentedYAML(t *testing.T) {
 				(apiVersion == ipamv1.GroupVersion.String() && kind == "IPAddressClaim"):
 				dryRunCreate(t, d.obj)
 				validated[kind]++
+			case apiVersion == clusterv1.GroupVersion.String() && (kind == "Cluster" || kind == "ClusterClass"):
+				checkEndpointOptIn(t, d.obj)
+				dryRunCreate(t, d.obj)
 			case apiVersion == "operator.cluster.x-k8s.io/v1alpha2" && kind == "IPAMProvider":
 				checkIPAMProvider(t, d.obj)
 			case slices.Contains(foreignKinds, kind):
@@ -115,6 +120,22 @@ func TestDocumentedYAML(t *testing.T) {
 	// Every pool kind is shown somewhere, and so is its Secret.
 	for _, kind := range append(slices.Clone(poolKinds), "Secret") {
 		assert.NotZero(t, validated[kind], "no %s in the docs or samples", kind)
+	}
+}
+
+// checkEndpointOptIn checks that a Cluster's control-plane endpoint opt-in,
+// if any, names one of our pool kinds (unless it names another group).
+func checkEndpointOptIn(t *testing.T, obj map[string]any) {
+	t.Helper()
+	annotations, _, _ := unstructured.NestedStringMap(obj, "metadata", "annotations")
+	ref, ok := annotations[v1alpha1.ControlPlaneEndpointPoolAnnotation]
+	if !ok {
+		return
+	}
+	kind, name, _ := strings.Cut(ref, "/")
+	assert.NotEmpty(t, name, "%s names no pool", v1alpha1.ControlPlaneEndpointPoolAnnotation)
+	if g, ok := annotations[v1alpha1.ControlPlaneEndpointPoolGroupAnnotation]; !ok || g == group {
+		assert.Contains(t, poolKinds, kind, "%s must name one of our pool kinds", v1alpha1.ControlPlaneEndpointPoolAnnotation)
 	}
 }
 
@@ -297,7 +318,8 @@ func ensureNamespace(t *testing.T, name string) {
 
 // TestTroubleshootingCoversEveryReason checks that docs/troubleshooting.md
 // names every condition reason the controllers set: the Reason constants of
-// api/v1alpha1 and controllers/, CAPI's claim reasons the controllers use,
+// api/v1alpha1, controllers/ and controllers/endpoint/ (events on
+// Clusters), CAPI's claim reasons the controllers use,
 // and literal reasons in controllers/.
 func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	root := envtestenv.RepoRoot()
@@ -305,7 +327,7 @@ func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	require.NoError(t, err)
 
 	reasons := map[string]string{}
-	for _, dir := range []string{"api/v1alpha1", "controllers"} {
+	for _, dir := range []string{"api/v1alpha1", "controllers", "controllers/endpoint"} {
 		for value, where := range reasonConstants(t, filepath.Join(root, dir)) {
 			reasons[value] = where
 		}

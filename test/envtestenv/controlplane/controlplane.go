@@ -23,6 +23,8 @@ import (
 // module.
 var CAPICRDs = []string{
 	"core/config/crd/bases/cluster.x-k8s.io_clusters.yaml",
+	// The control-plane endpoint reads a ClusterClass's variables.
+	"core/config/crd/bases/cluster.x-k8s.io_clusterclasses.yaml",
 	"core/config/crd/bases/cluster.x-k8s.io_machines.yaml",
 	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddressclaims.yaml",
 	"core/config/crd/bases/ipam.cluster.x-k8s.io_ipaddresses.yaml",

@@ -1,0 +1,229 @@
+package integration
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
+)
+
+// createPoolDescribed creates a ready pool of the fixture's system whose
+// records' description (NetBox) or comment (Infoblox) renders pattern.
+func (f *fixture) createPoolDescribed(name, cidr, pattern string) controllers.Pool {
+	f.t.Helper()
+	f.seedNetwork(cidr)
+	pool := f.sys.newPool(f.ns, name, cidr, f.secret, false)
+	switch p := pool.(type) {
+	case *v1alpha1.NetboxIPPool:
+		p.Spec.Reservation.DescriptionPattern = pattern
+	case *v1alpha1.InfobloxIPPool:
+		p.Spec.Reservation.CommentPattern = pattern
+	default:
+		f.t.Fatalf("no pattern for %T", pool)
+	}
+	pool.SetLabels(f.labels())
+	require.NoError(f.t, k8s.Create(f.ctx, pool))
+	f.waitPoolReady(pool)
+	return pool
+}
+
+// optIn sets the annotations of the control-plane endpoint's opt-in (kv:
+// key, value, …) and the suite's watch-filter label on a Cluster.
+func (f *fixture) optIn(kv ...string) func(*clusterv1.Cluster) {
+	return func(c *clusterv1.Cluster) {
+		c.Labels = f.labels()
+		c.Annotations = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			c.Annotations[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func (f *fixture) endpointClaim(cluster string) *ipamv1.IPAddressClaim {
+	return &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: cluster + endpoint.ClaimSuffix}}
+}
+
+// assertNoClaim checks that the Cluster has no endpoint claim; called once
+// a Warning shows its reconcile ended without creating one.
+func (f *fixture) assertNoClaim(t *testing.T, cluster string) {
+	t.Helper()
+	err := k8s.Get(f.ctx, client.ObjectKeyFromObject(f.endpointClaim(cluster)), &ipamv1.IPAddressClaim{})
+	assert.True(t, apierrors.IsNotFound(err), "the Cluster's endpoint claim exists (err %v)", err)
+}
+
+// A Cluster that opts in gets its endpoint from the pool, through a claim
+// it owns and that is in the Cluster, whose record carries the Cluster's
+// name; the claim's release (here deleted by hand: this suite runs no
+// garbage collector, test/gc deletes the Cluster) releases the record, and
+// the endpoint stays.
+func TestControlPlaneEndpointFromPool(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.createPoolDescribed("vips", "10.150.0.0/24", "{{ .MachineName }} of cluster {{ .ClusterName }}")
+		cluster := f.createCluster("prod", f.optIn(
+			v1alpha1.ControlPlaneEndpointPoolAnnotation, f.sys.poolKind(false)+"/vips",
+			v1alpha1.ControlPlaneEndpointPortAnnotation, "8443"))
+
+		claim := f.endpointClaim(cluster.Name)
+		address := f.waitBound(claim)
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), claim))
+		assert.True(t, metav1.IsControlledBy(claim, cluster), "the Cluster controls its endpoint's claim")
+		assert.Equal(t, cluster.Name, claim.Spec.ClusterName)
+		assert.Equal(t, cluster.Name, claim.Labels[clusterv1.ClusterNameLabel])
+		assert.Equal(t, "prod-api", claim.Annotations[v1alpha1.MachineNameAnnotation])
+
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := &clusterv1.Cluster{}
+			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+			assert.Equal(c, clusterv1.APIEndpoint{Host: address.Spec.Address, Port: 8443}, got.Spec.ControlPlaneEndpoint)
+		}, waitTimeout, pollInterval)
+		f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointSetReason)
+
+		records := f.recordsWithMarker(f.marker(claim.Name))
+		require.Len(t, records, 1)
+		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String())
+		assert.Equal(t, "prod-api of cluster prod", records[0].Description)
+
+		f.deleteClaim(claim)
+		assert.Empty(t, f.recordsWithMarker(f.marker(claim.Name)), "the VIP's record is released with its claim")
+		got := &clusterv1.Cluster{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(t, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host, "a running cluster's endpoint is never rewritten")
+	})
+}
+
+// An endpoint a user set is never overwritten, and no address is claimed
+// for it: a Warning says so.
+func TestControlPlaneEndpointSetByUser(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.151.0.0/24")
+		pool := f.createPool("vips", "10.151.0.0/24")
+		f.waitPoolReady(pool)
+		set := clusterv1.APIEndpoint{Host: "api.prod.example.com", Port: 443}
+		cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, f.sys.poolKind(false)+"/vips"),
+			func(c *clusterv1.Cluster) { c.Spec.ControlPlaneEndpoint = set })
+
+		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointAlreadySetReason)
+		assert.Equal(t, corev1.EventTypeWarning, e.Type)
+		assert.Contains(t, e.Note, "api.prod.example.com")
+		f.assertNoClaim(t, cluster.Name)
+		got := &clusterv1.Cluster{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(t, set, got.Spec.ControlPlaneEndpoint)
+		assert.Empty(t, f.markedRecords(), "nothing was reserved")
+	})
+}
+
+// A ClusterClass cluster gets the address in the variable its opt-in
+// names, as a JSON string, when its ClusterClass defines it; otherwise a
+// Warning, and nothing is claimed.
+func TestControlPlaneEndpointVariable(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.152.0.0/24")
+	pool := f.createPool("vips", "10.152.0.0/24")
+	f.waitPoolReady(pool)
+	class := &clusterv1.ClusterClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "quick-start"},
+		Spec: clusterv1.ClusterClassSpec{
+			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
+				APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "VSphereClusterTemplate", Name: "quick-start"}},
+			ControlPlane: clusterv1.ControlPlaneClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
+				APIVersion: "controlplane.cluster.x-k8s.io/v1beta2", Kind: "KubeadmControlPlaneTemplate", Name: "quick-start"}},
+			Variables: []clusterv1.ClusterClassVariable{{Name: "controlPlaneIpAddr", Required: ptr.To(true),
+				Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string"}}}},
+		},
+	}
+	require.NoError(t, k8s.Create(f.ctx, class))
+	topology := func(c *clusterv1.Cluster) {
+		c.Spec.Topology = clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: class.Name}, Version: "v1.33.0"}
+	}
+
+	cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips",
+		v1alpha1.ControlPlaneEndpointVariableAnnotation, "controlPlaneIpAddr"), topology)
+	address := f.waitBound(f.endpointClaim(cluster.Name))
+	want, err := json.Marshal(address.Spec.Address)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &clusterv1.Cluster{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(c, []clusterv1.ClusterVariable{{Name: "controlPlaneIpAddr", Value: apiextensionsv1.JSON{Raw: want}}},
+			got.Spec.Topology.Variables)
+		assert.Empty(c, got.Spec.ControlPlaneEndpoint.Host, "only the variable is written")
+	}, waitTimeout, pollInterval)
+
+	undefined := f.createCluster("other", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips",
+		v1alpha1.ControlPlaneEndpointVariableAnnotation, "vip"), topology)
+	e := f.waitEvent(f.ns, undefined.Name, endpoint.ControlPlaneEndpointVariableUndefinedReason)
+	assert.Contains(t, e.Note, "defines no variable vip")
+	f.assertNoClaim(t, undefined.Name)
+}
+
+// Bad input gives a Warning that says what is wrong, and no claim.
+func TestControlPlaneEndpointBadInput(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.153.0.0/24")
+	pool := f.createPool("vips", "10.153.0.0/24")
+	f.waitPoolReady(pool)
+	tests := []struct {
+		cluster     string
+		annotations []string
+		reason      string
+		note        string
+	}{
+		{"malformed", []string{v1alpha1.ControlPlaneEndpointPoolAnnotation, "vips"},
+			endpoint.InvalidControlPlaneEndpointConfigReason, "want <Kind>/<name>"},
+		{"port", []string{v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips", v1alpha1.ControlPlaneEndpointPortAnnotation, "70000"},
+			endpoint.InvalidControlPlaneEndpointConfigReason, "from 1 to 65535"},
+		{"no-topology", []string{v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips", v1alpha1.ControlPlaneEndpointVariableAnnotation, "vip"},
+			endpoint.InvalidControlPlaneEndpointConfigReason, "has no spec.topology"},
+		{"missing-pool", []string{v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/missing"},
+			endpoint.ControlPlaneEndpointPoolNotFoundReason, "does not exist"},
+		{"unknown-kind", []string{v1alpha1.ControlPlaneEndpointPoolAnnotation, "NoSuchIPPool/vips"},
+			endpoint.ControlPlaneEndpointPoolNotFoundReason, "serves no pool kind NoSuchIPPool.ipam-bridge.github.io"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cluster, func(t *testing.T) {
+			cluster := f.createCluster(tt.cluster, f.optIn(tt.annotations...))
+			e := f.waitEvent(f.ns, cluster.Name, tt.reason)
+			assert.Equal(t, corev1.EventTypeWarning, e.Type)
+			assert.Contains(t, e.Note, tt.note)
+			f.assertNoClaim(t, cluster.Name)
+		})
+	}
+	assert.Empty(t, f.markedRecords(), "nothing was reserved")
+}
+
+// A paused Cluster gets nothing claimed or written until it is unpaused.
+func TestControlPlaneEndpointPaused(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.154.0.0/24")
+	pool := f.createPool("vips", "10.154.0.0/24")
+	f.waitPoolReady(pool)
+	cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips"), paused)
+	// The reconciler, one worker taking Clusters in turn, has looked at the
+	// paused Cluster by the time it reports one created after it.
+	later := f.createCluster("later", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "later"))
+	f.waitEvent(f.ns, later.Name, endpoint.InvalidControlPlaneEndpointConfigReason)
+	f.assertNoClaim(t, cluster.Name)
+
+	f.update(cluster, func() { cluster.Spec.Paused = ptr.To(false) })
+	address := f.waitBound(f.endpointClaim(cluster.Name))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &clusterv1.Cluster{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(c, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host)
+	}, waitTimeout, pollInterval)
+}
