@@ -273,7 +273,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		for _, o := range objs {
 			kinds[o.GetKind()]++
 		}
-		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ClusterRole": 3, "ClusterRoleBinding": 1,
+		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ClusterRole": 5, "ClusterRoleBinding": 1,
 			"Role": 1, "RoleBinding": 1, "ServiceAccount": 1, "Deployment": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}, kinds)
 	})
@@ -362,6 +362,44 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		}
 		assert.ElementsMatch(t, []string{"netboxippools", "globalnetboxippools", "infobloxippools", "globalinfobloxippools"}, resources)
 	})
+
+	// Kubernetes' controller aggregates the installed roles into view, edit
+	// and admin: a namespace's users reach its pools, never the global ones.
+	t.Run("tenants see and edit their namespace's pools", func(t *testing.T) {
+		for _, tc := range []struct {
+			role  string
+			verbs []string
+		}{
+			{"view", []string{"get", "list", "watch"}},
+			{"edit", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{"admin", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		} {
+			assert.EventuallyWithT(t, func(c *assert.CollectT) {
+				role := &rbacv1.ClusterRole{}
+				if !assert.NoError(c, k8s.Get(context.Background(), client.ObjectKey{Name: tc.role}, role)) {
+					return
+				}
+				for _, resource := range []string{"netboxippools", "infobloxippools"} {
+					for _, verb := range tc.verbs {
+						assert.True(c, grants(role.Rules, resource, verb), "%s may not %s %s", tc.role, verb, resource)
+					}
+				}
+				for _, resource := range []string{"globalnetboxippools", "globalinfobloxippools"} {
+					assert.False(c, grants(role.Rules, resource, "get"), "%s may get %s", tc.role, resource)
+				}
+			}, 30*time.Second, 200*time.Millisecond, tc.role)
+		}
+	})
+}
+
+// grants says whether rules allow verb on a resource of our API group.
+func grants(rules []rbacv1.PolicyRule, resource, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, "ipam-bridge.github.io") && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
 }
 
 // effectiveArgs are the container's arguments as the kubelet passes them.
