@@ -363,31 +363,31 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		assert.ElementsMatch(t, []string{"netboxippools", "globalnetboxippools", "infobloxippools", "globalinfobloxippools"}, resources)
 	})
 
-	// Kubernetes' controller aggregates the installed roles into view, edit
-	// and admin: a namespace's users reach its pools, never the global ones.
+	// Kubernetes' clusterrole-aggregation controller (not run here) adds
+	// the rules of roles with these labels to view, edit and admin: a
+	// namespace's users reach its pools, never the global ones.
 	t.Run("tenants see and edit their namespace's pools", func(t *testing.T) {
 		for _, tc := range []struct {
-			role  string
-			verbs []string
+			role   string
+			labels []string
+			verbs  []string
 		}{
-			{"view", []string{"get", "list", "watch"}},
-			{"edit", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-			{"admin", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{"capi-ipam-bridge-pools-view", []string{"view"}, []string{"get", "list", "watch"}},
+			{"capi-ipam-bridge-pools-edit", []string{"edit", "admin"}, []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		} {
-			assert.EventuallyWithT(t, func(c *assert.CollectT) {
-				role := &rbacv1.ClusterRole{}
-				if !assert.NoError(c, k8s.Get(context.Background(), client.ObjectKey{Name: tc.role}, role)) {
-					return
+			role := &rbacv1.ClusterRole{}
+			require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: tc.role}, role))
+			for _, l := range tc.labels {
+				assert.Equal(t, "true", role.Labels["rbac.authorization.k8s.io/aggregate-to-"+l], "%s is not aggregated to %s", tc.role, l)
+			}
+			for _, resource := range []string{"netboxippools", "infobloxippools"} {
+				for _, verb := range tc.verbs {
+					assert.True(t, grants(role.Rules, resource, verb), "%s may not %s %s", tc.role, verb, resource)
 				}
-				for _, resource := range []string{"netboxippools", "infobloxippools"} {
-					for _, verb := range tc.verbs {
-						assert.True(c, grants(role.Rules, resource, verb), "%s may not %s %s", tc.role, verb, resource)
-					}
-				}
-				for _, resource := range []string{"globalnetboxippools", "globalinfobloxippools"} {
-					assert.False(c, grants(role.Rules, resource, "get"), "%s may get %s", tc.role, resource)
-				}
-			}, 30*time.Second, 200*time.Millisecond, tc.role)
+			}
+			for _, resource := range []string{"globalnetboxippools", "globalinfobloxippools"} {
+				assert.False(t, grants(role.Rules, resource, "get"), "%s may get %s", tc.role, resource)
+			}
 		}
 	})
 }
