@@ -49,7 +49,7 @@ demo: ## Run the demo: a local API server, the NetBox simulator and the manager 
 test: test-sim test-real-netbox ## Run every test: unit and simulator suites, then the integration suite against a real NetBox.
 
 .PHONY: test-sim
-test-sim: ## Run the unit tests, the integration suite, the clusterctl move round trip, the operator, Metal3 and CAPV end-to-end tests against the simulators, on a real kube-apiserver and etcd, then a short chaos run.
+test-sim: test-alerts ## Run the alert rules' tests, the unit tests, the integration suite, the clusterctl move round trip, the operator, Metal3 and CAPV end-to-end tests against the simulators, on a real kube-apiserver and etcd, then a short chaos run.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 	# The WAPI simulator's fidelity cases with infoblox-go-client v2.11.0 (a nested module).
 	cd test/wapifidelity && go test $(GO_TEST_FLAGS) ./...
@@ -62,6 +62,11 @@ test-sim: ## Run the unit tests, the integration suite, the clusterctl move roun
 	# CAPV's own VSphereMachine and VSphereVM controllers, against vcsim, drive our pools (a nested module pinned to CAPV v1.16.1 and its Cluster API v1.13).
 	cd test/capve2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim $(CHAOS_SHORT_FLAGS)
+
+.PHONY: test-alerts
+test-alerts: ## Check the shipped Prometheus rules and run their unit tests with promtool (installed by hack/prometheus/install.sh).
+	@hack/prometheus/install.sh
+	hack/prometheus/test-alerts.sh
 
 .PHONY: test-real-netbox
 test-real-netbox: ## Run the integration suite, the clusterctl move round trip, the Metal3 and CAPV end-to-end tests and a short chaos run against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts.

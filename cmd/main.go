@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsv1 "k8s.io/component-base/logs/api/v1"
+	// Registers --logging-format=json, as Cluster API's managers do.
+	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"

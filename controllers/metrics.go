@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
@@ -49,10 +51,32 @@ var (
 		Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 	}, []string{"pool_kind"})
 
-	poolAddresses = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "capi_ipam_bridge_pool_addresses",
-		Help: "Addresses of a pool's sources as the IPAM system reports them, by state (total, used, free).",
-	}, []string{"pool_kind", "namespace", "name", "state"})
+	// The pool's labels are pool_namespace and pool, not namespace and
+	// name: a scrape's target labels (namespace, pod, service, endpoint, …)
+	// would override those and rename ours exported_*.
+	poolLabels = []string{"pool_kind", "pool_namespace", "pool"}
+
+	// Capacity and usage are series of their own, so that a ratio of them
+	// needs no ignoring(...).
+	poolCapacity = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capi_ipam_bridge_pool_capacity_addresses",
+		Help: "Addresses of a pool's sources as the IPAM system reports them.",
+	}, poolLabels)
+
+	poolUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capi_ipam_bridge_pool_used_addresses",
+		Help: "Addresses of a pool's sources in use, as the IPAM system reports them.",
+	}, poolLabels)
+
+	poolFree = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capi_ipam_bridge_pool_free_addresses",
+		Help: "Addresses of a pool's sources still free, as the IPAM system reports them.",
+	}, poolLabels)
+
+	poolReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capi_ipam_bridge_pool_ready",
+		Help: "1 when a pool's Ready condition is True, else 0; reason is the condition's reason (AuthenticationFailed, BackendUnavailable, …).",
+	}, append(append([]string{}, poolLabels...), "reason"))
 
 	recordsLeft = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "capi_ipam_bridge_records_left_total",
@@ -76,8 +100,8 @@ var (
 
 	auditFindings = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "capi_ipam_bridge_audit_findings",
-		Help: "What a pool's last audit found, by type (orphans, duplicates, drifted, tombstones).",
-	}, []string{"pool_kind", "namespace", "name", "type"})
+		Help: "What a pool's last audit found, by type (orphans, duplicates, drifted, strays, tombstones).",
+	}, append(append([]string{}, poolLabels...), "type"))
 
 	waiting = &waitingClaims{claims: map[types.NamespacedName]waitingClaim{}}
 
@@ -88,7 +112,7 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests, backendBatchSize,
-			claimBindSeconds, poolAddresses, recordsLeft, addressConflicts, waiting, auditRuns, auditActions, auditFindings)
+			claimBindSeconds, poolCapacity, poolUsed, poolFree, poolReady, recordsLeft, addressConflicts, waiting, auditRuns, auditActions, auditFindings)
 		// The endpoint limiters' wait, throttled answers and requests in flight.
 		ctrlmetrics.Registry.MustRegister(backendhttp.Collectors()...)
 	})
@@ -250,15 +274,35 @@ func (w *waitingClaims) Collect(ch chan<- prometheus.Metric) {
 }
 
 func setPoolAddresses(kind string, pool Pool, total, used, free int64) {
-	for state, v := range map[string]int64{"total": total, "used": used, "free": free} {
-		poolAddresses.WithLabelValues(kind, pool.GetNamespace(), pool.GetName(), state).Set(float64(v))
+	poolCapacity.WithLabelValues(kind, pool.GetNamespace(), pool.GetName()).Set(float64(total))
+	poolUsed.WithLabelValues(kind, pool.GetNamespace(), pool.GetName()).Set(float64(used))
+	poolFree.WithLabelValues(kind, pool.GetNamespace(), pool.GetName()).Set(float64(free))
+}
+
+// setPoolReady exports the pool's Ready condition: one series per pool, for
+// the reason it has now.
+func setPoolReady(kind string, pool Pool) {
+	c := conditions.Get(pool, v1alpha1.ReadyCondition)
+	if c == nil {
+		return
 	}
+	poolReady.DeletePartialMatch(poolMetricLabels(kind, pool))
+	v := 0.0
+	if c.Status == metav1.ConditionTrue {
+		v = 1
+	}
+	poolReady.WithLabelValues(kind, pool.GetNamespace(), pool.GetName(), c.Reason).Set(v)
+}
+
+func poolMetricLabels(kind string, pool Pool) prometheus.Labels {
+	return prometheus.Labels{"pool_kind": kind, "pool_namespace": pool.GetNamespace(), "pool": pool.GetName()}
 }
 
 func forgetPoolAddresses(kind string, pool Pool) {
-	labels := prometheus.Labels{"pool_kind": kind, "namespace": pool.GetNamespace(), "name": pool.GetName()}
-	poolAddresses.DeletePartialMatch(labels)
-	auditFindings.DeletePartialMatch(labels)
+	labels := poolMetricLabels(kind, pool)
+	for _, m := range []*prometheus.GaugeVec{poolCapacity, poolUsed, poolFree, poolReady, auditFindings} {
+		m.DeletePartialMatch(labels)
+	}
 }
 
 func setAuditFindings(kind string, pool Pool, s v1alpha1.AuditStatus) {

@@ -159,6 +159,9 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		return ctrl.Result{}, err
 	}
 	defer func() {
+		if pool.GetDeletionTimestamp().IsZero() {
+			setPoolReady(r.Kind.Kind, pool)
+		}
 		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
 			v1alpha1.ReadyCondition, v1alpha1.AddressesCountedCondition, v1alpha1.ConnectionSecureCondition, clusterv1.PausedCondition,
 		}}); err != nil {

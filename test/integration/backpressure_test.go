@@ -30,7 +30,7 @@ func TestBurstAgainstAThrottlingSystemBindsWithoutHammering(t *testing.T) {
 		require.NoError(t, k8s.Create(f.ctx, pool))
 		f.waitPoolReady(pool)
 		endpoint := backendhttp.EndpointOf(f.sys.url())
-		throttledBefore, _ := metric(t, "capi_ipam_bridge_backend_throttled_total", map[string]string{"endpoint": endpoint, "code": "429"})
+		throttledBefore, _ := metric(t, "capi_ipam_bridge_backend_throttled_total", map[string]string{"ipam_endpoint": endpoint, "code": "429"})
 
 		// Below what even a real NetBox answers with 3 requests in flight,
 		// and below what one batch sends at once (a search, then the
@@ -72,14 +72,14 @@ func TestBurstAgainstAThrottlingSystemBindsWithoutHammering(t *testing.T) {
 		}
 		t.Logf("%d requests, %d answered 429, for %d claims", len(arrivals), len(throttled), n)
 
-		got, ok := metric(t, "capi_ipam_bridge_backend_throttled_total", map[string]string{"endpoint": endpoint, "code": "429"})
+		got, ok := metric(t, "capi_ipam_bridge_backend_throttled_total", map[string]string{"ipam_endpoint": endpoint, "code": "429"})
 		require.True(t, ok)
 		assert.Equal(t, float64(len(throttled)), got-throttledBefore, "every 429 is counted")
-		waits, ok := metric(t, "capi_ipam_bridge_backend_limiter_wait_seconds", map[string]string{"endpoint": endpoint})
+		waits, ok := metric(t, "capi_ipam_bridge_backend_limiter_wait_seconds", map[string]string{"ipam_endpoint": endpoint})
 		require.True(t, ok)
 		assert.GreaterOrEqual(t, waits, float64(len(arrivals)), "every request passed the limiter")
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			inFlight, ok := metric(t, "capi_ipam_bridge_backend_requests_in_flight", map[string]string{"endpoint": endpoint})
+			inFlight, ok := metric(t, "capi_ipam_bridge_backend_requests_in_flight", map[string]string{"ipam_endpoint": endpoint})
 			assert.True(c, ok)
 			assert.Zero(c, inFlight)
 		}, waitTimeout, pollInterval)

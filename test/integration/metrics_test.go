@@ -76,12 +76,16 @@ func TestMetricsReportOperationsPoolsAndWaitingClaims(t *testing.T) {
 			map[string]string{"backend": backend, "operation": "allocate", "outcome": "exhausted"})
 		assert.True(t, ok, "the full pool is counted as exhausted")
 
-		for state, want := range map[string]float64{"total": 6, "used": 6, "free": 0} {
-			got, ok := metric(t, "capi_ipam_bridge_pool_addresses",
-				map[string]string{"pool_kind": kind, "namespace": f.ns, "name": "pool", "state": state})
-			assert.True(t, ok, state)
-			assert.Equal(t, want, got, state)
+		poolLabels := map[string]string{"pool_kind": kind, "pool_namespace": f.ns, "pool": "pool"}
+		for name, want := range map[string]float64{"capacity": 6, "used": 6, "free": 0} {
+			got, ok := metric(t, "capi_ipam_bridge_pool_"+name+"_addresses", poolLabels)
+			assert.True(t, ok, name)
+			assert.Equal(t, want, got, name)
 		}
+		ready, ok := metric(t, "capi_ipam_bridge_pool_ready",
+			map[string]string{"pool_kind": kind, "pool_namespace": f.ns, "pool": "pool", "reason": v1alpha1.ReadyReason})
+		assert.True(t, ok, "the pool's readiness is exported")
+		assert.Equal(t, 1.0, ready)
 		waiting, ok := metric(t, "capi_ipam_bridge_claims_waiting", map[string]string{"pool_kind": kind, "reason": "PoolExhausted"})
 		assert.True(t, ok)
 		assert.GreaterOrEqual(t, waiting, 1.0)

@@ -255,7 +255,7 @@ func TestPrometheusPieceScrapesTheManager(t *testing.T) {
 	d := deployment(t, objs)
 	raw, err := components.Kustomize(filepath.Join(envtestenv.RepoRoot(), "config", "prometheus"))
 	require.NoError(t, err)
-	var svc, monitor map[string]any
+	var svc, monitor, secret, binding, rule map[string]any
 	for _, doc := range strings.Split(string(raw), "\n---\n") {
 		o := map[string]any{}
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &o))
@@ -264,8 +264,15 @@ func TestPrometheusPieceScrapesTheManager(t *testing.T) {
 			svc = o
 		case "ServiceMonitor":
 			monitor = o
+		case "Secret":
+			secret = o
+		case "ClusterRoleBinding":
+			binding = o
+		case "PrometheusRule":
+			rule = o
 		}
 	}
+	require.NotNil(t, rule, "the PrometheusRule ships with the ServiceMonitor")
 	require.NotNil(t, svc)
 	require.NotNil(t, monitor)
 	for _, o := range []map[string]any{svc, monitor} {
@@ -300,5 +307,30 @@ func TestPrometheusPieceScrapesTheManager(t *testing.T) {
 	assert.Equal(t, port["name"], ep["port"])
 	assert.Equal(t, "https", ep["scheme"])
 	assert.Equal(t, "/metrics", ep["path"])
-	assert.NotEmpty(t, ep["bearerTokenFile"])
+	assert.NotContains(t, ep, "bearerTokenFile", "deprecated by the Prometheus Operator")
+	assert.NotContains(t, ep, "honorLabels", "the target's job and instance must win")
+
+	// The token the Prometheus Operator reads is the metrics-scraper
+	// ServiceAccount's, which is bound to the released metrics-reader role.
+	require.NotNil(t, secret)
+	require.NotNil(t, binding)
+	authType, _, _ := unstructured.NestedString(ep, "authorization", "type")
+	assert.Equal(t, "Bearer", authType)
+	secretName, _, _ := unstructured.NestedString(ep, "authorization", "credentials", "name")
+	assert.Equal(t, secret["metadata"].(map[string]any)["name"], secretName, "the ServiceMonitor names the token Secret")
+	assert.Equal(t, "kubernetes.io/service-account-token", secret["type"])
+	sa, _, _ := unstructured.NestedString(secret, "metadata", "annotations", "kubernetes.io/service-account.name")
+	subjects, _, _ := unstructured.NestedSlice(binding, "subjects")
+	require.Len(t, subjects, 1)
+	subject := subjects[0].(map[string]any)
+	assert.Equal(t, sa, subject["name"], "the token's ServiceAccount is the one bound")
+	assert.Equal(t, targetNS, subject["namespace"])
+	roleName, _, _ := unstructured.NestedString(binding, "roleRef", "name")
+	var released []string
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" {
+			released = append(released, o.GetName())
+		}
+	}
+	assert.Contains(t, released, roleName, "the binding names a released ClusterRole")
 }

@@ -273,7 +273,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		for _, o := range objs {
 			kinds[o.GetKind()]++
 		}
-		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ClusterRole": 3, "ClusterRoleBinding": 1,
+		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ClusterRole": 5, "ClusterRoleBinding": 1,
 			"Role": 1, "RoleBinding": 1, "ServiceAccount": 1, "Deployment": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}, kinds)
 	})
@@ -362,6 +362,44 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		}
 		assert.ElementsMatch(t, []string{"netboxippools", "globalnetboxippools", "infobloxippools", "globalinfobloxippools"}, resources)
 	})
+
+	// Kubernetes' clusterrole-aggregation controller (not run here) adds
+	// the rules of roles with these labels to view, edit and admin: a
+	// namespace's users reach its pools, never the global ones.
+	t.Run("tenants see and edit their namespace's pools", func(t *testing.T) {
+		for _, tc := range []struct {
+			role   string
+			labels []string
+			verbs  []string
+		}{
+			{"capi-ipam-bridge-pools-view", []string{"view"}, []string{"get", "list", "watch"}},
+			{"capi-ipam-bridge-pools-edit", []string{"edit", "admin"}, []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		} {
+			role := &rbacv1.ClusterRole{}
+			require.NoError(t, k8s.Get(context.Background(), client.ObjectKey{Name: tc.role}, role))
+			for _, l := range tc.labels {
+				assert.Equal(t, "true", role.Labels["rbac.authorization.k8s.io/aggregate-to-"+l], "%s is not aggregated to %s", tc.role, l)
+			}
+			for _, resource := range []string{"netboxippools", "infobloxippools"} {
+				for _, verb := range tc.verbs {
+					assert.True(t, grants(role.Rules, resource, verb), "%s may not %s %s", tc.role, verb, resource)
+				}
+			}
+			for _, resource := range []string{"globalnetboxippools", "globalinfobloxippools"} {
+				assert.False(t, grants(role.Rules, resource, "get"), "%s may get %s", tc.role, resource)
+			}
+		}
+	})
+}
+
+// grants says whether rules allow verb on a resource of our API group.
+func grants(rules []rbacv1.PolicyRule, resource, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, "ipam-bridge.github.io") && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
 }
 
 // effectiveArgs are the container's arguments as the kubelet passes them.
