@@ -725,34 +725,6 @@ func (a *auditRun) reportHeldAgain(ctx context.Context, address *ipamv1.IPAddres
 		p.Addr(), note))
 }
 
-// noteMarker records on an IPAddress the marker its claim's record carries,
-// unless it says so already.
-func noteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress, marker string) error {
-	if address.Annotations[v1alpha1.ReservationMarkerAnnotation] == marker {
-		return nil
-	}
-	return annotateAddress(ctx, c, address, v1alpha1.ReservationMarkerAnnotation, marker, "the marker of its record")
-}
-
-// markRecordMoved notes on an IPAddress where its claim's record was moved.
-func markRecordMoved(ctx context.Context, c client.Client, address *ipamv1.IPAddress, movedTo string) error {
-	return annotateAddress(ctx, c, address, v1alpha1.RecordMovedAnnotation, movedTo, "that its record was moved")
-}
-
-// annotateAddress sets one annotation of an IPAddress; what says what it
-// notes, for errors.
-func annotateAddress(ctx context.Context, c client.Client, address *ipamv1.IPAddress, key, value, what string) error {
-	base := address.DeepCopy()
-	if address.Annotations == nil {
-		address.Annotations = map[string]string{}
-	}
-	address.Annotations[key] = value
-	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("noting on IPAddress %s %s: %w", address.Name, what, err)
-	}
-	return nil
-}
-
 // markReserved sets the claim's AddressReserved condition when it changes:
 // a claim whose record is fine and that never drifted is not written.
 func (a *auditRun) markReserved(ctx context.Context, address *ipamv1.IPAddress, reserved bool, msg string) error {
@@ -780,23 +752,6 @@ func (a *auditRun) setReserved(ctx context.Context, address *ipamv1.IPAddress, s
 		return client.IgnoreNotFound(err)
 	}
 	return setAddressReserved(ctx, a.Client, claim, status, reason, msg)
-}
-
-// setAddressReserved writes a claim's AddressReserved condition, which says
-// whether the IPAM system still holds the machine's address for it.
-func setAddressReserved(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, msg string) error {
-	if prev := conditions.Get(claim, v1alpha1.AddressReservedCondition); prev != nil && prev.Status == status && prev.Reason == reason && prev.Message == msg {
-		return nil
-	}
-	patchHelper, err := patch.NewHelper(claim, c)
-	if err != nil {
-		return err
-	}
-	conditions.Set(claim, metav1.Condition{Type: v1alpha1.AddressReservedCondition, Status: status, Reason: reason, Message: msg})
-	if err := patchHelper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AddressReservedCondition}}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("setting %s on claim %s: %w", v1alpha1.AddressReservedCondition, claim.Name, err)
-	}
-	return nil
 }
 
 // oldEnough says whether a record has been seen in its state for minAge,
