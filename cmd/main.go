@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsv1 "k8s.io/component-base/logs/api/v1"
+
 	// Registers --logging-format=json, as Cluster API's managers do.
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
@@ -24,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/cmd/poolkinds"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolkinds"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".

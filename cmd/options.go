@@ -6,6 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/featuregate"
@@ -102,9 +106,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.controllers.Backend.MaxBatchSize, "max-batch-size", backends.DefaultMaxBatchSize, "Most claims of one pool that, allocated or released at once, share one marker search and one request to the IPAM system; 1 turns batching off.")
 	fs.DurationVar(&o.controllers.SyncPeriod, "pool-sync-period", 5*time.Minute, "How often pools are validated again and their counts refreshed.")
 	fs.DurationVar(&o.controllers.ExhaustedRetryInterval, "exhausted-retry-interval", time.Minute, "How often a claim on a full pool retries.")
-	fs.DurationVar(&o.controllers.AuditInterval, "audit-interval", controllers.DefaultAuditInterval, "How often each pool's records in the IPAM system are audited against the claims (docs/audit.md), jittered by up to a tenth.")
-	fs.DurationVar(&o.controllers.PoolRefreshInterval, "pool-refresh-interval", controllers.DefaultRefreshInterval, "Least time between two refreshes of a pool's address counts; a burst of allocations costs one refresh per interval.")
-	fs.DurationVar(&o.controllers.MaxRetryInterval, "max-retry-interval", controllers.DefaultMaxRetryInterval, "Longest wait before a claim or pool that is not ready, or whose reconcile failed, is looked at again.")
+	fs.DurationVar(&o.controllers.AuditInterval, "audit-interval", audit.DefaultAuditInterval, "How often each pool's records in the IPAM system are audited against the claims (docs/audit.md), jittered by up to a tenth.")
+	fs.DurationVar(&o.controllers.PoolRefreshInterval, "pool-refresh-interval", pool.DefaultRefreshInterval, "Least time between two refreshes of a pool's address counts; a burst of allocations costs one refresh per interval.")
+	fs.DurationVar(&o.controllers.MaxRetryInterval, "max-retry-interval", shared.DefaultMaxRetryInterval, "Longest wait before a claim or pool that is not ready, or whose reconcile failed, is looked at again.")
 
 	// The cluster-api-operator writes these from spec.manager.webhook. The
 	// provider serves no webhooks, so they are accepted and change nothing.

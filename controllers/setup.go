@@ -5,6 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/claim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,11 +52,11 @@ type Options struct {
 	// a wait.
 	FirstRetryInterval time.Duration
 
-	Backend BackendOptions
+	Backend shared.BackendOptions
 
 	// Kinds are the pool kinds to serve (see package poolkinds); at
 	// least one.
-	Kinds PoolKinds
+	Kinds shared.PoolKinds
 }
 
 // The manager's secure diagnostics endpoint (--diagnostics-address) asks the
@@ -61,7 +67,7 @@ type Options struct {
 // Setup registers the indexes and reconcilers of every pool kind with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Identity == "" {
-		identity, err := clusterIdentity(ctx, mgr.GetAPIReader())
+		identity, err := shared.ClusterIdentity(ctx, mgr.GetAPIReader())
 		if err != nil {
 			return err
 		}
@@ -71,9 +77,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := backends.ValidateIdentity(opts.Identity); err != nil {
 		return err
 	}
-	registerMetrics()
-	opts.Backend.Observe = observeRequests
-	opts.Backend.ObserveBatch = observeBatches
+	shared.RegisterMetrics()
+	opts.Backend.Observe = shared.ObserveRequests
+	opts.Backend.ObserveBatch = shared.ObserveBatches
 	if opts.Backend.Limits == nil {
 		opts.Backend.Limits = backendhttp.NewLimits()
 	}
@@ -81,23 +87,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if len(kinds) == 0 {
 		return fmt.Errorf("no pool kinds to serve")
 	}
-	if err := SetupIndexes(ctx, mgr, kinds); err != nil {
+	if err := shared.SetupIndexes(ctx, mgr, kinds); err != nil {
 		return err
 	}
 	recorder, err := eventRecorders(mgr)
 	if err != nil {
 		return err
 	}
-	cache := &Backends{
+	cache := &shared.Backends{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
 		ManagerNamespace: opts.ManagerNamespace,
 		Options:          opts.Backend,
 	}
-	inFlight := &InFlight{}
-	alarms := NewPoolAlarms()
-	tombstones := &Tombstones{}
-	claims := &ClaimReconciler{
+	inFlight := &shared.InFlight{}
+	alarms := shared.NewAlarms()
+	tombstones := &shared.Tombstones{}
+	claims := &claim.ClaimReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		InFlight:                inFlight,
@@ -106,8 +112,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:                recorder("ipam-bridge-claim-controller"),
 		Kinds:                   kinds,
 		Backends:                cache,
-		MachineNames:            &MachineNames{Reader: mgr.GetAPIReader(), Follow: consumerOwnerKinds},
-		MACAddresses:            &MACAddresses{Reader: mgr.GetAPIReader(), Follow: consumerOwnerKinds},
+		MachineNames:            &claim.MachineNames{Reader: mgr.GetAPIReader(), Follow: shared.ConsumerOwnerKinds},
+		MACAddresses:            &macaddress.Sources{Reader: mgr.GetAPIReader(), Follow: shared.ConsumerOwnerKinds},
 		Identity:                opts.Identity,
 		WatchFilterValue:        opts.WatchFilterValue,
 		MaxConcurrentReconciles: opts.ClaimConcurrency,
@@ -118,7 +124,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := claims.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the claim controller: %w", err)
 	}
-	secrets := &SecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Kinds: kinds, ManagerNamespace: opts.ManagerNamespace}
+	secrets := &pool.SecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Kinds: kinds, ManagerNamespace: opts.ManagerNamespace}
 	if err := secrets.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the credentials Secret controller: %w", err)
 	}
@@ -132,7 +138,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("setting up the control-plane endpoint controller: %w", err)
 	}
 	for _, kind := range kinds {
-		pools := &PoolReconciler{
+		pools := &pool.PoolReconciler{
 			Client:                  mgr.GetClient(),
 			Recorder:                recorder("ipam-bridge-pool-controller"),
 			Kind:                    kind,
@@ -148,7 +154,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		if err := pools.SetupWithManager(ctx, mgr); err != nil {
 			return fmt.Errorf("setting up the %s controller: %w", kind.Kind, err)
 		}
-		audits := &AuditReconciler{
+		audits := &audit.AuditReconciler{
 			Client:           mgr.GetClient(),
 			APIReader:        mgr.GetAPIReader(),
 			Recorder:         recorder("ipam-bridge-audit-controller"),

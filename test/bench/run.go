@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +24,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )
@@ -101,7 +102,7 @@ type bench struct {
 // settle is how long after a phase ends its requests are still counted: a
 // pool's counts refresh once after a burst settles, at most one refresh
 // interval later.
-const settle = controllers.DefaultRefreshInterval + 2*time.Second
+const settle = pool.DefaultRefreshInterval + 2*time.Second
 
 func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	// A stuck configuration fails instead of holding the machine.

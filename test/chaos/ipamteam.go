@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +21,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // The IPAM team's phase: while the allocation burst runs, the IPAM team
@@ -46,9 +47,9 @@ const (
 // answered the freed address to another claim first) is reported as
 // AddressHeldInCluster, whatever the edit.
 var reportsOf = map[edit][]string{
-	editReaddress: {v1alpha1.RecordMovedReason, controllers.AddressHeldInClusterReason},
-	editRescope:   {v1alpha1.RecordMovedReason, controllers.AddressHeldInClusterReason},
-	editDelete:    {v1alpha1.RecordDeletedReason, controllers.AddressHeldInClusterReason},
+	editReaddress: {v1alpha1.RecordMovedReason, shared.AddressHeldInClusterReason},
+	editRescope:   {v1alpha1.RecordMovedReason, shared.AddressHeldInClusterReason},
+	editDelete:    {v1alpha1.RecordDeletedReason, shared.AddressHeldInClusterReason},
 }
 
 // ipamTeam is the phase's state within one run.

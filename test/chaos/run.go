@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +29,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
@@ -137,7 +138,7 @@ type run struct {
 	prefixes   []netip.Prefix
 	gateways   map[netip.Addr]bool
 	claimKeys  []types.NamespacedName
-	pools      []controllers.Pool
+	pools      []shared.Pool
 	// deleted are the IPAddresses the run deleted, as they were.
 	deleted map[types.NamespacedName]*ipamv1.IPAddress
 	team    ipamTeam
@@ -289,7 +290,7 @@ func containsAny(block netip.Prefix, records []record) bool {
 // the manager and waits for the pools to be ready (before any fault).
 func (r *run) setupCluster(ctx context.Context) error {
 	labels := map[string]string{clusterv1.WatchLabel: r.filter}
-	var pools []controllers.Pool
+	var pools []shared.Pool
 	for i, p := range r.prefixes {
 		ns := fmt.Sprintf("chaos-%s-%d", r.id, i)
 		r.namespaces = append(r.namespaces, ns)
@@ -354,7 +355,7 @@ func (r *run) setupCluster(ctx context.Context) error {
 func (r *run) auditPools(ctx context.Context) error {
 	request := r.id + "-bound"
 	for _, p := range r.pools {
-		got := p.DeepCopyObject().(controllers.Pool)
+		got := p.DeepCopyObject().(shared.Pool)
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := r.h.k8s.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return err
@@ -375,7 +376,7 @@ func (r *run) auditPools(ctx context.Context) error {
 	err := waitUntil(ctx, 2*time.Minute, time.Second, func() (bool, error) {
 		sum = v1alpha1.AuditStatus{}
 		for _, p := range r.pools {
-			got := p.DeepCopyObject().(controllers.Pool)
+			got := p.DeepCopyObject().(shared.Pool)
 			if err := r.h.k8s.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return false, err
 			}

@@ -7,13 +7,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
@@ -47,7 +48,7 @@ type system interface {
 	secretData(proxyCA []byte) map[string][]byte
 	// newPool returns (without creating) a namespaced pool allocating from
 	// cidr through the proxy.
-	newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool
+	newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) shared.Pool
 	poolKind() string
 	// records lists every reservation held in the system.
 	records() ([]record, error)
@@ -121,7 +122,7 @@ var chaosRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 1000, Burst: 1000, M
 // chaosOrphans lets the audit after the burst delete a duplicate at once.
 var chaosOrphans = v1alpha1.Orphans{MinAge: &metav1.Duration{}}
 
-func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool {
+func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) shared.Pool {
 	return &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.NetboxIPPoolSpec{
@@ -255,7 +256,7 @@ func (s *wapiSystem) secretData(proxyCA []byte) map[string][]byte {
 	}
 }
 
-func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) controllers.Pool {
+func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) shared.Pool {
 	u := mustParseURL(proxyURL)
 	port, _ := strconv.Atoi(u.Port())
 	return &v1alpha1.InfobloxIPPool{

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/cmd/poolkinds"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolkinds"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/cachetransform"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv/controlplane"
 )

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -23,7 +25,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // fixture is one test's namespace, with the Secret of its IPAM system.
@@ -54,14 +55,14 @@ func newFixture(t *testing.T, sys system) *fixture {
 }
 
 // createPool seeds cidr in the IPAM system and creates a ready pool on it.
-func (f *fixture) createPool(name, cidr string) controllers.Pool {
+func (f *fixture) createPool(name, cidr string) shared.Pool {
 	f.t.Helper()
 	f.sys.seedNetwork(cidr)
 	f.held[cidr] = f.sys.heldIn(cidr)
 	pool := f.sys.newPool(f.ns, name, cidr)
 	require.NoError(f.t, k8s.Create(f.ctx, pool))
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(controllers.Pool)
+		got := pool.DeepCopyObject().(shared.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		assert.True(c, conditions.IsTrue(got, v1alpha1.ReadyCondition), "pool %s not ready: %s", name,
 			conditions.GetMessage(got, v1alpha1.ReadyCondition))

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,7 +123,7 @@ type system interface {
 	// seedNetwork creates network cidr with its first usable address held
 	// as the gateway.
 	seedNetwork(cidr string)
-	newPool(namespace, name, cidr string) controllers.Pool
+	newPool(namespace, name, cidr string) shared.Pool
 	// markedIn lists the addresses of the records whose marker names a
 	// claim of namespace.
 	markedIn(namespace string) []netip.Addr
@@ -164,7 +166,7 @@ func (s *netboxSystem) secretData() map[string][]byte {
 func (s *netboxSystem) seedNetwork(cidr string) {
 	s.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 }
-func (s *netboxSystem) newPool(namespace, name, cidr string) controllers.Pool {
+func (s *netboxSystem) newPool(namespace, name, cidr string) shared.Pool {
 	return &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: s.secretName()}},
@@ -220,7 +222,7 @@ func (s *infobloxSystem) seedNetwork(cidr string) {
 	s.sim.AddNetwork("default", cidr, nil)
 	s.sim.AddFixedAddress("default", netip.MustParsePrefix(cidr).Addr().Next().String(), nil)
 }
-func (s *infobloxSystem) newPool(namespace, name, cidr string) controllers.Pool {
+func (s *infobloxSystem) newPool(namespace, name, cidr string) shared.Pool {
 	port, _ := strconv.Atoi(s.sim.Port())
 	return &v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.InfobloxIPPoolSpec{

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,7 +16,6 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // TestAnUnusableAnswerIsNeverBound: the IPAM team deletes the record that
@@ -38,8 +39,8 @@ func TestAnUnusableAnswerIsNeverBound(t *testing.T) {
 
 		f.sys.deleteAt(gateway)
 		claim := f.createClaim("m-1", pool.GetName())
-		f.waitEvent(f.ns, claim.Name, controllers.UnusableAddressAnsweredReason)
-		f.waitEvent(f.ns, pool.GetName(), controllers.UnusableAddressAnsweredReason)
+		f.waitEvent(f.ns, claim.Name, shared.UnusableAddressAnsweredReason)
+		f.waitEvent(f.ns, pool.GetName(), shared.UnusableAddressAnsweredReason)
 		f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.InvalidConfigurationReason)
 		address := &ipamv1.IPAddress{}
 		err := k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), address)

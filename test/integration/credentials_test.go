@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +19,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 const (
@@ -94,7 +95,7 @@ func TestCredentialsTakeEffectAtOnce(t *testing.T) {
 		f.waitPoolReasonWithin(pool, v1alpha1.PermissionDeniedReason, refusalNoticed)
 		f.waitClaimReason(late, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 		require.Never(t, func() bool {
-			got := pool.DeepCopyObject().(controllers.Pool)
+			got := pool.DeepCopyObject().(shared.Pool)
 			return k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got) == nil && conditions.IsTrue(got, v1alpha1.ReadyCondition)
 		}, 5*time.Second, 200*time.Millisecond, "the pool flapped back to ready with credentials that may not write")
 
@@ -147,10 +148,10 @@ func (f *fixture) rotateSecret(data map[string][]byte) {
 	f.update(secret, func() { secret.Data = data })
 }
 
-func (f *fixture) waitPoolReasonWithin(pool controllers.Pool, reason string, within time.Duration) {
+func (f *fixture) waitPoolReasonWithin(pool shared.Pool, reason string, within time.Duration) {
 	f.t.Helper()
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(controllers.Pool)
+		got := pool.DeepCopyObject().(shared.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		cond := conditions.Get(got, v1alpha1.ReadyCondition)
 		require.NotNil(c, cond)

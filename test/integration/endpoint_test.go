@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -17,13 +19,12 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
 )
 
 // createPoolDescribed creates a ready pool of the fixture's system whose
 // records' description (NetBox) or comment (Infoblox) renders pattern.
-func (f *fixture) createPoolDescribed(name, cidr, pattern string) controllers.Pool {
+func (f *fixture) createPoolDescribed(name, cidr, pattern string) shared.Pool {
 	f.t.Helper()
 	f.seedNetwork(cidr)
 	pool := f.sys.newPool(f.ns, name, cidr, f.secret, false)

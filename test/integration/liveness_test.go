@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +18,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // No claim waits for an event that may not come: each test here puts a
@@ -26,10 +27,10 @@ import (
 // setPoolNotReady writes Ready=False into the pool's status as a brief
 // outage would have; the pool reconciler ignores its own status writes, so
 // the state stays until its next sync.
-func (f *fixture) setPoolNotReady(pool controllers.Pool) {
+func (f *fixture) setPoolNotReady(pool shared.Pool) {
 	f.t.Helper()
 	require.NoError(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		got := pool.DeepCopyObject().(controllers.Pool)
+		got := pool.DeepCopyObject().(shared.Pool)
 		if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got); err != nil {
 			return err
 		}
@@ -118,7 +119,7 @@ func TestFailingBackendKeepsThePoolReadyAndClaimsRetryByThemselves(t *testing.T)
 
 				f.sys.failAllRequests(tc.status)
 				// Any pool event refreshes the counts.
-				got := pool.DeepCopyObject().(controllers.Pool)
+				got := pool.DeepCopyObject().(shared.Pool)
 				require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 				f.update(got, func() { got.SetAnnotations(map[string]string{"refresh": "now"}) })
 				cond := f.waitPoolCondition(pool, v1alpha1.AddressesCountedCondition, metav1.ConditionFalse, v1alpha1.CountFailedReason)
@@ -150,7 +151,7 @@ func TestFailedReleaseIsRetriedUntilItSucceeds(t *testing.T) {
 
 		f.sys.failAllRequests(http.StatusServiceUnavailable)
 		require.NoError(t, k8s.Delete(f.ctx, claim))
-		f.waitClaimReason(claim, controllers.ReleaseFailedReason)
+		f.waitClaimReason(claim, shared.ReleaseFailedReason)
 		f.sys.clearFaults()
 		f.waitGone(claim)
 		assert.Empty(t, f.markedRecords())
@@ -192,7 +193,7 @@ func TestRecreatedClaimNeverTakesItsPredecessorsIPAddress(t *testing.T) {
 		// The claim disappears without its release running (its finalizer
 		// removed by hand), leaving its IPAddress behind.
 		got := f.getClaim(claim)
-		f.update(got, func() { controllerutil.RemoveFinalizer(got, controllers.ClaimFinalizer) })
+		f.update(got, func() { controllerutil.RemoveFinalizer(got, shared.ClaimFinalizer) })
 		require.NoError(t, k8s.Delete(f.ctx, got))
 		f.waitGone(claim)
 
@@ -221,7 +222,7 @@ func TestASlowReservationSaysItWaits(t *testing.T) {
 		// Below the HTTP client's timeout (15 s), above slowAnswer (10 s).
 		f.sys.slowNextAllocation(13 * time.Second)
 		claim := f.createClaim("machine", "pool")
-		cond := f.waitClaimReason(claim, controllers.ReservationPendingReason)
+		cond := f.waitClaimReason(claim, shared.ReservationPendingReason)
 		assert.Equal(t, metav1.ConditionFalse, cond.Status)
 		assert.Contains(t, cond.Message, "has not answered the claim's reservation")
 		assert.Contains(t, cond.Message, pool.GetName())

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +22,6 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
@@ -109,9 +110,9 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 	claimA := f.createClaim("host-a-data-pool", pool.Name, ownedBy(dataA))
 
 	t.Run("waits for the MAC, woken when it appears", func(t *testing.T) {
-		cond := f.waitClaimReason(claimA, controllers.MACAddressUnknownReason)
+		cond := f.waitClaimReason(claimA, shared.MACAddressUnknownReason)
 		assert.Contains(t, cond.Message, "BareMetalHost "+f.ns+"/host-a has no spec.bootMACAddress yet")
-		f.waitEvent(f.ns, claimA.Name, controllers.MACAddressUnknownReason)
+		f.waitEvent(f.ns, claimA.Name, shared.MACAddressUnknownReason)
 		assert.Empty(t, f.fixedAddressOf(claimA.Name), "nothing is reserved without the MAC")
 
 		// Past the first retries of the claim's backoff (1s, 2s, 4s, 8s),
@@ -149,10 +150,10 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		_, dataC := f.createMetal3Host("host-c", "52:54:00:aa:bb:03")
 		claimC := f.createClaim("host-c-data-pool", pool.Name, ownedBy(dataC))
 
-		cond := f.waitClaimReason(claimB, controllers.MACAddressInUseReason)
+		cond := f.waitClaimReason(claimB, shared.MACAddressInUseReason)
 		assert.Contains(t, cond.Message, "MAC address 52:54:00:aa:bb:01 is held by fixedaddress/")
 		assert.Contains(t, cond.Message, `CAPI-IPAM-Claim="`+f.marker(claimA.Name)+`"`, "the holder is named")
-		f.waitEvent(f.ns, claimB.Name, controllers.MACAddressInUseReason)
+		f.waitEvent(f.ns, claimB.Name, shared.MACAddressInUseReason)
 		assert.Empty(t, f.fixedAddressOf(claimB.Name), "nothing is reserved for the refused claim")
 
 		assert.Contains(t, cond.Message, "the MAC was read from BareMetalHost "+f.ns+"/host-b, and is read again at the claim's next attempt")
@@ -217,7 +218,7 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
 
 		f.waitBound(claimWithout)
-		event := f.waitEvent(f.ns, claimWithout.Name, controllers.MACAddressDeferredReason)
+		event := f.waitEvent(f.ns, claimWithout.Name, shared.MACAddressDeferredReason)
 		assert.Contains(t, event.Note, "VSphereVM "+f.ns+"/vm-b sets no spec.network.devices[0].macAddr")
 		fixed = f.fixedAddressOf(claimWithout.Name)
 		require.Len(t, fixed, 1)
@@ -427,7 +428,7 @@ func TestMACSourcesAreWatchedOnlyOnceAPoolNeedsThem(t *testing.T) {
 	f.waitPoolReady(machine)
 	host, data := f.createMetal3Host("host-1", "")
 	claim := f.createClaim("host-1-data-machine", machine.Name, ownedBy(data))
-	f.waitClaimReason(claim, controllers.MACAddressUnknownReason)
+	f.waitClaimReason(claim, shared.MACAddressUnknownReason)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Positive(c, informers("baremetalhosts"), "BareMetalHosts are watched once a claim reads its MAC from one")
 	}, waitTimeout, pollInterval)

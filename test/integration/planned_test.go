@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +17,11 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 )
 
 // createPlannedPool creates a namespaced pool over cidr that adopts the
 // records the IPAM team planned for its claims (see system.plan).
-func (f *fixture) createPlannedPool(name, cidr string) controllers.Pool {
+func (f *fixture) createPlannedPool(name, cidr string) shared.Pool {
 	f.t.Helper()
 	pool := f.sys.newPool(f.ns, name, cidr, f.secret, false)
 	f.sys.plannedPool(pool)
@@ -154,7 +155,7 @@ func TestTwoClaimsRaceForOnePlannedRecord(t *testing.T) {
 				switch ready := conditions.Get(got, ipamv1.IPAddressClaimReadyCondition); {
 				case got.Status.AddressRef.Name != "":
 					winner = claim
-				case ready != nil && ready.Reason == controllers.PlannedRecordConflictReason:
+				case ready != nil && ready.Reason == shared.PlannedRecordConflictReason:
 					loser, cond = claim, ready
 				}
 			}
@@ -167,7 +168,7 @@ func TestTwoClaimsRaceForOnePlannedRecord(t *testing.T) {
 		t.Logf("%s", cond.Message)
 		assert.Contains(t, cond.Message, at.Addr().String(), "the message names the record")
 		assert.Contains(t, cond.Message, f.marker(winner.Name), "and the claim that holds it")
-		e := f.waitEvent(f.ns, loser.Name, controllers.PlannedRecordConflictReason)
+		e := f.waitEvent(f.ns, loser.Name, shared.PlannedRecordConflictReason)
 		assert.Contains(t, e.Note, f.marker(winner.Name))
 		records := f.markedRecords()
 		require.Len(t, records, 1, "the loser got no other address")

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,15 +15,14 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
-func (f *fixture) waitCounts(pool controllers.Pool, want v1alpha1.AddressCounts) {
+func (f *fixture) waitCounts(pool shared.Pool, want v1alpha1.AddressCounts) {
 	f.t.Helper()
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(controllers.Pool)
+		got := pool.DeepCopyObject().(shared.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		status := got.GetPoolStatus()
 		require.NotNil(c, status.Addresses)

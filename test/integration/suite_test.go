@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -292,9 +294,9 @@ func (f *fixture) poolSpec(cidr string, opts ...poolOption) v1alpha1.NetboxIPPoo
 
 // createPool creates a namespaced pool of the fixture's system; options
 // apply to NetBox pools only.
-func (f *fixture) createPool(name, cidr string, opts ...poolOption) controllers.Pool {
+func (f *fixture) createPool(name, cidr string, opts ...poolOption) shared.Pool {
 	f.t.Helper()
-	var pool controllers.Pool
+	var pool shared.Pool
 	if f.sim != nil {
 		pool = &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: f.poolSpec(cidr, opts...)}
 	} else {
@@ -313,16 +315,16 @@ func (f *fixture) createNetboxPool(name, cidr string, opts ...poolOption) *v1alp
 	return f.createPool(name, cidr, opts...).(*v1alpha1.NetboxIPPool)
 }
 
-func (f *fixture) waitPoolReason(pool controllers.Pool, status metav1.ConditionStatus, reason string) *metav1.Condition {
+func (f *fixture) waitPoolReason(pool shared.Pool, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	f.t.Helper()
 	return f.waitPoolCondition(pool, v1alpha1.ReadyCondition, status, reason)
 }
 
-func (f *fixture) waitPoolCondition(pool controllers.Pool, conditionType string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+func (f *fixture) waitPoolCondition(pool shared.Pool, conditionType string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	f.t.Helper()
 	var cond *metav1.Condition
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(controllers.Pool)
+		got := pool.DeepCopyObject().(shared.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		cond = conditions.Get(got, conditionType)
 		require.NotNil(c, cond, "pool has no %s condition", conditionType)
@@ -332,7 +334,7 @@ func (f *fixture) waitPoolCondition(pool controllers.Pool, conditionType string,
 	return cond
 }
 
-func (f *fixture) waitPoolReady(pool controllers.Pool) {
+func (f *fixture) waitPoolReady(pool shared.Pool) {
 	f.t.Helper()
 	f.waitPoolReason(pool, metav1.ConditionTrue, v1alpha1.ReadyReason)
 }

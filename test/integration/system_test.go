@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
@@ -43,9 +44,9 @@ type system interface {
 	seedNetwork(cidr string)
 	// newPool returns (without creating) a pool allocating from cidr with
 	// the credentials of Secret secretName.
-	newPool(namespace, name, cidr, secretName string, global bool) controllers.Pool
+	newPool(namespace, name, cidr, secretName string, global bool) shared.Pool
 	// retarget points a pool's only source at cidr, as an edit of the spec.
-	retarget(pool controllers.Pool, cidr string)
+	retarget(pool shared.Pool, cidr string)
 	// records lists every reservation that carries a marker.
 	records() []record
 	// disown removes the marker from a record, as a human taking it over.
@@ -72,7 +73,7 @@ type system interface {
 	plan(addr netip.Prefix, name string) string
 	// plannedPool makes pool adopt the records plan makes, by the name
 	// rendered from its claims' machine name and namespace.
-	plannedPool(pool controllers.Pool)
+	plannedPool(pool shared.Pool)
 	// snapshot is the record ref names, every field the IPAM team sees.
 	snapshot(ref string) any
 	// reserveForeign makes a marked reservation of addr as another
@@ -168,7 +169,7 @@ func (s *netboxSystem) seedNetwork(cidr string) {
 	s.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 }
 
-func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global bool) controllers.Pool {
+func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global bool) shared.Pool {
 	spec := v1alpha1.NetboxIPPoolSpec{
 		Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: secretName}},
 		Sources:    []v1alpha1.NetboxAddressSource{prefixSource(cidr)},
@@ -179,7 +180,7 @@ func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global 
 	return &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
 }
 
-func (s *netboxSystem) retarget(pool controllers.Pool, cidr string) {
+func (s *netboxSystem) retarget(pool shared.Pool, cidr string) {
 	pool.(interface {
 		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
 	}).GetNetboxSpec().Sources = []v1alpha1.NetboxAddressSource{prefixSource(cidr)}
@@ -349,7 +350,7 @@ func (s *infobloxSystem) seedNetwork(cidr string) {
 	s.sim.AddFixedAddress("default", netip.MustParsePrefix(cidr).Addr().Next().String(), nil)
 }
 
-func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, global bool) controllers.Pool {
+func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, global bool) shared.Pool {
 	port, _ := strconv.Atoi(s.sim.Port())
 	spec := v1alpha1.InfobloxIPPoolSpec{
 		Connection: v1alpha1.InfobloxConnection{
@@ -363,7 +364,7 @@ func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, globa
 	return &v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
 }
 
-func (s *infobloxSystem) retarget(pool controllers.Pool, cidr string) {
+func (s *infobloxSystem) retarget(pool shared.Pool, cidr string) {
 	pool.(interface {
 		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
 	}).GetInfobloxSpec().Sources = []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr}}}
@@ -490,7 +491,7 @@ func (s *netboxSystem) seedPlannedTag() {
 	}
 }
 
-func (s *netboxSystem) plannedPool(pool controllers.Pool) {
+func (s *netboxSystem) plannedPool(pool shared.Pool) {
 	s.seedPlannedTag()
 	spec := pool.(interface {
 		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
@@ -525,7 +526,7 @@ func (s *netboxSystem) snapshot(ref string) any {
 	return nil
 }
 
-func (s *infobloxSystem) plannedPool(pool controllers.Pool) {
+func (s *infobloxSystem) plannedPool(pool shared.Pool) {
 	spec := pool.(interface {
 		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
 	}).GetInfobloxSpec()

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,14 +56,14 @@ func TestAClaimWaitingForAHeldAddressBacksOff(t *testing.T) {
 		pool := f.createPool("pool", cidr)
 		f.waitPoolReady(pool)
 		claim := f.createClaim("vip", pool.GetName(), requesting(held.String()))
-		f.waitClaimReason(claim, controllers.RequestedAddressUnavailableReason)
+		f.waitClaimReason(claim, shared.RequestedAddressUnavailableReason)
 
 		f.sys.resetCalls()
 		time.Sleep(window)
 		calls := f.sys.callCount()
 		t.Logf("%d requests to %s in %s while the claim waited", calls, f.sys.name(), window)
 		assert.LessOrEqual(t, calls, attempts*perAttempt, "at most %d attempts of at most %d requests", attempts, perAttempt)
-		f.waitClaimReason(claim, controllers.RequestedAddressUnavailableReason)
+		f.waitClaimReason(claim, shared.RequestedAddressUnavailableReason)
 		failed := 0
 		for _, line := range strings.Split(managerLogs.String(), "\n") {
 			if strings.Contains(line, f.ns) && strings.Contains(line, `"controller"="ipaddressclaim"`) && strings.Contains(line, "Reconciler error") {
@@ -97,7 +99,7 @@ func TestAPoolSpecChangeWakesItsWaitingClaims(t *testing.T) {
 		pool := f.createPoolWithPreAllocations("pool", cidr, v1alpha1.PreAllocations{"vip": v1alpha1.IPAddressString(held.String())})
 		f.waitPoolReady(pool)
 		claim := f.createClaim("vip", pool.GetName())
-		f.waitClaimReason(claim, controllers.RequestedAddressUnavailableReason)
+		f.waitClaimReason(claim, shared.RequestedAddressUnavailableReason)
 
 		// The IPAM team corrects the pre-allocation.
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), pool))
@@ -108,7 +110,7 @@ func TestAPoolSpecChangeWakesItsWaitingClaims(t *testing.T) {
 	})
 }
 
-func setPreAllocations(pool controllers.Pool, pre v1alpha1.PreAllocations) {
+func setPreAllocations(pool shared.Pool, pre v1alpha1.PreAllocations) {
 	switch p := pool.(type) {
 	case *v1alpha1.NetboxIPPool:
 		p.Spec.PreAllocations = pre

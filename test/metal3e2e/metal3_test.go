@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	bmov1alpha1 "github.com/metal3-io/baremetal-operator/apis/metal3.io/v1alpha1"
 	infrav1 "github.com/metal3-io/cluster-api-provider-metal3/api/v1beta2"
 	m3ipamv1 "github.com/metal3-io/ip-address-manager/api/v1alpha1"
@@ -29,7 +31,6 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
@@ -133,7 +134,7 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 	port, err := strconv.Atoi(wapi.Port())
 	require.NoError(t, err)
 
-	pools := []controllers.Pool{
+	pools := []shared.Pool{
 		&v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: netboxPool}, Spec: netboxSpec(netboxCIDR, netboxZone)},
 		&v1alpha1.GlobalNetboxIPPool{ObjectMeta: metav1.ObjectMeta{Name: globalName}, Spec: netboxSpec(globalNetboxCIDR, globalZone)},
 		&v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infobloxPool}, Spec: v1alpha1.InfobloxIPPoolSpec{
@@ -386,10 +387,10 @@ func createSecret(t *testing.T, namespace, name string, data map[string][]byte) 
 	t.Cleanup(func() { _ = k8s.Delete(t.Context(), s) })
 }
 
-func waitPoolReady(t *testing.T, p controllers.Pool) {
+func waitPoolReady(t *testing.T, p shared.Pool) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := p.DeepCopyObject().(controllers.Pool)
+		got := p.DeepCopyObject().(shared.Pool)
 		require.NoError(c, k8s.Get(t.Context(), client.ObjectKeyFromObject(p), got))
 		assert.True(c, conditions.IsTrue(got, v1alpha1.ReadyCondition), "%s %s: %+v",
 			got.GetObjectKind().GroupVersionKind().Kind, p.GetName(), conditions.Get(got, v1alpha1.ReadyCondition))

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -120,7 +122,7 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 
 	for _, p := range []client.Object{pool, global} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			got := p.DeepCopyObject().(controllers.Pool)
+			got := p.DeepCopyObject().(shared.Pool)
 			require.NoError(c, admin.Get(ctx, client.ObjectKeyFromObject(p), got))
 			cond := conditions.Get(got, v1alpha1.ReadyCondition)
 			require.NotNil(c, cond, "%s has no Ready condition", p.GetName())

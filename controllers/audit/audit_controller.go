@@ -1,0 +1,870 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/predicates"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// DefaultAuditInterval is how often each pool is audited.
+const DefaultAuditInterval = 10 * time.Minute
+
+// AuditReconciler compares, for each pool of one kind, the records of the
+// pool's sources that carry this management cluster's marker with the
+// claims: it reports orphans (and releases them if the pool says so),
+// deletes duplicates of bound claims, restores records deleted outside the
+// provider, and deletes tombstones whose grace period is over. An audit
+// costs the pages of one listing per pool and nothing per claim, except
+// for the claims it finds something about.
+type AuditReconciler struct {
+	Client client.Client
+	// APIReader confirms a finding past the cache, so that a claim the cache
+	// has not seen yet, or an allocation in flight, is never misjudged.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Kind      shared.PoolKind
+	Backends  *shared.Backends
+	// Identity is the marker prefix of this management cluster's records.
+	Identity         string
+	WatchFilterValue string
+	// Interval between two audits of a pool; jittered by up to a tenth.
+	Interval time.Duration
+	// Tombstones are the grace periods that releases started.
+	Tombstones *shared.Tombstones
+
+	mu sync.Mutex
+	// firstSeen remembers, per pool, when an audit first saw a record
+	// orphaned or duplicated: it is deleted only after the pool's minAge. A
+	// restart starts the clock again, which only delays.
+	firstSeen map[types.UID]map[string]time.Time
+	// audited are the pools audited since the process started.
+	audited map[types.UID]bool
+}
+
+// startedWith says whether the pool was audited since the process started.
+func (r *AuditReconciler) startedWith(pool shared.Pool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.audited[pool.GetUID()]
+}
+
+// SetupWithManager audits pools when they are created, become ready, are
+// asked for an audit by annotation, and on the interval.
+func (r *AuditReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Interval == 0 {
+		r.Interval = DefaultAuditInterval
+	}
+	r.firstSeen = map[types.UID]map[string]time.Time{}
+	r.audited = map[types.UID]bool{}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(strings.ToLower(r.Kind.Kind)+"-audit").
+		For(r.Kind.New(), builder.WithPredicates(
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue),
+			auditMayBeDue())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		// A deleted IPAddress may have left a tombstone to expire.
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(shared.AddressToPool(r.Kind)),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		Complete(r)
+}
+
+// auditMayBeDue passes pool creations, changes of the audit annotation or
+// the spec, and a pool turning ready.
+func auditMayBeDue() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldPool, newPool := e.ObjectOld.(shared.Pool), e.ObjectNew.(shared.Pool)
+			return oldPool.GetAnnotations()[v1alpha1.AuditAnnotation] != newPool.GetAnnotations()[v1alpha1.AuditAnnotation] ||
+				oldPool.GetGeneration() != newPool.GetGeneration() ||
+				conditions.IsTrue(oldPool, v1alpha1.ReadyCondition) != conditions.IsTrue(newPool, v1alpha1.ReadyCondition)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// Reconcile audits the pool when an audit is due, and comes back when the
+// next one is.
+func (r *AuditReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pool := r.Kind.New()
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !shared.MatchesWatchFilter(pool, r.WatchFilterValue) || !pool.GetDeletionTimestamp().IsZero() || annotations.HasPaused(pool) {
+		return ctrl.Result{}, nil
+	}
+	if !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
+		// The pool's turning ready brings it back; the interval covers an
+		// event that is missed.
+		return ctrl.Result{RequeueAfter: r.Interval}, nil
+	}
+	if wait := r.untilDue(pool); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	return r.audit(ctx, pool)
+}
+
+// untilDue is the time until the pool's next audit: after the interval,
+// at once when asked by annotation, or when a tombstone expires.
+func (r *AuditReconciler) untilDue(pool shared.Pool) time.Duration {
+	last := pool.GetPoolStatus().Audit
+	if last == nil || pool.GetAnnotations()[v1alpha1.AuditAnnotation] != last.Request || last.ObservedGeneration != pool.GetGeneration() {
+		return 0
+	}
+	if !r.startedWith(pool) && pool.GetRelease().GracePeriod != nil {
+		// A release before a restart may have left a tombstone that no
+		// status names yet.
+		return 0
+	}
+	due := last.LastRun.Add(r.Interval + jitter(pool.GetUID(), r.Interval/10))
+	if t := last.NextTombstoneExpiry; t != nil && t.Before(&metav1.Time{Time: due}) {
+		due = t.Time
+	}
+	if t, ok := r.Tombstones.Next(pool.GetUID()); ok && t.Before(due) {
+		due = t
+	}
+	return time.Until(due)
+}
+
+// jitter spreads the audits of many pools: a fixed share of max per pool,
+// so that a pool's period stays regular.
+func jitter(uid types.UID, max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	var seed uint64
+	for _, c := range []byte(uid) {
+		seed = seed*31 + uint64(c)
+	}
+	return time.Duration(rand.New(rand.NewPCG(seed, 0)).Int64N(int64(max)))
+}
+
+// audit lists the pool's marked records, judges each, acts where the pool's
+// policy allows, and records what it found.
+func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	backend, err := r.Backends.For(ctx, r.Kind, pool)
+	var records []backends.Record
+	if err == nil {
+		records, err = backend.Records(ctx, r.Identity+"/")
+	}
+	if err != nil {
+		shared.AuditRuns.WithLabelValues(r.Kind.Kind, "failed").Inc()
+		if setErr := r.setAuditFailed(ctx, pool, err); setErr != nil {
+			return ctrl.Result{}, setErr
+		}
+		log.Info("Audit failed, retrying at the next interval", "error", err.Error())
+		return ctrl.Result{RequeueAfter: min(r.Interval, shared.DefaultMaxRetryInterval)}, nil
+	}
+	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now(), movedSeen: map[types.NamespacedName]string{}}
+	if err := a.judge(ctx, records); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := a.findStrays(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := a.findDrift(ctx, records); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.Tombstones.ForgetUntil(pool.GetUID(), a.now)
+	r.mu.Lock()
+	r.audited[pool.GetUID()] = true
+	r.mu.Unlock()
+	shared.AuditRuns.WithLabelValues(r.Kind.Kind, "succeeded").Inc()
+	if err := a.report(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	next := r.Interval + jitter(pool.GetUID(), r.Interval/10)
+	if a.pendingAt.After(a.now) {
+		next = min(next, a.pendingAt.Sub(a.now))
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// auditRun is one audit of one pool.
+type auditRun struct {
+	*AuditReconciler
+	pool    shared.Pool
+	backend backends.Auditor
+	now     time.Time
+
+	status v1alpha1.AuditStatus
+	// seen are the findings this audit timed (see oldEnough).
+	seen     []string
+	actions  []string
+	failures []error
+	// pendingAt is the earliest time a finding becomes actionable (minAge
+	// or a tombstone's grace period ends).
+	pendingAt time.Time
+	// movedSeen are the claims whose moved records the listings hold,
+	// with where each record went.
+	movedSeen map[types.NamespacedName]string
+}
+
+func (a *auditRun) minAge() time.Duration {
+	if d := a.pool.GetOrphans().MinAge; d != nil {
+		return d.Duration
+	}
+	return v1alpha1.DefaultOrphanMinAge
+}
+
+func (a *auditRun) gracePeriod() time.Duration {
+	if d := a.pool.GetRelease().GracePeriod; d != nil {
+		return d.Duration
+	}
+	return 0
+}
+
+// judge sorts the listed records into tombstones, orphans, duplicates and
+// the claims' own records.
+func (a *auditRun) judge(ctx context.Context, records []backends.Record) error {
+	a.status.Records = int32(len(records))
+	byClaim := map[types.NamespacedName][]backends.Record{}
+	for _, rec := range records {
+		if _, at, ok := backends.ParseTombstone(rec.Marker); ok {
+			if err := a.tombstone(ctx, rec, at); err != nil {
+				return err
+			}
+			continue
+		}
+		ns, name, ok := backends.ParseMarker(a.Identity, rec.Marker)
+		if !ok {
+			continue
+		}
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		byClaim[key] = append(byClaim[key], rec)
+	}
+	for key, recs := range byClaim {
+		state, err := a.claimState(ctx, key)
+		if err != nil {
+			return err
+		}
+		switch {
+		case state.gone:
+			for _, rec := range recs {
+				if err := a.orphan(ctx, rec); err != nil {
+					return err
+				}
+			}
+		case state.bound.IsValid():
+			// Records elsewhere are duplicates only while the claim's
+			// address is held too and no record of the claim was moved:
+			// a record the IPAM team moved is reported, never deleted.
+			atBound := slices.ContainsFunc(recs, func(rec backends.Record) bool { return rec.Address.Addr() == state.bound })
+			for _, rec := range recs {
+				switch {
+				case rec.Address.Addr() == state.bound:
+				case state.moved || !atBound:
+					a.status.Drifted++
+					a.addFinding(v1alpha1.FindingMoved, rec, false)
+					a.movedSeen[key] = movedPlace(rec)
+				default:
+					if err := a.duplicate(ctx, key, rec); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	a.forgetUnseen()
+	return nil
+}
+
+// claimState is what the audit needs to know of the claim a marker names.
+type claimState struct {
+	// gone: no claim of that name exists, confirmed by the API server.
+	gone bool
+	// bound is the address of the claim's IPAddress, when the claim is
+	// bound and neither it nor its IPAddress is being deleted.
+	bound netip.Addr
+	// moved: the IPAddress says the claim's record was moved.
+	moved bool
+}
+
+// claimState reads the claim from the cache; a claim the cache lacks is
+// read from the API server before it is called gone.
+func (a *auditRun) claimState(ctx context.Context, key types.NamespacedName) (claimState, error) {
+	claim := &ipamv1.IPAddressClaim{}
+	err := a.Client.Get(ctx, key, claim)
+	if apierrors.IsNotFound(err) {
+		err = a.APIReader.Get(ctx, key, claim)
+		if apierrors.IsNotFound(err) {
+			return claimState{gone: true}, nil
+		}
+	}
+	if err != nil {
+		return claimState{}, fmt.Errorf("reading claim %s: %w", key, err)
+	}
+	if !claim.DeletionTimestamp.IsZero() {
+		return claimState{}, nil
+	}
+	address := &ipamv1.IPAddress{}
+	if err := a.Client.Get(ctx, key, address); err != nil {
+		return claimState{}, client.IgnoreNotFound(err)
+	}
+	if !shared.AddressBelongsTo(address, claim) || !address.DeletionTimestamp.IsZero() {
+		return claimState{}, nil
+	}
+	p, err := shared.AddressPrefix(address)
+	if err != nil {
+		return claimState{}, nil
+	}
+	_, moved := address.Annotations[v1alpha1.RecordMovedAnnotation]
+	return claimState{bound: p.Addr(), moved: moved}, nil
+}
+
+// orphan reports a record without a claim and, under the Release policy,
+// deletes it once it has been an orphan for minAge.
+func (a *auditRun) orphan(ctx context.Context, rec backends.Record) error {
+	a.status.Orphans++
+	released := false
+	if a.pool.GetOrphans().Policy == v1alpha1.OrphansRelease && a.oldEnough(rec) {
+		done, err := a.drop(ctx, rec, "orphan_released")
+		if err != nil {
+			return err
+		}
+		released = done
+		if done {
+			a.actions = append(a.actions, fmt.Sprintf("released orphan %s (%s)", rec.Address.Addr(), rec.Marker))
+		}
+	}
+	a.addFinding(v1alpha1.FindingOrphan, rec, released)
+	return nil
+}
+
+// duplicate deletes, under either policy, a record that carries a bound
+// claim's marker but not its address, once it has been seen for minAge: it
+// is provably this cluster's and provably not in use. The claim and its
+// IPAddress are read from the API server first.
+func (a *auditRun) duplicate(ctx context.Context, key types.NamespacedName, rec backends.Record) error {
+	a.status.Duplicates++
+	released := false
+	if a.oldEnough(rec) {
+		_, live, err := a.liveBound(ctx, key)
+		if err != nil {
+			return err
+		}
+		if live.IsValid() && live != rec.Address.Addr() {
+			done, err := a.drop(ctx, rec, "duplicate_released")
+			if err != nil {
+				return err
+			}
+			released = done
+			if done {
+				a.actions = append(a.actions, fmt.Sprintf("released duplicate %s of claim %s (its IPAddress holds %s)", rec.Address.Addr(), key, live))
+			}
+		}
+	}
+	a.addFinding(v1alpha1.FindingDuplicate, rec, released)
+	return nil
+}
+
+// liveBound reads the claim and its IPAddress from the API server and
+// returns the claim and its address when it is bound and not being deleted.
+func (a *auditRun) liveBound(ctx context.Context, key types.NamespacedName) (*ipamv1.IPAddressClaim, netip.Addr, error) {
+	claim := &ipamv1.IPAddressClaim{}
+	address := &ipamv1.IPAddress{}
+	for _, o := range []client.Object{claim, address} {
+		if err := a.APIReader.Get(ctx, key, o); err != nil {
+			return nil, netip.Addr{}, client.IgnoreNotFound(err)
+		}
+	}
+	if !claim.DeletionTimestamp.IsZero() || !shared.AddressBelongsTo(address, claim) || !address.DeletionTimestamp.IsZero() {
+		return nil, netip.Addr{}, nil
+	}
+	p, err := shared.AddressPrefix(address)
+	if err != nil {
+		return nil, netip.Addr{}, nil
+	}
+	return claim, p.Addr(), nil
+}
+
+// tombstone deletes a tombstone whose grace period is over.
+func (a *auditRun) tombstone(ctx context.Context, rec backends.Record, releasedAt time.Time) error {
+	expiry := releasedAt.Add(a.gracePeriod())
+	if expiry.After(a.now) {
+		a.status.Tombstones++
+		if a.status.NextTombstoneExpiry == nil || expiry.Before(a.status.NextTombstoneExpiry.Time) {
+			a.status.NextTombstoneExpiry = &metav1.Time{Time: expiry}
+		}
+		a.pending(expiry)
+		return nil
+	}
+	done, err := a.drop(ctx, rec, "tombstone_deleted")
+	if !done && err == nil {
+		a.status.Tombstones++
+	}
+	return err
+}
+
+// drop deletes a record; a record someone took over meanwhile is left, and
+// is no error.
+func (a *auditRun) drop(ctx context.Context, rec backends.Record, action string) (bool, error) {
+	err := a.backend.Delete(ctx, rec)
+	switch {
+	case errors.Is(err, backends.ErrNotOwned):
+		ctrl.LoggerFrom(ctx).Info("Leaving a record that changed hands since it was listed", "reference", rec.Reference, "reason", err.Error())
+		return false, nil
+	case err != nil:
+		// One failed deletion must not hide the rest of the audit.
+		a.failures = append(a.failures, fmt.Errorf("deleting %s (%s): %w", rec.Reference, rec.Address.Addr(), err))
+		return false, nil
+	}
+	shared.AuditActions.WithLabelValues(a.Kind.Kind, action).Inc()
+	return true, nil
+}
+
+// findStrays reports the records of this cluster that lie outside the
+// pool's sources, where Records does not reach: a record of one of the
+// pool's bound claims that the IPAM team moved into another VRF, network
+// view or network is drift; a record whose claim is gone is a stray. Neither
+// is deleted: outside its sources the pool cannot tell what else uses the
+// address. A namespaced pool lists the markers of its namespace only; a
+// Global pool, whose claims live anywhere, leaves the strays of gone claims
+// to the pools of their namespaces.
+func (a *auditRun) findStrays(ctx context.Context) error {
+	prefix := a.Identity + "/"
+	if ns := a.pool.GetNamespace(); ns != "" {
+		prefix += ns + "/"
+	}
+	records, err := a.backend.Strays(ctx, prefix)
+	if err != nil {
+		a.failures = append(a.failures, fmt.Errorf("listing this cluster's records outside the sources: %w", err))
+		return nil
+	}
+	for _, rec := range records {
+		if _, _, tombstone := backends.ParseTombstone(rec.Marker); tombstone {
+			continue
+		}
+		ns, name, ok := backends.ParseMarker(a.Identity, rec.Marker)
+		if !ok {
+			continue
+		}
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		claim := &ipamv1.IPAddressClaim{}
+		err := a.Client.Get(ctx, key, claim)
+		if apierrors.IsNotFound(err) {
+			err = a.APIReader.Get(ctx, key, claim)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			if a.pool.GetNamespace() == "" {
+				continue
+			}
+			a.status.Strays++
+			a.addFinding(v1alpha1.FindingStray, rec, false)
+		case err != nil:
+			return fmt.Errorf("reading claim %s: %w", key, err)
+		case claim.Spec.PoolRef.Kind != a.Kind.Kind || claim.Spec.PoolRef.Name != a.pool.GetName() ||
+			(a.pool.GetNamespace() != "" && claim.Namespace != a.pool.GetNamespace()):
+			// Another pool's claim: that pool's audit judges it.
+		default:
+			state, err := a.claimState(ctx, key)
+			if err != nil {
+				return err
+			}
+			if !state.bound.IsValid() {
+				// Not bound yet: its own reconcile reports the record
+				// (ReservationOutsidePool).
+				continue
+			}
+			a.status.Drifted++
+			a.addFinding(v1alpha1.FindingMoved, rec, false)
+			a.movedSeen[key] = movedPlace(rec)
+		}
+	}
+	return nil
+}
+
+// movedPlace names where a moved record is, for messages.
+func movedPlace(rec backends.Record) string {
+	return fmt.Sprintf("%s (%s)", rec.Address.Addr(), rec.Reference)
+}
+
+// findDrift restores the records of bound claims of this pool that the
+// listing lacks. Each candidate is confirmed by a marker search, so a claim
+// bound after the listing is not misjudged.
+func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) error {
+	held := map[string]netip.Addr{}
+	for _, rec := range records {
+		held[rec.Marker+"|"+rec.Address.Addr().String()] = rec.Address.Addr()
+	}
+	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: a.Kind.Kind, Name: a.pool.GetName()}
+	addresses := &ipamv1.IPAddressList{}
+	if err := a.Client.List(ctx, addresses, client.InNamespace(a.pool.GetNamespace()),
+		client.MatchingFields{shared.PoolRefField: shared.PoolRefKey(ref)}); err != nil {
+		return fmt.Errorf("listing IPAddresses of the pool: %w", err)
+	}
+	for i := range addresses.Items {
+		address := &addresses.Items[i]
+		p, err := shared.AddressPrefix(address)
+		marker := backends.Marker(a.Identity, address.Namespace, address.Spec.ClaimRef.Name)
+		if err != nil || !address.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if ep := address.Annotations[v1alpha1.ReservationEndpointAnnotation]; ep != "" && ep != a.backend.Endpoint() {
+			// Reserved in a system the pool no longer points at: restoring
+			// it here would put a second record in another system.
+			continue
+		}
+		if _, ok := held[marker+"|"+p.Addr().String()]; ok {
+			// Held, but a record of the claim was moved: the claim names it
+			// even when the guard held its address again before this audit.
+			if movedTo, moved := a.movedSeen[types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}]; moved {
+				if err := a.reportMovedHeld(ctx, address, p, movedTo); err != nil {
+					return err
+				}
+				continue
+			}
+			// Or the guard handed another claim's record over to it, and
+			// stopped before the claim was told (the hand-over's answer
+			// was lost): the IPAddress's note, written first, says so.
+			if note, noted := address.Annotations[v1alpha1.RecordMovedAnnotation]; noted {
+				if err := a.reportHeldAgain(ctx, address, p, note); err != nil {
+					return err
+				}
+				continue
+			}
+			// An IPAddress from before markers were recorded learns the
+			// marker its record carries: a clusterctl move takes it along.
+			if err := shared.NoteMarker(ctx, a.Client, address, marker); err != nil {
+				return err
+			}
+			if err := a.markReserved(ctx, address, true, ""); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := a.drifted(ctx, address, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drifted handles a bound claim whose record the listing lacks.
+func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix) error {
+	log := ctrl.LoggerFrom(ctx)
+	key := client.ObjectKeyFromObject(address)
+	liveClaim, live, err := a.liveBound(ctx, key)
+	if err != nil || live != p.Addr() {
+		return err
+	}
+	// A paused Cluster's claims are not acted on, by the audit either: in
+	// the middle of a clusterctl move the source still owns them.
+	cluster, err := shared.GetCluster(ctx, a.Client, liveClaim.Namespace, shared.ClaimClusterName(liveClaim))
+	if err != nil {
+		return err
+	}
+	if paused, _ := shared.IsPaused(cluster, a.pool); paused {
+		return nil
+	}
+	claim := shared.BackendClaim(a.Identity, liveClaim)
+	// Only a record under the marker the reservation was recorded with is
+	// the claim's to restore: another management cluster may hold the
+	// address for a claim of the same namespace and name.
+	claim.Recorded = shared.RecordedReservation(liveClaim, address).Marker
+	movedTo := ""
+	switch found, err := a.backend.Lookup(ctx, claim); {
+	case err == nil && found.Address.Addr() == p.Addr():
+		// Found after all: bound after the listing.
+		return a.markReserved(ctx, address, true, "")
+	case err == nil:
+		// The IPAM team moved the claim's record to another address.
+		movedTo = fmt.Sprintf("%s (%s)", found.Address.Addr(), found.Reference)
+	case errors.Is(err, backends.ErrOutsidePool):
+		// Or into another VRF or network, out of the pool's scope.
+		movedTo = err.Error()
+	case !errors.Is(err, backends.ErrNotFound):
+		// Not decidable now: the next audit looks again, and the
+		// condition says why this one could not.
+		a.failures = append(a.failures, fmt.Errorf("looking up the record of claim %s: %w", key, err))
+		return nil
+	default:
+		// Not in the pool's scope; the listing of strays may have seen
+		// where it went (another network view).
+		movedTo = a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}]
+	}
+	rec := backends.Record{Address: p, Marker: claim.Marker}
+	if movedTo != "" {
+		// Noted before the address is held again: were the manager to stop
+		// in between, the next audit would take the moved record for a
+		// duplicate of the restored one and delete the IPAM team's edit.
+		if err := shared.MarkRecordMoved(ctx, a.Client, address, movedTo); err != nil {
+			return err
+		}
+	}
+	if movedTo == "" {
+		// A deleted DHCP reservation comes back as it was made; a moved
+		// record still holds the MAC, so the address is only held.
+		claim.MAC = macaddress.Recorded(liveClaim, a.pool)
+	}
+	alloc, err := a.backend.Restore(ctx, claim, p)
+	if err == nil {
+		// Marked with this cluster's marker now (after a clusterctl move,
+		// say): a move back must know it by that marker.
+		if err := shared.NoteMarker(ctx, a.Client, address, claim.Marker); err != nil {
+			return err
+		}
+	}
+	switch {
+	case err == nil && movedTo != "":
+		return a.recordMoved(ctx, address, p, movedTo, alloc)
+	case err == nil:
+		a.status.Drifted++
+		rec.Reference = alloc.Reference
+		a.addFinding(v1alpha1.FindingRestored, rec, false)
+		shared.AuditActions.WithLabelValues(a.Kind.Kind, "restored").Inc()
+		log.Info("Restored the claim's record", "address", p.Addr().String(), "claim", key.String())
+		a.actions = append(a.actions, fmt.Sprintf("restored %s for claim %s", p.Addr(), key))
+		a.Recorder.Eventf(address, a.pool, corev1.EventTypeNormal, shared.ReservationRestoredReason, "Audit",
+			"No record in the IPAM system held %s under this cluster's marker; it is held for the claim again (%s)", p.Addr(), alloc.Reference)
+		return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordDeletedReason, fmt.Sprintf(
+			"the record of this claim's address %s was deleted in the IPAM system; the machine still uses it, and it is held for it again (%s)", p.Addr(), alloc.Reference))
+	case errors.Is(err, backends.ErrAddressTaken):
+		a.status.Drifted++
+		a.addFinding(v1alpha1.FindingTaken, rec, false)
+		shared.AuditActions.WithLabelValues(a.Kind.Kind, "taken").Inc()
+		msg := fmt.Sprintf("the record of %s is gone from the IPAM system and another record holds the address, so two machines may use it: %v", p.Addr(), err)
+		a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "%s", msg)
+		a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "Claim %s: %s", key, msg)
+		return a.markReserved(ctx, address, false, msg)
+	case errors.Is(err, backends.ErrOutsidePool):
+		// The pool's sources changed since the claim was bound.
+		return nil
+	default:
+		a.failures = append(a.failures, fmt.Errorf("restoring %s for claim %s: %w", p.Addr(), key, err))
+		return nil
+	}
+}
+
+// recordMoved reports a bound claim whose record the IPAM team moved,
+// after the machine's address was held for it again (the IPAddress already
+// remembers it, see drifted): the claim's condition and events name what
+// changed.
+func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, movedTo string, alloc backends.Allocation) error {
+	key := client.ObjectKeyFromObject(address)
+	if _, seen := a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}]; !seen {
+		// Moved out of the listing's scope (another VRF or network):
+		// the finding names the claim's address.
+		a.status.Drifted++
+		a.addFinding(v1alpha1.FindingMoved, backends.Record{Address: p, Marker: backends.Marker(a.Identity, key.Namespace, address.Spec.ClaimRef.Name)}, false)
+	}
+	shared.AuditActions.WithLabelValues(a.Kind.Kind, "restored").Inc()
+	a.actions = append(a.actions, fmt.Sprintf("held %s for claim %s again: its record was moved to %s", p.Addr(), key, movedTo))
+	msg := fmt.Sprintf("the record of this claim's address %s was moved in the IPAM system to %s; the machine still uses %s, which is held for it again (%s). To move the machine, replace it",
+		p.Addr(), movedTo, p.Addr(), alloc.Reference)
+	a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.RecordMovedReason, "Audit", "%s", msg)
+	a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.RecordMovedReason, "Audit", "Claim %s: %s", key, msg)
+	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, msg)
+}
+
+// reportMovedHeld says on the claim that its record was moved while its
+// address is held for it, unless the claim already says so.
+func (a *auditRun) reportMovedHeld(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, movedTo string) error {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if c := conditions.Get(claim, v1alpha1.AddressReservedCondition); c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == shared.AddressHeldInClusterReason) {
+		return nil
+	}
+	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, fmt.Sprintf(
+		"a record of this claim was moved in the IPAM system to %s; the machine still uses %s, which is held for it. To move the machine, replace it",
+		movedTo, p.Addr()))
+}
+
+// reportHeldAgain says on the claim that its address is held for it again
+// by a record handed over by the guard, unless the claim already says what
+// happened to its record.
+func (a *auditRun) reportHeldAgain(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, note string) error {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if c := conditions.Get(claim, v1alpha1.AddressReservedCondition); c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == v1alpha1.RecordDeletedReason || c.Reason == shared.AddressHeldInClusterReason) {
+		return nil
+	}
+	return a.setReserved(ctx, address, metav1.ConditionTrue, shared.AddressHeldInClusterReason, fmt.Sprintf(
+		"the IPAM system no longer held this claim's address %s for it (its record is at %s); the machine still uses it, and a record holds it for this claim again",
+		p.Addr(), note))
+}
+
+// markReserved sets the claim's AddressReserved condition when it changes:
+// a claim whose record is fine and that never drifted is not written.
+func (a *auditRun) markReserved(ctx context.Context, address *ipamv1.IPAddress, reserved bool, msg string) error {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	prev := conditions.Get(claim, v1alpha1.AddressReservedCondition)
+	if reserved && (prev == nil || prev.Status == metav1.ConditionTrue) {
+		return nil
+	}
+	if !reserved && prev != nil && prev.Status == metav1.ConditionFalse && prev.Message == msg {
+		return nil
+	}
+	if reserved {
+		return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.ReservedReason, "")
+	}
+	return a.setReserved(ctx, address, metav1.ConditionFalse, v1alpha1.AddressTakenOverReason, msg)
+}
+
+// setReserved writes the AddressReserved condition of the IPAddress's claim.
+func (a *auditRun) setReserved(ctx context.Context, address *ipamv1.IPAddress, status metav1.ConditionStatus, reason, msg string) error {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return shared.SetAddressReserved(ctx, a.Client, claim, status, reason, msg)
+}
+
+// oldEnough says whether a record has been seen in its state for minAge,
+// and notes when it will have been otherwise.
+func (a *auditRun) oldEnough(rec backends.Record) bool {
+	key := findingKey(rec)
+	a.seen = append(a.seen, key)
+	a.mu.Lock()
+	seen := a.firstSeen[a.pool.GetUID()]
+	if seen == nil {
+		seen = map[string]time.Time{}
+		a.firstSeen[a.pool.GetUID()] = seen
+	}
+	first, ok := seen[key]
+	if !ok {
+		first = a.now
+		seen[key] = first
+	}
+	a.mu.Unlock()
+	ready := first.Add(a.minAge())
+	if ready.After(a.now) {
+		a.pending(ready)
+		return false
+	}
+	return true
+}
+
+func (a *auditRun) pending(at time.Time) {
+	if a.pendingAt.IsZero() || at.Before(a.pendingAt) {
+		a.pendingAt = at
+	}
+}
+
+func findingKey(rec backends.Record) string { return rec.Reference + "|" + rec.Marker }
+
+// forgetUnseen keeps only the findings this audit saw: a record that is no
+// longer an orphan or duplicate starts afresh if it becomes one again.
+func (a *auditRun) forgetUnseen() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	seen := a.firstSeen[a.pool.GetUID()]
+	for key := range seen {
+		if !slices.Contains(a.seen, key) {
+			delete(seen, key)
+		}
+	}
+}
+
+func (a *auditRun) addFinding(t v1alpha1.FindingType, rec backends.Record, released bool) {
+	if len(a.status.Findings) >= v1alpha1.MaxAuditFindings {
+		return
+	}
+	a.status.Findings = append(a.status.Findings, v1alpha1.AuditFinding{
+		Type: t, Address: rec.Address.Addr().String(), Marker: rec.Marker, Reference: rec.Reference, Released: released,
+	})
+}
+
+// report writes status.audit and the Audited condition, and tells people:
+// one event per audit that found something, one per action, and metrics.
+func (a *auditRun) report(ctx context.Context) error {
+	pool := a.pool
+	patchHelper, err := patch.NewHelper(pool, a.Client)
+	if err != nil {
+		return err
+	}
+	a.status.LastRun = metav1.Time{Time: time.Now()}
+	a.status.Request = pool.GetAnnotations()[v1alpha1.AuditAnnotation]
+	a.status.ObservedGeneration = pool.GetGeneration()
+	slices.SortFunc(a.status.Findings, func(x, y v1alpha1.AuditFinding) int { return strings.Compare(x.Address, y.Address) })
+	s := a.status
+	summary := fmt.Sprintf("%d records: %d orphans, %d duplicates, %d drifted, %d strays, %d tombstones", s.Records, s.Orphans, s.Duplicates, s.Drifted, s.Strays, s.Tombstones)
+	cond := metav1.Condition{Type: v1alpha1.AuditedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.AuditCleanReason, Message: summary}
+	if s.Orphans+s.Duplicates+s.Drifted+s.Strays > 0 {
+		cond.Reason = v1alpha1.FindingsReportedReason
+	}
+	if len(a.failures) > 0 {
+		cond.Message += fmt.Sprintf("; %d actions failed and are retried at the next audit: %v", len(a.failures), a.failures[0])
+	}
+	pool.GetPoolStatus().Audit = &a.status
+	conditions.Set(pool, cond)
+	if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AuditedCondition}}); err != nil {
+		return fmt.Errorf("writing the audit's status: %w", err)
+	}
+	shared.SetAuditFindings(a.Kind.Kind, pool, s)
+	for _, action := range a.actions {
+		a.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, shared.AuditActionReason, "Audit", "%s", action)
+	}
+	if s.Orphans+s.Duplicates > 0 {
+		a.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.FindingsReportedReason, "Audit", "%s (see status.audit)", summary)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Audited the pool", "records", s.Records, "orphans", s.Orphans, "duplicates", s.Duplicates,
+		"drifted", s.Drifted, "tombstones", s.Tombstones)
+	return nil
+}
+
+// setAuditFailed records a failed listing without losing the last report.
+func (r *AuditReconciler) setAuditFailed(ctx context.Context, pool shared.Pool, err error) error {
+	prev := conditions.Get(pool, v1alpha1.AuditedCondition)
+	if prev != nil && prev.Reason == v1alpha1.AuditFailedReason && prev.Message == err.Error() {
+		return nil
+	}
+	patchHelper, patchErr := patch.NewHelper(pool, r.Client)
+	if patchErr != nil {
+		return patchErr
+	}
+	conditions.Set(pool, metav1.Condition{Type: v1alpha1.AuditedCondition, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.AuditFailedReason, Message: err.Error()})
+	r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.AuditFailedReason, "Audit", "%v", err)
+	if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AuditedCondition}}); err != nil {
+		return fmt.Errorf("writing the audit's status: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,298 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// testIdentity is the management cluster's identity in the tests' markers.
+const testIdentity = "test-cluster"
+
+// memoryAuditor is the IPAM system's side of the audit's judgement: the
+// records it lists, and the ones the audit deleted.
+type memoryAuditor struct {
+	records []backends.Record
+	deleted []backends.Record
+	// notOwned are the references of records someone took over since they
+	// were listed: Delete leaves them.
+	notOwned map[string]bool
+}
+
+var _ backends.Auditor = (*memoryAuditor)(nil)
+
+func (m *memoryAuditor) Endpoint() string { return "memory" }
+
+func (m *memoryAuditor) Lookup(context.Context, backends.Claim) (backends.Allocation, error) {
+	return backends.Allocation{}, errors.New("the judgement looks nothing up")
+}
+
+func (m *memoryAuditor) Delete(_ context.Context, rec backends.Record) error {
+	if m.notOwned[rec.Reference] {
+		return backends.ErrNotOwned
+	}
+	i := slices.IndexFunc(m.records, func(r backends.Record) bool { return r.Reference == rec.Reference })
+	if i < 0 {
+		return nil
+	}
+	m.deleted = append(m.deleted, m.records[i])
+	m.records = slices.Delete(m.records, i, i+1)
+	return nil
+}
+
+func (m *memoryAuditor) Records(_ context.Context, prefix string) ([]backends.Record, error) {
+	var out []backends.Record
+	for _, rec := range m.records {
+		if strings.HasPrefix(rec.Marker, prefix) {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+func (m *memoryAuditor) Strays(context.Context, string) ([]backends.Record, error) { return nil, nil }
+
+func (m *memoryAuditor) Restore(context.Context, backends.Claim, netip.Prefix) (backends.Allocation, error) {
+	return backends.Allocation{}, errors.New("the judgement restores nothing")
+}
+
+func (m *memoryAuditor) deletedAddresses() []string {
+	var out []string
+	for _, rec := range m.deleted {
+		out = append(out, rec.Address.Addr().String())
+	}
+	return out
+}
+
+// emptyCache is a cache that has not seen the objects yet.
+type emptyCache struct{ client.Client }
+
+func (emptyCache) Get(_ context.Context, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+}
+
+// testAuditReconciler is an AuditReconciler as SetupWithManager leaves it,
+// reading through c and reader.
+func testAuditReconciler(c client.Client, reader client.Reader) *AuditReconciler {
+	return &AuditReconciler{
+		Client: c, APIReader: reader, Recorder: events.NewFakeRecorder(100),
+		Kind: shared.PoolKind{Kind: "NetboxIPPool"}, Identity: testIdentity,
+		firstSeen: map[types.UID]map[string]time.Time{}, audited: map[types.UID]bool{},
+	}
+}
+
+// judgeAt runs one audit's judgement of what backend lists, at now.
+func judgeAt(t *testing.T, r *AuditReconciler, pool shared.Pool, backend *memoryAuditor, now time.Time) *auditRun {
+	t.Helper()
+	ctx := context.Background()
+	records, err := backend.Records(ctx, r.Identity+"/")
+	require.NoError(t, err)
+	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: now, movedSeen: map[types.NamespacedName]string{}}
+	require.NoError(t, a.judge(ctx, records))
+	assert.Equal(t, int32(len(records)), a.status.Records)
+	return a
+}
+
+type judged struct {
+	Type     v1alpha1.FindingType
+	Address  string
+	Released bool
+}
+
+func TestAuditJudgesEachRecordByItsClaim(t *testing.T) {
+	_, c := apitest.Server(t)
+	ctx := context.Background()
+	const minAge = 10 * time.Minute
+	const bound = "10.0.0.5"
+	for _, tc := range []struct {
+		name   string
+		policy v1alpha1.OrphanPolicy
+		// claim is gone, allocating (no IPAddress), bound (at bound),
+		// deleting (bound, with a deletion timestamp), or unseen (bound,
+		// but not in the cache yet).
+		claim string
+		// moved: the IPAddress says the claim's record was moved.
+		moved bool
+		// records are the addresses of the records carrying the claim's
+		// marker.
+		records []string
+		// want is what every audit finds, released or not.
+		want []judged
+		// releasedAtMinAge are the records the audit at minAge deletes;
+		// the audits before it delete none.
+		releasedAtMinAge []string
+	}{
+		{name: "a gone claim's record is an orphan, released under Release once minAge passed",
+			policy: v1alpha1.OrphansRelease, claim: "gone", records: []string{bound},
+			want: []judged{{Type: v1alpha1.FindingOrphan, Address: bound}}, releasedAtMinAge: []string{bound}},
+		{name: "a gone claim's records under Report are orphans, never released",
+			policy: v1alpha1.OrphansReport, claim: "gone", records: []string{bound, "10.0.0.9"},
+			want: []judged{{Type: v1alpha1.FindingOrphan, Address: bound}, {Type: v1alpha1.FindingOrphan, Address: "10.0.0.9"}}},
+		{name: "a bound claim's record elsewhere, beside one at its address, is a duplicate, released once minAge passed",
+			policy: v1alpha1.OrphansReport, claim: "bound", records: []string{bound, "10.0.0.9"},
+			want: []judged{{Type: v1alpha1.FindingDuplicate, Address: "10.0.0.9"}}, releasedAtMinAge: []string{"10.0.0.9"}},
+		{name: "a record elsewhere of a claim whose IPAddress says its record moved is Moved, never released",
+			policy: v1alpha1.OrphansRelease, claim: "bound", moved: true, records: []string{bound, "10.0.0.9"},
+			want: []judged{{Type: v1alpha1.FindingMoved, Address: "10.0.0.9"}}},
+		{name: "a record elsewhere while none holds the bound address is Moved, never released",
+			policy: v1alpha1.OrphansRelease, claim: "bound", records: []string{"10.0.0.9"},
+			want: []judged{{Type: v1alpha1.FindingMoved, Address: "10.0.0.9"}}},
+		{name: "a claim's record at its bound address is no finding",
+			policy: v1alpha1.OrphansRelease, claim: "bound", records: []string{bound}},
+		{name: "the records of a claim being allocated are neither orphans nor duplicates",
+			policy: v1alpha1.OrphansRelease, claim: "allocating", records: []string{bound, "10.0.0.9"}},
+		{name: "the records of a claim being deleted are neither orphans nor duplicates",
+			policy: v1alpha1.OrphansRelease, claim: "deleting", records: []string{bound, "10.0.0.9"}},
+		{name: "the records of a claim the cache has not seen are not orphans",
+			policy: v1alpha1.OrphansRelease, claim: "unseen", records: []string{bound, "10.0.0.9"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := apitest.Namespace(t, c)
+			var cache client.Client = c
+			switch tc.claim {
+			case "gone":
+			case "allocating":
+				apitest.CreateClaim(t, c, ns, "m")
+			case "bound", "unseen":
+				var annotations map[string]string
+				if tc.moved {
+					annotations = map[string]string{v1alpha1.RecordMovedAnnotation: "10.0.0.9 (ipam.ipaddress/2)"}
+				}
+				apitest.CreateAddress(t, c, apitest.CreateClaim(t, c, ns, "m"), bound, annotations)
+				if tc.claim == "unseen" {
+					cache = emptyCache{c}
+				}
+			case "deleting":
+				claim := apitest.CreateClaim(t, c, ns, "m", shared.ClaimFinalizer)
+				apitest.CreateAddress(t, c, claim, bound, nil)
+				require.NoError(t, c.Delete(ctx, claim))
+			default:
+				t.Fatalf("unknown claim state %q", tc.claim)
+			}
+			backend := &memoryAuditor{}
+			for i, addr := range tc.records {
+				backend.records = append(backend.records, backends.Record{
+					Address: netip.MustParsePrefix(addr + "/24"), Marker: backends.Marker(testIdentity, ns, "m"),
+					Reference: fmt.Sprintf("ipam.ipaddress/%d", i+1),
+				})
+			}
+			pool := &v1alpha1.NetboxIPPool{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: apitest.PoolRef.Name, UID: types.UID(ns)},
+				Spec:       v1alpha1.NetboxIPPoolSpec{Orphans: v1alpha1.Orphans{Policy: tc.policy, MinAge: &metav1.Duration{Duration: minAge}}},
+			}
+			r := testAuditReconciler(cache, c)
+
+			t0 := time.Now()
+			for _, at := range []time.Duration{0, minAge - time.Second, minAge} {
+				a := judgeAt(t, r, pool, backend, t0.Add(at))
+				final := at == minAge
+				var want, got []judged
+				for _, f := range tc.want {
+					f.Released = final && slices.Contains(tc.releasedAtMinAge, f.Address)
+					want = append(want, f)
+				}
+				counts := map[v1alpha1.FindingType]int32{}
+				for _, f := range a.status.Findings {
+					got = append(got, judged{Type: f.Type, Address: f.Address, Released: f.Released})
+					counts[f.Type]++
+				}
+				assert.ElementsMatch(t, want, got, "the findings of the audit at +%s", at)
+				assert.Equal(t, counts[v1alpha1.FindingOrphan], a.status.Orphans, "orphans at +%s", at)
+				assert.Equal(t, counts[v1alpha1.FindingDuplicate], a.status.Duplicates, "duplicates at +%s", at)
+				assert.Equal(t, counts[v1alpha1.FindingMoved], a.status.Drifted, "drifted at +%s", at)
+				if final {
+					assert.ElementsMatch(t, tc.releasedAtMinAge, backend.deletedAddresses(), "released once minAge passed")
+				} else {
+					assert.Empty(t, backend.deletedAddresses(), "nothing is released before minAge, at +%s", at)
+				}
+				if at == 0 && len(tc.releasedAtMinAge) > 0 {
+					assert.Equal(t, t0.Add(minAge), a.pendingAt, "the audit comes back when minAge passes")
+				}
+			}
+		})
+	}
+}
+
+func TestAuditDeletesATombstoneOnceItsGracePeriodIsOver(t *testing.T) {
+	const grace = 10 * time.Minute
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	marker := backends.Marker(testIdentity, "ns", "gone")
+	for _, tc := range []struct {
+		name string
+		// ago is when each tombstone's release was, before now.
+		ago      []time.Duration
+		notOwned bool
+		// wantDeleted are the indices of the tombstones deleted.
+		wantDeleted []int
+		// wantNext is the earliest expiry still to come, from now; 0 for
+		// none.
+		wantNext time.Duration
+	}{
+		{name: "within its grace period it is kept", ago: []time.Duration{4 * time.Minute}, wantNext: 6 * time.Minute},
+		{name: "its grace period just over", ago: []time.Duration{grace}, wantDeleted: []int{0}},
+		{name: "long over", ago: []time.Duration{time.Hour}, wantDeleted: []int{0}},
+		{name: "of several, the expired go and the earliest to come is next",
+			ago: []time.Duration{2 * time.Minute, time.Hour, 7 * time.Minute}, wantDeleted: []int{1}, wantNext: 3 * time.Minute},
+		{name: "one that changed hands since it was listed is left", ago: []time.Duration{time.Hour}, notOwned: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backend := &memoryAuditor{notOwned: map[string]bool{}}
+			for i, ago := range tc.ago {
+				rec := backends.Record{
+					Address:   netip.MustParsePrefix(fmt.Sprintf("10.0.0.%d/24", 10+i)),
+					Marker:    backends.TombstoneMarker(marker, now.Add(-ago)),
+					Reference: fmt.Sprintf("ipam.ipaddress/%d", i+1),
+				}
+				backend.records = append(backend.records, rec)
+				backend.notOwned[rec.Reference] = tc.notOwned
+			}
+			listed := slices.Clone(backend.records)
+			pool := &v1alpha1.NetboxIPPool{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pool", UID: "pool"},
+				Spec: v1alpha1.NetboxIPPoolSpec{
+					Orphans: v1alpha1.Orphans{Policy: v1alpha1.OrphansRelease, MinAge: &metav1.Duration{}},
+					Release: v1alpha1.ReleaseSettings{GracePeriod: &metav1.Duration{Duration: grace}},
+				},
+			}
+			// A tombstone reads no claim: the judgement needs no API
+			// server for it.
+			a := judgeAt(t, testAuditReconciler(nil, nil), pool, backend, now)
+
+			var wantDeleted []backends.Record
+			for _, i := range tc.wantDeleted {
+				wantDeleted = append(wantDeleted, listed[i])
+			}
+			assert.ElementsMatch(t, wantDeleted, backend.deleted)
+			assert.Equal(t, int32(len(tc.ago)-len(tc.wantDeleted)), a.status.Tombstones, "the tombstones kept")
+			assert.Empty(t, a.status.Findings, "a tombstone is no orphan, though its claim is gone")
+			assert.Zero(t, a.status.Orphans)
+			if tc.wantNext == 0 {
+				assert.Nil(t, a.status.NextTombstoneExpiry)
+				assert.True(t, a.pendingAt.IsZero())
+			} else if assert.NotNil(t, a.status.NextTombstoneExpiry) {
+				assert.Equal(t, now.Add(tc.wantNext), a.status.NextTombstoneExpiry.Time)
+				assert.Equal(t, now.Add(tc.wantNext), a.pendingAt, "the audit comes back when it expires")
+			}
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// bind writes the IPAddress of the address the backend reserved for the
+// claim, unless another live IPAddress holds it, and reports a failed
+// reservation.
+func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool,
+	backend backends.Backend, alloc backends.Allocation, err error) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if err != nil {
+		switch {
+		case shared.IsRefusal(err):
+			r.Alarms.Refused(kind, pool, backend, claim, err)
+		case errors.Is(err, backends.ErrUnusableAnswer):
+			r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, shared.UnusableAddressAnsweredReason, "Allocate",
+				"Claim %s/%s: %v", claim.Namespace, claim.Name, err)
+			r.Alarms.Revalidate(kind, pool)
+		}
+		return r.allocationFailed(claim, err)
+	}
+
+	holder, err := r.heldInCluster(ctx, claim, alloc)
+	if err != nil {
+		// Its retry would reserve again first: the wait spaces that too.
+		r.holdBack(claim)
+		return ctrl.Result{}, err
+	}
+	if holder != nil {
+		return r.handOver(ctx, claim, kind, pool, backend, alloc, holder)
+	}
+
+	address, err := r.newIPAddress(claim, pool, alloc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	shared.RecordReservation(address, alloc, r.backendClaim(claim).Marker)
+	if err := r.Client.Create(ctx, address); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return r.lostToAnotherWriter(ctx, claim, backend, alloc)
+		}
+		shared.SetClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
+			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
+		r.holdBack(claim)
+		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
+	}
+	r.written.Set(claim.UID, false, writtenMemory)
+	describeRecordMAC(claim, pool, alloc.MAC)
+	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
+	shared.ClaimBindSeconds.WithLabelValues(kind.Kind).Observe(time.Since(claim.CreationTimestamp.Time).Seconds())
+	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, shared.AddressAllocatedReason, "Allocate",
+		"Allocated %s from %s %s (%s)", alloc.Address, kind.Kind, pool.GetName(), alloc.Reference)
+
+	shared.ForgetReservation(claim)
+	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
+	shared.SetClaimReady(claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+	return ctrl.Result{}, nil
+}
+
+// lostToAnotherWriter handles an IPAddress that another writer created
+// between this reconcile's read and its create: a second manager running
+// without leader election, say, that reserved its own record for the claim
+// at the same time. If that IPAddress holds another address, this
+// reservation is released at once rather than left for the audit; either
+// way the IPAddress's event brings the claim back to be bound to it.
+func (r *ClaimReconciler) lostToAnotherWriter(ctx context.Context, claim *ipamv1.IPAddressClaim, backend backends.Reserver, alloc backends.Allocation) (ctrl.Result, error) {
+	existing := &ipamv1.IPAddress{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading the IPAddress another writer created: %w", err)
+	}
+	if !shared.AddressBelongsTo(existing, claim) {
+		// Not this claim's: nothing of ours to undo.
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	}
+	return ctrl.Result{RequeueAfter: cacheLagRetry}, r.releaseSecondReservation(ctx, claim, backend, alloc, existing)
+}
+
+// settleLateAnswer handles a reservation that answered after the claim was
+// bound by another writer, which the claim's IPAddress, seen first, shows:
+// see lostToAnotherWriter.
+func (r *ClaimReconciler) settleLateAnswer(ctx context.Context, claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) error {
+	call, state := r.allocations.take(claim)
+	if state != callDone {
+		return nil
+	}
+	defer call.Finish()
+	if call.err != nil {
+		return nil
+	}
+	return r.releaseSecondReservation(ctx, claim, call.value.backend, call.value.alloc, address)
+}
+
+// releaseSecondReservation releases a reservation made for the claim while
+// another writer bound it to the address of existing, unless it is that
+// same reservation.
+func (r *ClaimReconciler) releaseSecondReservation(ctx context.Context, claim *ipamv1.IPAddressClaim, backend backends.Reserver,
+	alloc backends.Allocation, existing *ipamv1.IPAddress) error {
+	if existing.Spec.Address == alloc.Address.Addr().String() {
+		return nil
+	}
+	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
+	if err := backend.Delete(ctx, rec); err != nil {
+		return fmt.Errorf("releasing %s (%s), reserved while another writer bound the claim to %s: %w",
+			alloc.Address, alloc.Reference, existing.Spec.Address, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Another writer bound the claim first; released this reservation", "released", alloc.Address.String(),
+		"reference", alloc.Reference, "bound", existing.Spec.Address)
+	return nil
+}

@@ -1,0 +1,340 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/predicates"
+)
+
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims/status,verbs=get;patch
+// IPAddresses block their claim's and pool's deletion; with the
+// OwnerReferencesPermissionEnforcement admission plugin that needs update on
+// the owners' finalizers.
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// ClaimReconciler fulfils IPAddressClaims that reference one of our pool
+// kinds: it owns the whole Cluster API IPAM contract and asks the pool's
+// backend only to allocate, look up and release.
+type ClaimReconciler struct {
+	Client client.Client
+	// APIReader reads past the cache where a decision must not rest on a
+	// stale view.
+	APIReader client.Reader
+	// InFlight keeps allocations and pool deletions apart.
+	InFlight *shared.InFlight
+	// Alarms tells a pool at once that its credentials were refused, or
+	// that its IPAM system answered what the pool may not give.
+	Alarms *shared.Alarms
+	// Tombstones learns of the grace periods releases start, for the audit.
+	Tombstones *shared.Tombstones
+	Recorder   events.EventRecorder
+	Kinds      shared.PoolKinds
+	Backends   *shared.Backends
+	// MachineNames names the Machine of each new claim, for the pools'
+	// patterns.
+	MachineNames *MachineNames
+	// MACAddresses finds the MAC of the machine's interface, for pools
+	// whose fixed addresses carry it (macaddress.go); nil for none.
+	MACAddresses *macaddress.Sources
+
+	// Identity distinguishes this management cluster's reservations when
+	// several share one IPAM system.
+	Identity string
+	// WatchFilterValue limits the reconciler to objects with a matching
+	// cluster.x-k8s.io/watch-filter label.
+	WatchFilterValue string
+	// MaxConcurrentReconciles is the number of claims reconciled at once.
+	MaxConcurrentReconciles int
+	// ExhaustedRetryInterval is how often a claim on a full pool tries again
+	// when no release in this cluster frees space sooner.
+	ExhaustedRetryInterval time.Duration
+	// MaxRetryInterval caps the wait of a claim that is not bound, and the
+	// backoff of a failed reconcile.
+	MaxRetryInterval time.Duration
+	// FirstRetryInterval is the first wait of a claim that waits; 1s when
+	// zero.
+	FirstRetryInterval time.Duration
+
+	waits *shared.WaitBackoff
+	// holds keep a refused claim from asking again before its wait is
+	// over (see holds).
+	holds *shared.Holds
+	// allocations and releases run off the claim workers; their answers
+	// come back through wake.
+	allocations *backgroundCalls[allocationAnswer]
+	releases    *backgroundCalls[releaseAnswer]
+	wake        chan event.GenericEvent
+	// released remembers the claims whose release is done, by UID, until
+	// their finalizer removal has surely reached the cache; true once the
+	// finalizer is removed too.
+	released *cache.Expiring
+	// written remembers the claims whose IPAddress this manager just
+	// created, by UID, until the cache has surely seen it; true once their
+	// bound status is written too.
+	written *cache.Expiring
+}
+
+const (
+	// releasedMemory is how long a finished release is remembered.
+	releasedMemory = 10 * time.Minute
+	// writtenMemory is how long a created IPAddress is remembered.
+	writtenMemory = time.Minute
+	// cacheLagRetry is when a claim whose IPAddress the cache has not seen
+	// yet is looked at again, should the IPAddress's event be missed.
+	cacheLagRetry = 5 * time.Second
+	// wakeQueue is how many answers wait to be enqueued; a full queue only
+	// slows the answering calls down.
+	wakeQueue = 1024
+)
+
+// SetupWithManager watches claims for our pool kinds, their IPAddresses,
+// their Clusters (to resume when unpaused) and our pools (to resume when one
+// becomes ready or unpaused, or frees space).
+func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.ExhaustedRetryInterval == 0 {
+		r.ExhaustedRetryInterval = time.Minute
+	}
+	if r.MaxRetryInterval == 0 {
+		r.MaxRetryInterval = shared.DefaultMaxRetryInterval
+	}
+	if r.FirstRetryInterval == 0 {
+		r.FirstRetryInterval = shared.FirstRetryInterval
+	}
+	r.waits = shared.NewWaitBackoff(r.FirstRetryInterval, r.MaxRetryInterval)
+	r.holds = shared.NewHolds(clock.RealClock{})
+	r.released = cache.NewExpiring()
+	r.written = cache.NewExpiring()
+	r.wake = make(chan event.GenericEvent, wakeQueue)
+	r.allocations = newBackgroundCalls[allocationAnswer](ctx, r.wake)
+	r.releases = newBackgroundCalls[releaseAnswer](ctx, r.wake)
+	log := ctrl.LoggerFrom(ctx)
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclaim").
+		For(&ipamv1.IPAddressClaim{}, builder.WithPredicates(
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				_, ours := r.Kinds.For(o.(*ipamv1.IPAddressClaim).Spec.PoolRef)
+				return ours
+			}),
+			predicates.ResourceHasFilterLabel(mgr.GetScheme(), log, r.WatchFilterValue),
+		)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
+			RateLimiter:             shared.ErrorRateLimiter(r.MaxRetryInterval),
+		}).
+		// An IPAddress event goes to its claim; a deleted one may also have
+		// freed the space a waiting claim needs.
+		Owns(&ipamv1.IPAddress{}).
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToWaitingClaims),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return false },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
+			builder.WithPredicates(clusterPausedChanged())).
+		// New credentials may be what a claim waits for.
+		Watches(shared.SecretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToWaitingClaims), builder.OnlyMetadata).
+		// A background reservation or release has answered.
+		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{}))
+	for _, kind := range r.Kinds {
+		b = b.Watches(kind.New(), handler.EnqueueRequestsFromMapFunc(r.poolToClaims(kind)),
+			builder.WithPredicates(poolMayUnblockClaims()))
+	}
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	if r.MACAddresses != nil {
+		// The MAC a claim waits for, or was bound with, may appear or
+		// change: a metadata-only watch of the kind it is read from, started
+		// when a claim first needs it (kindWatches), wakes the claims that
+		// read it, on the changes that may change it (macSourceChanged).
+		r.MACAddresses.Watches = macaddress.NewKindWatches(log.WithName("mac-sources"), func(kind schema.GroupKind) error {
+			mapping, err := mgr.GetRESTMapper().RESTMapping(kind)
+			if err != nil {
+				return fmt.Errorf("the API server does not serve it: %w", err)
+			}
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(mapping.GroupVersionKind)
+			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
+				r.MACAddresses.SourceEvents(kind), macaddress.MacSourceChanged()))
+		})
+	}
+	return nil
+}
+
+// Reconcile walks the contract: ignore foreign pools; find the Cluster and
+// stop if it or the pool is paused; on deletion release; otherwise make sure
+// the claim has its IPAddress.
+func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, reterr error) {
+	claim := &ipamv1.IPAddressClaim{}
+	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
+		if apierrors.IsNotFound(err) {
+			shared.Waiting.Forget(req.NamespacedName)
+			r.waits.Forget(req.NamespacedName)
+			r.holds.Release(req.NamespacedName)
+			r.allocations.forget(req.NamespacedName)
+			r.releases.forget(req.NamespacedName)
+			r.MACAddresses.Forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	// Claims for other providers' pools are not ours to touch, nor are
+	// claims outside our watch filter (secondary watches enqueue them too).
+	kind, ours := r.Kinds.For(claim.Spec.PoolRef)
+	if !ours || !shared.MatchesWatchFilter(claim, r.WatchFilterValue) {
+		return ctrl.Result{}, nil
+	}
+	clusterName := shared.ClaimClusterName(claim)
+	log := ctrl.LoggerFrom(ctx).WithValues(kind.Kind, claim.Spec.PoolRef.Name, "Cluster", clusterName)
+	ctx = ctrl.LoggerInto(ctx, log)
+	deleting := !claim.DeletionTimestamp.IsZero()
+	if finalized, _ := r.released.Get(claim.UID); deleting && finalized == true {
+		// Let go by an earlier reconcile, and read from a cache that has not
+		// seen it: nothing is left to do, and nothing to write.
+		return ctrl.Result{}, nil
+	}
+	if !deleting {
+		behind, err := r.cacheBehind(ctx, claim)
+		if err != nil || behind {
+			return ctrl.Result{RequeueAfter: cacheLagRetry}, err
+		}
+	}
+
+	cluster, err := shared.GetCluster(ctx, r.Client, claim.Namespace, clusterName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if cluster == nil && clusterName != "" && !deleting {
+		// The Cluster watch brings the claim back when the Cluster appears;
+		// the wait covers a missed event.
+		log.Info("Cluster not found, waiting for it")
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, shared.ClusterNotFoundReason, "Reconcile",
+			"Cluster %s/%s not found", claim.Namespace, clusterName)
+		return r.wait(claim), nil
+	}
+
+	pool, err := shared.GetPool(ctx, r.Client, kind, claim.Namespace, claim.Spec.PoolRef.Name)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", kind.Kind, claim.Spec.PoolRef.Name, err)
+	}
+
+	claimPatch := newClaimPatch(claim)
+	notPaused := false
+	defer func() {
+		if notPaused {
+			markNotPaused(claimPatch.before, claim)
+		}
+		r.trackOutcome(req.NamespacedName, claim, kind)
+		result, reterr = r.patchClaim(ctx, &claimPatch, claim, deleting, result, reterr)
+	}()
+
+	if paused, why := shared.IsPaused(cluster, pool); paused {
+		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue,
+			Reason: clusterv1.PausedReason, Message: why})
+		log.V(4).Info("Paused, skipping", "why", why)
+		return ctrl.Result{}, nil
+	}
+	// A new claim's first reconcile persists only its finalizer, in one
+	// write, and the one that starts its reservation nothing: NotPaused goes
+	// with the allocation's status that follows (see markNotPaused).
+	notPaused = controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) || pool == nil
+
+	if deleting {
+		return r.reconcileDelete(ctx, claim, kind, pool)
+	}
+	return r.reconcileNormal(ctx, claim, kind, pool)
+}
+
+// markNotPaused sets Paused=False on a claim that is not paused, when it
+// costs no write of its own: when the status is written anyway, or when the
+// claim still says it is paused.
+func markNotPaused(before, claim *ipamv1.IPAddressClaim) {
+	if !equality.Semantic.DeepEqual(before.Status, claim.Status) || conditions.IsTrue(claim, clusterv1.PausedCondition) {
+		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionFalse,
+			Reason: clusterv1.NotPausedReason})
+	}
+}
+
+// trackOutcome counts the claim in the waiting-claims gauge, and forgets
+// the wait backoff of a claim that is Ready. Only Ready does: the reconcile
+// that starts a reservation ends no wait, so a claim refused again and
+// again waits longer each time, up to the cap.
+func (r *ClaimReconciler) trackOutcome(key types.NamespacedName, claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
+	trackWaiting(claim, kind)
+	if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
+		r.waits.Forget(key)
+		r.holds.Release(key)
+	}
+}
+
+// patchClaim writes what the reconcile changed on the claim, and remembers
+// the two writes a lagging cache must not make it repeat: the first
+// addressRef, and the release (the finalizer removed). A conflict means the
+// claim was read from a cache that had not seen its last change; it is
+// looked at again shortly, and is no error.
+func (r *ClaimReconciler) patchClaim(ctx context.Context, p *claimPatch, claim *ipamv1.IPAddressClaim, deleting bool,
+	result ctrl.Result, reterr error) (ctrl.Result, error) {
+	err := p.apply(ctx, r.Client, claim)
+	switch {
+	case apierrors.IsConflict(err) && reterr == nil:
+		// That change's event brings the claim back; this covers a missed one.
+		ctrl.LoggerFrom(ctx).V(2).Info("The claim changed since it was read, looking again")
+		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	case err != nil:
+		return result, kerrors.NewAggregate([]error{reterr, err})
+	case p.before.Status.AddressRef.Name == "" && claim.Status.AddressRef.Name != "":
+		r.written.Set(claim.UID, true, writtenMemory)
+	case deleting && !controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) && controllerutil.ContainsFinalizer(p.before, shared.ClaimFinalizer):
+		r.released.Set(claim.UID, true, releasedMemory)
+	}
+	return result, reterr
+}
+
+// trackWaiting counts the claim as waiting while it has no address.
+func trackWaiting(claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
+	key := client.ObjectKeyFromObject(claim)
+	ready := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
+	if !claim.DeletionTimestamp.IsZero() || (ready != nil && ready.Status == metav1.ConditionTrue) {
+		shared.Waiting.Forget(key)
+		return
+	}
+	reason := "Pending"
+	if ready != nil {
+		reason = ready.Reason
+	}
+	shared.Waiting.Set(key, kind.Kind, reason)
+}

@@ -1,0 +1,168 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+)
+
+// macForAllocation returns the MAC the claim's new record carries, or the
+// result to return instead of reserving now. The claim's annotation wins;
+// else the machine's MAC is looked up and recorded in the annotation, which
+// is persisted before anything is reserved (as the finalizer is), so that a
+// restarted manager makes the record with the MAC the claim names. Until
+// the MAC is known the claim waits, its Ready condition saying why. A claim
+// rebuilding its IPAddress (bound once) never waits: its record exists,
+// whatever MAC it carries.
+func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IPAddressClaim, pool shared.Pool) (string, *ctrl.Result, error) {
+	if r.MACAddresses == nil || !macaddress.WantedBy(pool) {
+		return "", nil, nil
+	}
+	key := client.ObjectKeyFromObject(claim)
+	if wait := r.MACAddresses.HeldBackFor(claim); wait > 0 {
+		// The grid refused the claim's MAC moments ago (see refused).
+		return "", &ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if recorded, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; ok {
+		mac, err := macaddress.Normalize(recorded)
+		if err != nil {
+			r.waitForMAC(claim, fmt.Sprintf("the claim's annotation %s: %v", v1alpha1.MACAddressAnnotation, err))
+			return "", ptr.To(r.wait(claim)), nil
+		}
+		return mac, nil, nil
+	}
+	if claim.Status.AddressRef.Name != "" {
+		return "", nil, nil
+	}
+	found, err := r.MACAddresses.Lookup(ctx, claim)
+	if err != nil {
+		return "", nil, fmt.Errorf("finding the machine's MAC: %w", err)
+	}
+	if found.Source != (macaddress.Source{}) {
+		r.MACAddresses.Watch(found.Source, key)
+	}
+	switch {
+	case found.MAC != "":
+		if claim.Annotations == nil {
+			claim.Annotations = map[string]string{}
+		}
+		claim.Annotations[v1alpha1.MACAddressAnnotation] = found.MAC
+		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.Key()
+		ctrl.LoggerFrom(ctx).Info("The fixed address will carry the machine's MAC", "mac", found.MAC, "source", found.Source.String())
+		// The annotation's write brings the claim back; the requeue covers
+		// a missed event.
+		return "", &ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+	case found.Unknown != "":
+		r.waitForMAC(claim, found.Unknown)
+		return "", ptr.To(r.wait(claim)), nil
+	case found.Deferred != "":
+		// Waiting would wait for ever: reserve without a MAC, and say so,
+		// once.
+		if r.MACAddresses.FirstDeferral(key) {
+			r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, shared.MACAddressDeferredReason, "Allocate",
+				"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+		}
+		return "", nil, nil
+	}
+	// No machine interface: a reservation without a MAC, as for any pool.
+	ctrl.LoggerFrom(ctx).V(2).Info("No Metal3 or CAPV machine owns the claim, its fixed address carries no MAC")
+	return "", nil, nil
+}
+
+// describeRecordMAC makes the claim's MAC annotation say the MAC its
+// record carries, as the backend read it when the claim was bound, on a
+// pool whose fixed addresses carry the machine's. That may not be the MAC
+// the claim asked for: a plan the claim adopted keeps the MAC the IPAM team
+// set, and an IPv6 fixed address (or a record made before the pool opted
+// in) carries none. Without one the annotations go, the source too: there
+// is nothing the machine's MAC could be compared with (checkBoundMAC).
+func describeRecordMAC(claim *ipamv1.IPAddressClaim, pool shared.Pool, carried string) {
+	if !macaddress.WantedBy(pool) {
+		return
+	}
+	if carried == "" {
+		delete(claim.Annotations, v1alpha1.MACAddressAnnotation)
+		delete(claim.Annotations, v1alpha1.MACAddressSourceAnnotation)
+		return
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[v1alpha1.MACAddressAnnotation] = carried
+}
+
+// waitForMAC leaves the claim waiting for its machine's MAC; the event is
+// sent when the claim starts waiting, not at every look.
+func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
+	msg := "waiting for the MAC address of the machine's interface, which the pool's fixed addresses carry: " + why
+	if prev := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); prev == nil || prev.Reason != shared.MACAddressUnknownReason {
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, shared.MACAddressUnknownReason, "Allocate", "%s", msg)
+	}
+	shared.SetClaimReady(claim, metav1.ConditionFalse, shared.MACAddressUnknownReason, msg)
+}
+
+// checkBoundMAC compares the MAC a bound claim's record carries (its
+// annotation, see describeRecordMAC) with its machine's and reports a
+// difference on the claim (MACAddressCurrent False, an event), without
+// touching the record: the IPAM team decides. A claim whose record carries
+// no MAC (bound before its pool opted in, an IPv6 fixed address, a plan
+// without one) is not checked. The
+// comparison reads the owner chain (up to three gets), so a bound claim
+// makes it once, and then only when its source object changed: a restart
+// or a resync of thousands of bound claims reads nothing but the cache.
+func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool shared.Pool) error {
+	recorded := claim.Annotations[v1alpha1.MACAddressAnnotation]
+	if r.MACAddresses == nil || recorded == "" || pool == nil || !macaddress.WantedBy(pool) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(claim)
+	if src, ok := macaddress.ParseSource(claim.Annotations[v1alpha1.MACAddressSourceAnnotation]); ok {
+		r.MACAddresses.Watch(src, key)
+	}
+	prev := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
+	if !r.MACAddresses.TakeDue(key) && prev != nil {
+		return nil
+	}
+	found, err := r.MACAddresses.Lookup(ctx, claim)
+	if err != nil {
+		return fmt.Errorf("finding the machine's MAC: %w", err)
+	}
+	if found.Source != (macaddress.Source{}) {
+		// The chain may now lead elsewhere (a Metal3Machine on another
+		// host): follow the source it names now.
+		r.MACAddresses.Watch(found.Source, key)
+		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.Key()
+	}
+	if found.MAC == "" {
+		return nil // nothing to compare with: the record stays as it is
+	}
+	if normalized, err := macaddress.Normalize(recorded); err == nil && normalized == found.MAC {
+		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.MACAddressMatchesReason})
+		return nil
+	}
+	msg := fmt.Sprintf("the claim's fixed address carries MAC %s, but %s now gives %s; the provider does not change the record: "+
+		"update its MAC in the grid and the claim's annotation %s, or delete the claim to reserve again", recorded, found.Source, found.MAC,
+		v1alpha1.MACAddressAnnotation)
+	if prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != msg {
+		ctrl.LoggerFrom(ctx).Info("The machine's MAC changed after the claim was bound", "recorded", recorded, "now", found.MAC,
+			"source", found.Source.String())
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, v1alpha1.MACAddressChangedReason, "CheckMAC", "%s", msg)
+	}
+	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+		Reason: v1alpha1.MACAddressChangedReason, Message: msg})
+	return nil
+}

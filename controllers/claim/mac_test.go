@@ -1,0 +1,228 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+)
+
+// TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged: a bound claim
+// compares its MAC once, and then only after an event on its source; a
+// restarted manager (a fresh MACAddresses) reads nothing for the claims
+// whose comparison is on record.
+func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
+	m3m := apitest.OwnerRef(apitest.InfraV1beta1, "Metal3Machine", "m3m-a")
+	reader := &apitest.ObjectReader{}
+	reader.Add("Metal3Data", "ns", "workers-0", []metav1.OwnerReference{m3m}, nil, nil)
+	reader.Add("Metal3Machine", "ns", "m3m-a", nil, map[string]string{macaddress.BareMetalHostAnnotation: "ns/host-0"}, nil)
+	reader.Add("BareMetalHost", "ns", "host-0", nil, nil, map[string]any{"spec": map[string]any{"bootMACAddress": "52:54:00:aa:bb:01"}})
+	pool := apitest.MachineMACPool()
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-0-pool",
+		OwnerReferences: []metav1.OwnerReference{apitest.OwnerRef(apitest.InfraV1beta1, "Metal3Data", "workers-0")},
+		Annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
+			v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0"}}}
+	r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
+	ctx := context.Background()
+
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	assert.Len(t, reader.Gets, 3, "the first comparison reads the chain")
+	assert.Equal(t, v1alpha1.MACAddressMatchesReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
+
+	reader.Gets = nil
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	r.MACAddresses = &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds} // a restart
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	assert.Empty(t, reader.Gets, "a resync or a restart reads nothing")
+
+	host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
+	reqs := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, true)(ctx, host)
+	require.Len(t, reqs, 1, "the restarted manager maps the host to the claim from its annotation")
+	require.NoError(t, unstructured.SetNestedField(reader.Objects["BareMetalHost/ns/host-0"].Object, "52:54:00:aa:bb:02", "spec", "bootMACAddress"))
+	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	assert.Len(t, reader.Gets, 3, "an event on the source makes it compare again")
+	assert.Equal(t, v1alpha1.MACAddressChangedReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
+}
+
+// TestARefusedMACIsReadAgainUnlessSetByHand: when the grid refuses a
+// claim's MAC (another fixed address holds it), a MAC the provider read
+// from the machine is dropped with its source, so that the next attempt
+// reads the machine's MAC again; a MAC set by hand stays, and the message
+// says to correct it. The refused claim waits for its backoff, reading
+// nothing, unless the object its MAC comes from changes first.
+func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
+	m3m := apitest.OwnerRef(apitest.InfraV1beta1, "Metal3Machine", "m3m-a")
+	pool := apitest.MachineMACPool()
+	refusal := fmt.Errorf("allocating: MAC address 52:54:00:aa:bb:01 is held by fixedaddress/abc (10.0.0.5): %w", backends.ErrMACAddressInUse)
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		// wantKept: the annotations the refusal leaves; wantMessage is in
+		// the claim's Ready message.
+		wantKept    map[string]string
+		wantMessage string
+	}{
+		{
+			name: "read from the machine: dropped, read again",
+			annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
+				v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0", "other": "kept"},
+			wantKept:    map[string]string{"other": "kept"},
+			wantMessage: "the MAC was read from BareMetalHost ns/host-0, and is read again at the claim's next attempt",
+		},
+		{
+			name:        "set by hand: kept, to be corrected",
+			annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01", "other": "kept"},
+			wantKept:    map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01", "other": "kept"},
+			wantMessage: "the MAC is the one the claim's annotation ipam-bridge.github.io/mac-address sets: correct it there",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reader := &apitest.ObjectReader{}
+			reader.Add("Metal3Data", "ns", "workers-0", []metav1.OwnerReference{m3m}, nil, nil)
+			reader.Add("Metal3Machine", "ns", "m3m-a", nil, map[string]string{macaddress.BareMetalHostAnnotation: "ns/host-0"}, nil)
+			reader.Add("BareMetalHost", "ns", "host-0", nil, nil, map[string]any{"spec": map[string]any{"bootMACAddress": "52:54:00:aa:bb:09"}})
+			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-0-pool",
+				OwnerReferences: []metav1.OwnerReference{apitest.OwnerRef(apitest.InfraV1beta1, "Metal3Data", "workers-0")},
+				Annotations:     maps.Clone(tc.annotations)}}
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: shared.NewHolds(clock.RealClock{}),
+				MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
+			ctx := context.Background()
+
+			result, err := r.allocationFailed(claim, refusal)
+			require.NoError(t, err, "a wait, not a failed reconcile")
+			assert.Equal(t, shared.FirstRetryInterval, result.RequeueAfter)
+			assert.Equal(t, tc.wantKept, claim.Annotations)
+			ready := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
+			require.NotNil(t, ready)
+			assert.Equal(t, shared.MACAddressInUseReason, ready.Reason)
+			assert.Contains(t, ready.Message, "is held by fixedaddress/abc")
+			assert.Contains(t, ready.Message, tc.wantMessage)
+
+			// The claim's own write brings it back at once: it waits.
+			_, later, err := r.macForAllocation(ctx, claim, pool)
+			require.NoError(t, err)
+			require.NotNil(t, later)
+			assert.Positive(t, later.RequeueAfter)
+			assert.Empty(t, reader.Gets, "held back, nothing is read")
+
+			// The host changes: the claim looks at once.
+			host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
+			woken := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, true)(ctx, host)
+			mac, later, err := r.macForAllocation(ctx, claim, pool)
+			require.NoError(t, err)
+			if _, byHand := tc.wantKept[v1alpha1.MACAddressAnnotation]; byHand {
+				// Not woken by the host, which it does not read; still
+				// held back while the refused MAC stays. Its correction
+				// ends the wait at once, with the MAC now set.
+				assert.Empty(t, woken)
+				require.NotNil(t, later)
+				claim.Annotations[v1alpha1.MACAddressAnnotation] = "52:54:00:aa:bb:02"
+				mac, later, err = r.macForAllocation(ctx, claim, pool)
+				require.NoError(t, err)
+				assert.Nil(t, later)
+				assert.Equal(t, "52:54:00:aa:bb:02", mac)
+				return
+			}
+			require.Len(t, woken, 1)
+			require.NotNil(t, later, "the MAC read again is written before the reservation")
+			assert.Empty(t, mac)
+			assert.Equal(t, "52:54:00:aa:bb:09", claim.Annotations[v1alpha1.MACAddressAnnotation], "the host's MAC now")
+			assert.Equal(t, "BareMetalHost.metal3.io/ns/host-0", claim.Annotations[v1alpha1.MACAddressSourceAnnotation])
+		})
+	}
+}
+
+// TestDescribeRecordMAC: once bound, a claim of a pool whose fixed
+// addresses carry the machine's MAC names the MAC its record carries, or
+// none; the annotations of a claim of any other pool are not the
+// provider's to touch.
+func TestDescribeRecordMAC(t *testing.T) {
+	machinePool := apitest.MachineMACPool()
+	plainPool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Reservation: v1alpha1.InfobloxReservation{MACAddress: v1alpha1.InfobloxMACNone}}}
+	read := map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
+		v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0", "other": "kept"}
+	for _, tc := range []struct {
+		name        string
+		pool        shared.Pool
+		annotations map[string]string
+		carried     string
+		want        map[string]string
+	}{
+		{name: "the MAC asked for", pool: machinePool, annotations: read, carried: "52:54:00:aa:bb:01", want: read},
+		{name: "a plan's MAC: the machine's source stays, to compare with", pool: machinePool, annotations: read, carried: "52:54:00:00:00:99",
+			want: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:00:00:99",
+				v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0", "other": "kept"}},
+		{name: "none: both go", pool: machinePool, annotations: read, want: map[string]string{"other": "kept"}},
+		{name: "none, none asked for", pool: machinePool, want: nil},
+		{name: "set by hand, the plan carries another", pool: machinePool,
+			annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01"}, carried: "52:54:00:00:00:99",
+			want: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:00:00:99"}},
+		{name: "not annotated before", pool: machinePool, carried: "52:54:00:00:00:99",
+			want: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:00:00:99"}},
+		{name: "a pool without the setting: untouched", pool: plainPool, annotations: read, want: read},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Annotations: maps.Clone(tc.annotations)}}
+			describeRecordMAC(claim, tc.pool, tc.carried)
+			assert.Equal(t, tc.want, claim.Annotations)
+		})
+	}
+}
+
+// TestMACAddressDeferredIsSaidOncePerClaim: a CAPV claim reserved without
+// a MAC is told so once, however often its reservation is tried; a claim
+// of the same name made after it is gone is told again.
+func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
+	reader := &apitest.ObjectReader{}
+	reader.Add("VSphereVM", "ns", "vm-a", nil, nil, map[string]any{"spec": map[string]any{"network": map[string]any{
+		"devices": []any{map[string]any{"networkName": "vm-network"}}}}})
+	pool := apitest.MachineMACPool()
+	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-a-0-0",
+		OwnerReferences: []metav1.OwnerReference{apitest.OwnerRef(apitest.InfraV1beta1, "VSphereVM", "vm-a")}}}
+	recorder := events.NewFakeRecorder(10)
+	r := &ClaimReconciler{Recorder: recorder, MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
+	ctx := context.Background()
+	deferrals := func() int {
+		n := 0
+		for {
+			select {
+			case e := <-recorder.Events:
+				assert.Contains(t, e, shared.MACAddressDeferredReason)
+				n++
+			default:
+				return n
+			}
+		}
+	}
+
+	for range 3 {
+		mac, later, err := r.macForAllocation(ctx, claim, pool)
+		require.NoError(t, err)
+		assert.Nil(t, later, "reserved at once")
+		assert.Empty(t, mac)
+	}
+	assert.Equal(t, 1, deferrals(), "said once")
+
+	r.MACAddresses.Forget(client.ObjectKeyFromObject(claim))
+	_, _, err := r.macForAllocation(ctx, claim, pool)
+	require.NoError(t, err)
+	assert.Equal(t, 1, deferrals(), "a claim of the same name, after the first is gone")
+}

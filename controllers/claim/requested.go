@@ -1,0 +1,221 @@
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// A claim may request one address: by its annotation
+// ipam-bridge.github.io/requested-address, or by its name in the pool's
+// spec.preAllocations (which may also name it "<namespace>/<name>"). When
+// both request one, they must agree: an annotation and a pre-allocation
+// that differ are two people's plans for the claim, and the claim gets
+// neither until one of them gives way. A claim that requests an address
+// gets exactly that address or none, with the reason
+// RequestedAddressUnavailable naming whoever holds it. The backends check
+// the address against the pool's sources, gateway and records
+// (backends.Claim.Requested); here the cluster's own view is added: an
+// address another live IPAddress holds (see heldInCluster) is never the
+// requesting claim's, whatever the IPAM system says: the record made for it
+// is handed to the claim whose machine uses the address, as the guard does.
+
+// addressRequest is the address a claim requests, where the request comes
+// from, or why it cannot be read.
+type addressRequest struct {
+	addr netip.Addr
+	// from names the request for messages.
+	from string
+	err  error
+}
+
+// preAllocating is a pool with pre-allocations: every pool kind of ours.
+type preAllocating interface {
+	GetPreAllocations() v1alpha1.PreAllocations
+}
+
+// requestOf reads the address the claim requests from its annotation and
+// its pool's pre-allocations; none when neither names one.
+func requestOf(claim *ipamv1.IPAddressClaim, pool shared.Pool) addressRequest {
+	annotated, byAnnotation := claim.Annotations[v1alpha1.RequestedAddressAnnotation]
+	var preAllocated v1alpha1.IPAddressString
+	var byPool bool
+	if p, ok := pool.(preAllocating); ok {
+		preAllocated, byPool = p.GetPreAllocations().For(claim.Namespace, claim.Name)
+	}
+	annotation := fmt.Sprintf("the claim's annotation %s", v1alpha1.RequestedAddressAnnotation)
+	preAllocation := fmt.Sprintf("the pre-allocation of pool %s", pool.GetName())
+	switch {
+	case byAnnotation && byPool:
+		a, errA := parseRequested(annotated)
+		p, errP := parseRequested(string(preAllocated))
+		switch {
+		case errA != nil:
+			return addressRequest{err: fmt.Errorf("%w: %s: %v", backends.ErrRequestedUnavailable, annotation, errA)}
+		case errP != nil:
+			return addressRequest{err: fmt.Errorf("%w: %s: %v", backends.ErrRequestedUnavailable, preAllocation, errP)}
+		case a != p:
+			return addressRequest{err: fmt.Errorf("%w: %s requests %s, but %s requests %s for this claim; the claim gets neither until they agree (remove one)",
+				backends.ErrRequestedUnavailable, annotation, a, preAllocation, p)}
+		}
+		return addressRequest{addr: a, from: annotation + " and " + preAllocation}
+	case byAnnotation:
+		a, err := parseRequested(annotated)
+		if err != nil {
+			return addressRequest{err: fmt.Errorf("%w: %s: %v", backends.ErrRequestedUnavailable, annotation, err)}
+		}
+		return addressRequest{addr: a, from: annotation}
+	case byPool:
+		p, err := parseRequested(string(preAllocated))
+		if err != nil {
+			return addressRequest{err: fmt.Errorf("%w: %s: %v", backends.ErrRequestedUnavailable, preAllocation, err)}
+		}
+		return addressRequest{addr: p, from: preAllocation}
+	}
+	return addressRequest{}
+}
+
+// parseRequested parses a requested address: an IPv4 or IPv6 address in
+// its usual form, without prefix length or zone.
+func parseRequested(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		return netip.Addr{}, fmt.Errorf("%q is not an IPv4 or IPv6 address without prefix length", s)
+	case a.Zone() != "":
+		return netip.Addr{}, fmt.Errorf("%q has a zone", s)
+	case a.Is4In6():
+		return netip.Addr{}, fmt.Errorf("%q is an IPv4-mapped IPv6 address; write %s", s, a.Unmap())
+	}
+	return a, nil
+}
+
+// requestedAddress returns backend as the claim's allocation must see it:
+// unchanged when the claim requests no address, else one whose Allocate
+// asks for the requested address and checks the answer in the cluster.
+// It reads the claim and pool now: the allocation may run after the
+// reconcile has moved on.
+func (r *ClaimReconciler) requestedAddress(claim *ipamv1.IPAddressClaim, pool shared.Pool, backend backends.Backend) backends.Backend {
+	req := requestOf(claim, pool)
+	if req.err == nil && !req.addr.IsValid() {
+		return backend
+	}
+	kind, _ := r.Kinds.For(claim.Spec.PoolRef)
+	return &requestingBackend{Backend: backend, r: r, req: req, kind: kind.Kind, pool: pool,
+		claim: client.ObjectKeyFromObject(claim), bound: claim.Status.AddressRef.Name != ""}
+}
+
+// requestingBackend is a backend allocating for a claim that requests an
+// address.
+type requestingBackend struct {
+	backends.Backend
+	r     *ClaimReconciler
+	req   addressRequest
+	kind  string
+	pool  shared.Pool
+	claim client.ObjectKey
+	// bound: the claim had its IPAddress once (status.addressRef), and
+	// rebuilds it: its machine uses the address its record holds.
+	bound bool
+}
+
+// Allocate reserves the requested address for the claim, or says why not:
+//   - an unreadable or contradictory request reserves nothing;
+//   - a record the claim's marker holds at another address (reserved
+//     before the claim requested this one) is released and the requested
+//     address reserved, unless the claim was bound to it: a bound claim
+//     keeps its machine's address;
+//   - an address another live IPAddress of this management cluster holds in
+//     the same system and scope is never bound: the record just made for
+//     the claim is handed to that IPAddress's claim (see handToHolder), and
+//     the claim told which IPAddress holds it.
+func (b *requestingBackend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
+	if b.req.err != nil {
+		return backends.Allocation{}, b.req.err
+	}
+	claim.Requested = b.req.addr
+	alloc, err := b.Backend.Allocate(ctx, claim)
+	if err == nil && alloc.Address.Addr() != claim.Requested && !b.bound {
+		if err := b.Backend.Delete(ctx, recordOf(claim, alloc)); err != nil {
+			return backends.Allocation{}, fmt.Errorf("releasing %s (%s), reserved for the claim before it requested %s: %w",
+				alloc.Address, alloc.Reference, claim.Requested, err)
+		}
+		alloc, err = b.Backend.Allocate(ctx, claim)
+		if err == nil && alloc.Address.Addr() != claim.Requested {
+			err = fmt.Errorf("%w: %s answered %s (%s) to a claim requesting %s",
+				backends.ErrUnusableAnswer, alloc.Endpoint, alloc.Address, alloc.Reference, claim.Requested)
+		}
+	}
+	if err != nil {
+		if errors.Is(err, backends.ErrRequestedUnavailable) {
+			return backends.Allocation{}, fmt.Errorf("%w; requested by %s, the claim gets no other address", err, b.req.from)
+		}
+		return backends.Allocation{}, err
+	}
+	if alloc.Address.Addr() != claim.Requested {
+		// Bound to that address before it requested another: the machine
+		// keeps its address.
+		return alloc, nil
+	}
+	holder, err := b.r.heldInCluster(ctx, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: b.claim.Namespace, Name: b.claim.Name}}, alloc)
+	if err != nil || holder == nil {
+		return alloc, err
+	}
+	handed, err := b.handToHolder(ctx, claim, alloc, holder)
+	if err != nil {
+		return backends.Allocation{}, err
+	}
+	why := fmt.Sprintf("IPAddress %s/%s of claim %s/%s holds it in this management cluster, in the same IPAM system and scope (%s, %s), "+
+		"where nothing held it for that claim (its record was moved or deleted); the record just made, %s, now holds it for that claim",
+		holder.Namespace, holder.Name, holder.Namespace, holder.Spec.ClaimRef.Name, alloc.Endpoint, alloc.Scope, alloc.Reference)
+	if !handed {
+		why = fmt.Sprintf("IPAddress %s/%s of claim %s/%s, which is being deleted, still holds it in this management cluster, in the same IPAM system and scope (%s, %s); "+
+			"the record just made, %s, stays this claim's, which gets the address once that IPAddress is gone",
+			holder.Namespace, holder.Name, holder.Namespace, holder.Spec.ClaimRef.Name, alloc.Endpoint, alloc.Scope, alloc.Reference)
+	}
+	return backends.Allocation{}, fmt.Errorf("%w; requested by %s, the claim gets no other address", &backends.RequestedUnavailableError{
+		Address: claim.Requested, Why: why,
+	}, b.req.from)
+}
+
+// handToHolder gives the record just made for the requesting claim, at an
+// address holder's machine uses, to holder's claim, as the guard does for
+// any claim (see giveToHolder): the IPAM system holds the machine's address
+// for it again, and the requesting claim, whose marker the record no
+// longer carries, finds it held at its next attempt instead of making a
+// record again. It says whether the record was handed over: a holder
+// claim being deleted keeps nothing, and the requesting claim keeps its
+// record until the holder's IPAddress is gone.
+func (b *requestingBackend) handToHolder(ctx context.Context, claim backends.Claim, alloc backends.Allocation, holder *ipamv1.IPAddress) (bool, error) {
+	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
+	holderClaim, err := b.r.giveToHolder(ctx, b.Backend, b.pool, recordOf(claim, alloc), claim.MAC, holder, fmt.Sprintf(
+		"another address or scope (%s answered %s to claim %s/%s, which requested it)", alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name))
+	if err != nil || holderClaim == nil {
+		return false, err
+	}
+	shared.AddressConflicts.WithLabelValues(b.kind).Inc()
+	ctrl.LoggerFrom(ctx).Info("A requested address is held in the cluster; handed the record made for it to the holder",
+		"address", alloc.Address.Addr().String(), "reference", alloc.Reference, "holder", holderKey.String())
+	held := fmt.Sprintf("claim %s/%s requested this claim's address %s, which %s no longer held for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
+		claim.Namespace, claim.Name, alloc.Address.Addr(), alloc.Endpoint, alloc.Reference)
+	b.r.Recorder.Eventf(holderClaim, nil, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", held)
+	return true, shared.SetAddressReserved(ctx, b.r.Client, holderClaim, metav1.ConditionTrue, shared.AddressHeldInClusterReason, held)
+}
+
+// recordOf is the record an allocation for claim names.
+func recordOf(claim backends.Claim, alloc backends.Allocation) backends.Record {
+	return backends.Record{Address: alloc.Address, Marker: claim.Marker, Reference: alloc.Reference}
+}

@@ -1,0 +1,203 @@
+package shared
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Credentials take effect at once, in both directions:
+//   - a claim whose request the IPAM system refuses as unauthenticated or
+//     forbidden reports it to its pool, which says so at once
+//     (AuthenticationFailed, PermissionDenied) instead of at its next
+//     validation, and keeps saying so until its credentials or its spec
+//     change;
+//   - a changed Secret wakes the claims that wait on the pools reading it,
+//     whatever their backoff, and the pools validate it (secretToPools).
+
+// PoolAlarms carries what claims meet to their pools' reconcilers:
+// refused credentials, and answers that suggest the pool no longer holds
+// (see Revalidate).
+type Alarms struct {
+	mu     sync.Mutex
+	byPool map[types.UID]refusal
+	// due holds when Revalidate asked, until the pool has validated.
+	due      map[types.UID]time.Time
+	channels map[string]chan event.GenericEvent
+}
+
+// refusal is the last refused request of a pool's claims, with the backend
+// (pool spec and Secret version) that sent it.
+type refusal struct {
+	backend backends.Backend
+	err     error
+	at      time.Time
+}
+
+// refusalQueue is how many reports may wait for the pool reconciler; a
+// report beyond it is still recorded, and read at the pool's next reconcile.
+const refusalQueue = 256
+
+// NewPoolAlarms returns an empty PoolAlarms.
+func NewAlarms() *Alarms {
+	return &Alarms{byPool: map[types.UID]refusal{}, due: map[types.UID]time.Time{}, channels: map[string]chan event.GenericEvent{}}
+}
+
+// IsRefusal says whether err is the IPAM system refusing the credentials.
+func IsRefusal(err error) bool {
+	return errors.Is(err, backends.ErrUnauthorized) || errors.Is(err, backends.ErrForbidden)
+}
+
+// Refused records that backend's request for claim was refused with err and
+// has the pool reconciled at once.
+func (c *Alarms) Refused(kind PoolKind, pool Pool, backend backends.Backend, claim *ipamv1.IPAddressClaim, err error) {
+	c.mu.Lock()
+	c.byPool[pool.GetUID()] = refusal{backend: backend, at: time.Now(),
+		err: fmt.Errorf("the IPAM system refused the request of claim %s/%s: %w", claim.Namespace, claim.Name, err)}
+	c.mu.Unlock()
+	c.notify(kind, pool)
+}
+
+// Revalidate has the pool validated at once: the IPAM system answered a
+// claim with an address the pool may not give, which a pool whose gateway
+// record was deleted, or whose prefix was resized, would. Until the pool has
+// validated, its claims start no reservation (see Revalidating): the system
+// would answer the same address again, and a reservation of the gateway
+// under way would let the validation pass.
+func (c *Alarms) Revalidate(kind PoolKind, pool Pool) {
+	c.mu.Lock()
+	c.due[pool.GetUID()] = time.Now()
+	c.mu.Unlock()
+	c.notify(kind, pool)
+}
+
+// revalidationWait bounds how long claims wait for a validation that
+// Revalidate asked for: a pool reconcile that never gets to validate (its
+// backend cannot be built, say) makes the pool not ready instead.
+const revalidationWait = time.Minute
+
+// Revalidating says whether the pool has yet to validate as Revalidate
+// asked.
+func (c *Alarms) Revalidating(pool Pool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.due[pool.GetUID()]
+	return ok && time.Since(at) < revalidationWait
+}
+
+// revalidationDue says whether Revalidate asked for the pool, and when.
+func (c *Alarms) RevalidationDue(pool Pool) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.due[pool.GetUID()]
+	return at, ok
+}
+
+// revalidated records that the pool validated after Revalidate asked at
+// at; a request made since stays due.
+func (c *Alarms) Revalidated(pool Pool, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.due[pool.GetUID()].Equal(at) {
+		delete(c.due, pool.GetUID())
+	}
+}
+
+func (c *Alarms) notify(kind PoolKind, pool Pool) {
+	c.mu.Lock()
+	ch := c.channelLocked(kind)
+	c.mu.Unlock()
+	select {
+	case ch <- event.GenericEvent{Object: pool}:
+	default:
+	}
+}
+
+// current returns the refusal that still applies to the pool with backend:
+// one made with this very backend, within maxAge. A new backend (new
+// credentials or spec) or an old refusal is forgotten, and the pool is
+// validated as usual.
+func (c *Alarms) Current(pool Pool, backend backends.Backend, maxAge time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.byPool[pool.GetUID()]
+	if !ok {
+		return nil
+	}
+	if r.backend != backend || time.Since(r.at) >= maxAge {
+		delete(c.byPool, pool.GetUID())
+		return nil
+	}
+	return r.err
+}
+
+// forget drops a deleted pool's refusal.
+func (c *Alarms) Forget(pool Pool) {
+	c.mu.Lock()
+	delete(c.byPool, pool.GetUID())
+	delete(c.due, pool.GetUID())
+	c.mu.Unlock()
+}
+
+// source is what the pool reconciler of kind watches for reports.
+func (c *Alarms) Source(kind PoolKind) source.Source {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return source.Channel(c.channelLocked(kind), &handler.EnqueueRequestForObject{})
+}
+
+func (c *Alarms) channelLocked(kind PoolKind) chan event.GenericEvent {
+	ch, ok := c.channels[kind.Kind]
+	if !ok {
+		ch = make(chan event.GenericEvent, refusalQueue)
+		c.channels[kind.Kind] = ch
+	}
+	return ch
+}
+
+// secretMetadata is a Secret as the manager watches it: metadata only, so
+// that no credentials are cached.
+func SecretMetadata() *metav1.PartialObjectMetadata {
+	secret := &metav1.PartialObjectMetadata{}
+	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return secret
+}
+
+// poolsOfSecret lists the pools of kind that read their credentials from
+// secret: namespaced pools in its namespace, cluster-scoped ones when it is
+// in the manager's namespace.
+func PoolsOfSecret(ctx context.Context, c client.Reader, kind PoolKind, managerNamespace string, secret client.Object) ([]client.Object, error) {
+	if !kind.Namespaced && secret.GetNamespace() != managerNamespace {
+		return nil, nil
+	}
+	list := kind.NewList()
+	opts := []client.ListOption{client.MatchingFields{SecretNameField: secret.GetName()}}
+	if kind.Namespaced {
+		opts = append(opts, client.InNamespace(secret.GetNamespace()))
+	}
+	if err := c.List(ctx, list, opts...); err != nil {
+		return nil, fmt.Errorf("listing the %ss of Secret %s/%s: %w", kind.Kind, secret.GetNamespace(), secret.GetName(), err)
+	}
+	var pools []client.Object
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		pools = append(pools, o.(client.Object))
+		return nil
+	})
+	return pools, nil
+}

@@ -1,0 +1,136 @@
+package shared
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Backends builds and caches one backend per pool. A backend is rebuilt only
+// when the pool's spec (generation) or its Secret (resourceVersion) changes,
+// so allocations reuse its connections and resolved sources. Secrets are read
+// through the API reader, never cached in full: the manager caches only their
+// metadata, which is enough to notice a change. Each pool's backend sets the
+// pool's limit on the requests to its endpoint in Options.Limits.
+type Backends struct {
+	// Client reads Secret metadata from the cache.
+	Client client.Client
+	// APIReader reads Secret data from the API server.
+	APIReader client.Reader
+	// ManagerNamespace holds the Secrets of cluster-scoped pools.
+	ManagerNamespace string
+	Options          BackendOptions
+
+	mu      sync.Mutex
+	entries map[types.UID]backendEntry
+}
+
+type backendEntry struct {
+	generation    int64
+	secretVersion string
+	backend       backends.Backend
+}
+
+// SecretError says why a pool's credentials Secret cannot be used.
+type SecretError struct {
+	Reason  string
+	Message string
+}
+
+func (e *SecretError) Error() string { return e.Message }
+
+// secretKey is where a pool's Secret lives.
+func (b *Backends) secretKey(kind PoolKind, pool Pool) client.ObjectKey {
+	ns := b.ManagerNamespace
+	if kind.Namespaced {
+		ns = pool.GetNamespace()
+	}
+	return client.ObjectKey{Namespace: ns, Name: kind.SecretName(pool)}
+}
+
+// For returns the pool's backend.
+func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.Backend, error) {
+	key := b.secretKey(kind, pool)
+	meta, err := b.secretMetadata(ctx, key)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &SecretError{Reason: v1alpha1.CredentialsSecretNotFoundReason,
+				Message: fmt.Sprintf("Secret %s not found; a %s reads its Secret from %s", key, kind.Kind, secretPlace(kind))}
+		}
+		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	if meta.GetLabels()[v1alpha1.CredentialsLabel] != "true" {
+		return nil, &SecretError{Reason: v1alpha1.CredentialsNotAllowedReason,
+			Message: fmt.Sprintf("Secret %s does not allow pools to use it: its owner must label it %s=true", key, v1alpha1.CredentialsLabel)}
+	}
+
+	b.mu.Lock()
+	entry, ok := b.entries[pool.GetUID()]
+	b.mu.Unlock()
+	if ok && entry.generation == pool.GetGeneration() && entry.secretVersion == meta.ResourceVersion {
+		return entry.backend, nil
+	}
+
+	secret := &corev1.Secret{}
+	if err := b.APIReader.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &SecretError{Reason: v1alpha1.CredentialsSecretNotFoundReason, Message: fmt.Sprintf("Secret %s not found", key)}
+		}
+		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	backend, err := kind.NewBackend(pool, secret, b.Options)
+	if err != nil {
+		return nil, err
+	}
+	backend = instrument(backend, kind.Backend)
+	if b.Options.Limits != nil {
+		b.Options.Limits.Set(string(pool.GetUID()), backend.Endpoint(), endpointLimit(kind.RateLimit(pool)))
+	}
+	b.mu.Lock()
+	if b.entries == nil {
+		b.entries = map[types.UID]backendEntry{}
+	}
+	b.entries[pool.GetUID()] = backendEntry{generation: pool.GetGeneration(), secretVersion: secret.ResourceVersion, backend: backend}
+	b.mu.Unlock()
+	return backend, nil
+}
+
+// secretMetadata reads a Secret's metadata from the cache, which holds only
+// the Secrets labelled as credentials, or else from the API server: a
+// Secret the pool names but that lacks the label is CredentialsNotAllowed,
+// not missing. Only a pool that cannot be used pays that read.
+func (b *Backends) secretMetadata(ctx context.Context, key client.ObjectKey) (*metav1.PartialObjectMetadata, error) {
+	meta := SecretMetadata()
+	err := b.Client.Get(ctx, key, meta)
+	if apierrors.IsNotFound(err) {
+		meta = SecretMetadata()
+		err = b.APIReader.Get(ctx, key, meta)
+	}
+	return meta, err
+}
+
+// Forget drops a deleted pool's backend and its limit.
+func (b *Backends) Forget(pool Pool) {
+	b.mu.Lock()
+	delete(b.entries, pool.GetUID())
+	b.mu.Unlock()
+	if b.Options.Limits != nil {
+		b.Options.Limits.Remove(string(pool.GetUID()))
+	}
+}
+
+func secretPlace(kind PoolKind) string {
+	if kind.Namespaced {
+		return "its own namespace"
+	}
+	return "the manager's namespace"
+}
