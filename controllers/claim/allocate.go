@@ -21,20 +21,20 @@ import (
 // this reconcile starts it and returns, and the one its answer brings
 // writes the IPAddress. A crash between the two is harmless: the next
 // attempt finds the reservation by its marker.
-func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool) (ctrl.Result, error) {
-	call, state := r.allocations.take(claim)
+func (r *ClaimReconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, error) {
+	call, state := r.allocations.take(s.claim)
 	switch state {
 	case callRunning:
-		if call != nil && call.Slow() && claim.Status.AddressRef.Name == "" {
-			waitingForAnswer(claim, shared.ReservationPendingReason, kind, pool, "reservation")
+		if call != nil && call.Slow() && s.claim.Status.AddressRef.Name == "" {
+			waitingForAnswer(s, shared.ReservationPendingReason, "reservation")
 		}
 		return ctrl.Result{}, nil
 	case callDone:
-		if call.err == nil || !r.answeredBeforeAChange(ctx, kind, pool, call.value) {
+		if call.err == nil || !r.answeredBeforeAChange(ctx, s, call.value) {
 			// The call held the pool's in-flight count until now: the
 			// pool was not let go meanwhile.
 			defer call.Finish()
-			return r.bind(ctx, claim, kind, pool, call.value.backend, call.value.alloc, call.err)
+			return r.bind(ctx, s, call.value, call.err)
 		}
 		// Refused with credentials or a pool spec that changed since (an
 		// answer left untaken while the pool was not ready, say): the
@@ -46,45 +46,50 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 	}
 	// Refused moments ago: asked now, the IPAM system would most likely
 	// refuse again (see holds).
-	if wait := r.holds.Remaining(claim); wait > 0 {
+	if wait := r.holds.Remaining(s.claim); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// The pool is being validated again because a claim got an address it
 	// may not give: asking now would get the same answer (see Revalidate).
-	if r.Alarms.Revalidating(pool) {
-		return r.wait(claim), nil
+	if r.Alarms.Revalidating(s.pool) {
+		return r.wait(s.claim), nil
 	}
 	// The pool reconciler lets a deleted pool go only when no allocation
-	// from it is under way, and refuses new ones first (see InFlight).
-	done, open := r.InFlight.Start(pool.GetUID())
-	if !open || !pool.GetDeletionTimestamp().IsZero() {
-		done()
-		return r.poolBeingDeleted(claim, kind, pool), nil
+	// from it is under way, and refuses new ones first (see InFlight). The
+	// background reservation holds the pool's count until its answer is
+	// taken; every other way out of here gives it back.
+	done, open := r.InFlight.Start(s.pool.GetUID())
+	handed := false
+	defer func() {
+		if !handed {
+			done()
+		}
+	}()
+	if !open || !s.pool.GetDeletionTimestamp().IsZero() {
+		return r.poolBeingDeleted(s), nil
 	}
-	if err := r.MachineNames.Ensure(ctx, claim); err != nil {
-		done()
+	if err := r.MachineNames.Ensure(ctx, s.claim); err != nil {
 		return ctrl.Result{}, err
 	}
 	// A pool whose fixed addresses carry the machine's MAC may have the
-	// claim wait for it (macaddress.go).
-	mac, later, err := r.macForAllocation(ctx, claim, pool)
+	// claim wait for it (mac.go).
+	mac, later, err := r.macForAllocation(ctx, s)
 	if err != nil || later != nil {
-		done()
 		return ptr.Deref(later, ctrl.Result{}), err
 	}
-	backend, err := r.Backends.For(ctx, kind, pool)
+	backend, err := r.Backends.For(ctx, s.kind, s.pool)
 	if err != nil {
-		done()
-		return r.allocationFailed(claim, err)
+		return r.allocationFailed(s.claim, err)
 	}
-	source := backend
-	bc, backend := r.backendClaim(claim), r.requestedAddress(claim, pool, backend)
+	bc := r.backendClaim(s.claim)
 	bc.MAC = mac
-	if !r.allocations.start(ctx, claim, done, func(ctx context.Context) (allocationAnswer, error) {
-		alloc, err := backend.Allocate(ctx, bc)
-		return allocationAnswer{backend: backend, alloc: alloc, source: source}, err
-	}) {
-		done()
+	reserve := r.reservation(s, backend, bc)
+	handed = r.allocations.start(ctx, s.claim, done, func(ctx context.Context) (allocationAnswer, error) {
+		alloc, err := reserve(ctx)
+		return allocationAnswer{backend: backend, alloc: alloc}, err
+	})
+	if !handed {
+		// Too many calls under way: one that ends wakes the claim.
 		return ctrl.Result{RequeueAfter: busyRetry}, nil
 	}
 	return ctrl.Result{}, nil
@@ -93,29 +98,28 @@ func (r *ClaimReconciler) allocate(ctx context.Context, claim *ipamv1.IPAddressC
 // waitingForAnswer says on the claim that its reservation or release has
 // waited slowAnswer for the IPAM system, which is slow or throttling: the
 // answer still brings the claim back. Not an event: nothing is wrong yet.
-func waitingForAnswer(claim *ipamv1.IPAddressClaim, reason string, kind shared.PoolKind, pool shared.Pool, what string) {
-	shared.SetClaimReady(claim, metav1.ConditionFalse, reason, fmt.Sprintf(
+func waitingForAnswer(s *scope, reason string, what string) {
+	shared.SetClaimReady(s.claim, metav1.ConditionFalse, reason, fmt.Sprintf(
 		"the IPAM system of %s %s has not answered the claim's %s for %s: it is slow or throttling (see the pool's conditions and the metrics capi_ipam_bridge_backend_*); the claim goes on once it answers",
-		kind.Kind, pool.GetName(), what, slowAnswer))
+		s.kind.Kind, s.pool.GetName(), what, slowAnswer))
 }
 
 // allocationAnswer is a background reservation's answer.
 type allocationAnswer struct {
+	// backend is the pool's backend the reservation went through, as
+	// built from the pool's spec and Secret at the time.
 	backend backends.Backend
 	alloc   backends.Allocation
-	// source is the pool's backend the reservation went through, as
-	// built from the pool's spec and Secret at the time.
-	source backends.Backend
 }
 
 // answeredBeforeAChange says whether the answer came through a backend
 // that the pool's spec or Secret has replaced since.
-func (r *ClaimReconciler) answeredBeforeAChange(ctx context.Context, kind shared.PoolKind, pool shared.Pool, answer allocationAnswer) bool {
-	if answer.source == nil {
+func (r *ClaimReconciler) answeredBeforeAChange(ctx context.Context, s *scope, answer allocationAnswer) bool {
+	if answer.backend == nil {
 		return false
 	}
-	current, err := r.Backends.For(ctx, kind, pool)
-	return err == nil && current != answer.source
+	current, err := r.Backends.For(ctx, s.kind, s.pool)
+	return err == nil && current != answer.backend
 }
 
 // allocationFailed reports a refused or failed reservation, and holds the
@@ -136,12 +140,13 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 		retry = ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}
 		r.holds.Hold(claim, retry.RequeueAfter)
 	case shared.MACAddressInUseReason:
-		// Held back by a hold of its own, which a change of the MAC's
-		// source ends (macaddress.go).
-		retry = r.wait(claim)
-		if more := r.MACAddresses.Refused(claim, retry.RequeueAfter); more != "" {
+		// Until the MAC's holder or its source changes: a correction of
+		// the claim's annotation, or a change of the object the MAC is
+		// read from, ends the hold (see macaddress.Sources.Refused).
+		if more := r.MACAddresses.Refused(claim); more != "" {
 			msg += "; " + more
 		}
+		retry = r.holdBack(claim)
 	default:
 		retry = r.holdBack(claim)
 	}

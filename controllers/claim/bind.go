@@ -22,55 +22,55 @@ import (
 // bind writes the IPAddress of the address the backend reserved for the
 // claim, unless another live IPAddress holds it, and reports a failed
 // reservation.
-func (r *ClaimReconciler) bind(ctx context.Context, claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool,
-	backend backends.Backend, alloc backends.Allocation, err error) (ctrl.Result, error) {
+func (r *ClaimReconciler) bind(ctx context.Context, s *scope, answer allocationAnswer, err error) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
+	backend, alloc := answer.backend, answer.alloc
 	if err != nil {
 		switch {
 		case shared.IsRefusal(err):
-			r.Alarms.Refused(kind, pool, backend, claim, err)
+			r.Alarms.Refused(s.kind, s.pool, backend, s.claim, err)
 		case errors.Is(err, backends.ErrUnusableAnswer):
-			r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, shared.UnusableAddressAnsweredReason, "Allocate",
-				"Claim %s/%s: %v", claim.Namespace, claim.Name, err)
-			r.Alarms.Revalidate(kind, pool)
+			r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, shared.UnusableAddressAnsweredReason, "Allocate",
+				"Claim %s/%s: %v", s.claim.Namespace, s.claim.Name, err)
+			r.Alarms.Revalidate(s.kind, s.pool)
 		}
-		return r.allocationFailed(claim, err)
+		return r.allocationFailed(s.claim, err)
 	}
 
-	holder, err := r.heldInCluster(ctx, claim, alloc)
+	holder, err := r.heldInCluster(ctx, s.claim, alloc)
 	if err != nil {
 		// Its retry would reserve again first: the wait spaces that too.
-		r.holdBack(claim)
+		r.holdBack(s.claim)
 		return ctrl.Result{}, err
 	}
 	if holder != nil {
-		return r.handOver(ctx, claim, kind, pool, backend, alloc, holder)
+		return r.handOver(ctx, s, backend, alloc, holder)
 	}
 
-	address, err := r.newIPAddress(claim, pool, alloc)
+	address, err := r.newIPAddress(s, alloc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	shared.RecordReservation(address, alloc, r.backendClaim(claim).Marker)
+	shared.RecordReservation(address, alloc, r.backendClaim(s.claim).Marker)
 	if err := r.Client.Create(ctx, address); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return r.lostToAnotherWriter(ctx, claim, backend, alloc)
+			return r.lostToAnotherWriter(ctx, s.claim, backend, alloc)
 		}
-		shared.SetClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
 			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
-		r.holdBack(claim)
+		r.holdBack(s.claim)
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
 	}
-	r.written.Set(claim.UID, false, writtenMemory)
-	describeRecordMAC(claim, pool, alloc.MAC)
+	r.written.Set(s.claim.UID, false, writtenMemory)
+	describeRecordMAC(s, alloc.MAC)
 	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
-	shared.ClaimBindSeconds.WithLabelValues(kind.Kind).Observe(time.Since(claim.CreationTimestamp.Time).Seconds())
-	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, shared.AddressAllocatedReason, "Allocate",
-		"Allocated %s from %s %s (%s)", alloc.Address, kind.Kind, pool.GetName(), alloc.Reference)
+	shared.ClaimBindSeconds.WithLabelValues(s.kind.Kind).Observe(time.Since(s.claim.CreationTimestamp.Time).Seconds())
+	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.AddressAllocatedReason, "Allocate",
+		"Allocated %s from %s %s (%s)", alloc.Address, s.kind.Kind, s.pool.GetName(), alloc.Reference)
 
-	shared.ForgetReservation(claim)
-	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-	shared.SetClaimReady(claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+	shared.ForgetReservation(s.claim)
+	s.claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
+	shared.SetClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
 	return ctrl.Result{}, nil
 }
 

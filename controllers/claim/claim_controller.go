@@ -180,7 +180,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		// The MAC a claim waits for, or was bound with, may appear or
 		// change: a metadata-only watch of the kind it is read from, started
 		// when a claim first needs it (kindWatches), wakes the claims that
-		// read it, on the changes that may change it (macSourceChanged).
+		// read it, on the changes that may change it (SourceChanged).
 		r.MACAddresses.Watches = macaddress.NewKindWatches(log.WithName("mac-sources"), func(kind schema.GroupKind) error {
 			mapping, err := mgr.GetRESTMapper().RESTMapping(kind)
 			if err != nil {
@@ -189,7 +189,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			obj := &metav1.PartialObjectMetadata{}
 			obj.SetGroupVersionKind(mapping.GroupVersionKind)
 			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
-				r.MACAddresses.SourceEvents(kind), macaddress.MacSourceChanged()))
+				r.MACAddresses.SourceEvents(kind, r.holds.Release), macaddress.SourceChanged()))
 		})
 	}
 	return nil
@@ -273,10 +273,11 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// with the allocation's status that follows (see markNotPaused).
 	notPaused = controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) || pool == nil
 
+	s := &scope{claim: claim, kind: kind, pool: pool}
 	if deleting {
-		return r.reconcileDelete(ctx, claim, kind, pool)
+		return r.reconcileDelete(ctx, s)
 	}
-	return r.reconcileNormal(ctx, claim, kind, pool)
+	return r.reconcileNormal(ctx, s)
 }
 
 // markNotPaused sets Paused=False on a claim that is not paused, when it
@@ -337,4 +338,13 @@ func trackWaiting(claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
 		reason = ready.Reason
 	}
 	shared.Waiting.Set(key, kind.Kind, reason)
+}
+
+// scope is what one reconcile knows of its claim, and hands from phase to
+// phase: the claim, which the reconcile changes and patches at its end, the
+// pool kind its poolRef names, and that pool (nil when it is not found).
+type scope struct {
+	claim *ipamv1.IPAddressClaim
+	kind  shared.PoolKind
+	pool  shared.Pool
 }

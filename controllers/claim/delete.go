@@ -22,40 +22,40 @@ import (
 
 // reconcileDelete releases the address, deletes the IPAddress and lets the
 // claim go.
-func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool) (ctrl.Result, error) {
+func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	if !controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) {
+	if !controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	// An allocation under way may still reserve an address: the release
 	// waits for it, so that it finds and releases that record too.
-	switch call, state := r.allocations.take(claim); state {
+	switch call, state := r.allocations.take(s.claim); state {
 	case callRunning:
 		return ctrl.Result{}, nil
 	case callDone:
 		call.Finish()
 	}
 	address := &ipamv1.IPAddress{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.claim), address); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, fmt.Errorf("getting IPAddress: %w", err)
 		}
 		address = nil
 	}
-	if address != nil && !shared.AddressBelongsTo(address, claim) && !shared.StrippedOfItsClaim(address, claim) {
+	if address != nil && !shared.AddressBelongsTo(address, s.claim) && !shared.StrippedOfItsClaim(address, s.claim) {
 		address = nil
 	}
 
-	if pool == nil {
+	if s.pool == nil {
 		// The pool's finalizer should prevent this; without the pool there is
 		// no backend to release in.
 		log.Info("Pool is gone, the address cannot be released in the backend")
-		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, shared.PoolNotFoundReason, "Release",
-			"%s %s not found: the address was not released in the IPAM system", kind.Kind, claim.Spec.PoolRef.Name)
-	} else if _, done := r.released.Get(claim.UID); !done {
+		r.Recorder.Eventf(s.claim, nil, corev1.EventTypeWarning, shared.PoolNotFoundReason, "Release",
+			"%s %s not found: the address was not released in the IPAM system", s.kind.Kind, s.claim.Spec.PoolRef.Name)
+	} else if _, done := r.released.Get(s.claim.UID); !done {
 		// The release runs in the background; the reconcile its answer
 		// brings goes on from here.
-		released, err := r.release(ctx, claim, kind, pool, address)
+		released, err := r.release(ctx, s, address)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -67,7 +67,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 		// The reconcile that the IPAddress's deletion brings may still see
 		// the claim with its finalizer in the cache: it must not release
 		// (search, delete, report) a second time.
-		r.released.Set(claim.UID, false, releasedMemory)
+		r.released.Set(s.claim.UID, false, releasedMemory)
 	}
 
 	if address != nil {
@@ -78,48 +78,48 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, claim *ipamv1.IPA
 			return ctrl.Result{}, fmt.Errorf("deleting IPAddress: %w", err)
 		}
 	}
-	controllerutil.RemoveFinalizer(claim, shared.ClaimFinalizer)
+	controllerutil.RemoveFinalizer(s.claim, shared.ClaimFinalizer)
 	return ctrl.Result{}, nil
 }
 
 // release releases the claim's address in the backend, in the background:
 // it returns true once the release is done (or left, and reported), false
 // while it is under way.
-func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool, address *ipamv1.IPAddress) (bool, error) {
+func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1.IPAddress) (bool, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var (
 		backend backends.Backend
 		last    backends.Reservation
 		err     error
 	)
-	switch call, state := r.releases.take(claim); state {
+	switch call, state := r.releases.take(s.claim); state {
 	case callRunning:
 		if call != nil && call.Slow() {
-			waitingForAnswer(claim, shared.ReleasePendingReason, kind, pool, "release")
+			waitingForAnswer(s, shared.ReleasePendingReason, "release")
 		}
 		return false, nil
 	case callDone:
 		call.Finish()
 		backend, last, err = call.value.backend, call.value.last, call.err
 	default:
-		last = shared.RecordedReservation(claim, address)
-		if backend, err = r.Backends.For(ctx, kind, pool); err == nil {
-			r.startRelease(ctx, claim, pool, backend, last)
+		last = shared.RecordedReservation(s.claim, address)
+		if backend, err = r.Backends.For(ctx, s.kind, s.pool); err == nil {
+			r.startRelease(ctx, s, backend, last)
 			return false, nil
 		}
 	}
 	if backend != nil && shared.IsRefusal(err) {
-		r.Alarms.Refused(kind, pool, backend, claim, err)
+		r.Alarms.Refused(s.kind, s.pool, backend, s.claim, err)
 	}
 	// A record left in the IPAM system is never silent: a condition, an
 	// event on the claim and on the pool (which outlives it), and a metric.
 	leave := func(reason string) error {
 		log.Info("Leaving the backend record in place", "reason", err.Error())
-		shared.RecordsLeft.WithLabelValues(kind.Kind, reason).Inc()
-		shared.SetClaimReady(claim, metav1.ConditionFalse, reason, err.Error())
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, reason, "Release", "%v", err)
-		r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, reason, "Release",
-			"Claim %s/%s: %v", claim.Namespace, claim.Name, err)
+		shared.RecordsLeft.WithLabelValues(s.kind.Kind, reason).Inc()
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, reason, err.Error())
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reason, "Release", "%v", err)
+		r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, reason, "Release",
+			"Claim %s/%s: %v", s.claim.Namespace, s.claim.Name, err)
 		return nil
 	}
 	switch {
@@ -130,14 +130,14 @@ func (r *ClaimReconciler) release(ctx context.Context, claim *ipamv1.IPAddressCl
 		// The record lives where the pool no longer reaches.
 		return true, leave(shared.ReleaseLeftReason)
 	case err != nil:
-		shared.SetClaimReady(claim, metav1.ConditionFalse, shared.ReleaseFailedReason, err.Error())
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, shared.ReleaseFailedReason, "Release", "%v", err)
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.ReleaseFailedReason, err.Error())
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, shared.ReleaseFailedReason, "Release", "%v", err)
 		return false, fmt.Errorf("releasing address: %w", err)
 	}
 	if last.Address.IsValid() {
 		log.Info("Released address", "address", last.Address.String())
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, shared.AddressReleasedReason, "Release",
-			"Released %s to %s %s", last.Address, kind.Kind, pool.GetName())
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.AddressReleasedReason, "Release",
+			"Released %s to %s %s", last.Address, s.kind.Kind, s.pool.GetName())
 	}
 	return true, nil
 }
@@ -151,15 +151,15 @@ type releaseAnswer struct {
 // startRelease releases the claim's record in the background, or keeps it
 // as a tombstone for the pool's grace period, which the audit deletes once
 // the period is over.
-func (r *ClaimReconciler) startRelease(ctx context.Context, claim *ipamv1.IPAddressClaim, pool shared.Pool, backend backends.Backend, last backends.Reservation) {
+func (r *ClaimReconciler) startRelease(ctx context.Context, s *scope, backend backends.Backend, last backends.Reservation) {
 	grace := time.Duration(0)
-	if d := pool.GetRelease().GracePeriod; d != nil {
+	if d := s.pool.GetRelease().GracePeriod; d != nil {
 		grace = d.Duration
 	}
-	bc, poolUID := r.backendClaim(claim), pool.GetUID()
+	bc, poolUID := r.backendClaim(s.claim), s.pool.GetUID()
 	// Refused for the limit of calls under way, the claim is woken when
 	// one ends (see reconcileDelete).
-	_ = r.releases.start(ctx, claim, nil, func(ctx context.Context) (releaseAnswer, error) {
+	_ = r.releases.start(ctx, s.claim, nil, func(ctx context.Context) (releaseAnswer, error) {
 		answer := releaseAnswer{backend: backend, last: last}
 		if grace <= 0 {
 			return answer, backend.Release(ctx, bc, last)

@@ -56,36 +56,35 @@ func (r *ClaimReconciler) heldInCluster(ctx context.Context, claim *ipamv1.IPAdd
 // and the pool say so, and a metric counts it. A holder claim that is being
 // deleted is handed nothing (see giveToHolder): claim keeps its record and
 // waits for the holder's IPAddress to go.
-func (r *ClaimReconciler) handOver(ctx context.Context, claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool,
-	backend backends.Reserver, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
+func (r *ClaimReconciler) handOver(ctx context.Context, s *scope, backend backends.Reserver, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
-	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(claim).Marker, Reference: alloc.Reference}
-	holderClaim, err := r.giveToHolder(ctx, backend, pool, rec, macaddress.Recorded(claim, pool), holder, fmt.Sprintf(
-		"another address or scope (%s answered %s to claim %s/%s)", alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name))
+	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(s.claim).Marker, Reference: alloc.Reference}
+	holderClaim, err := r.giveToHolder(ctx, backend, s.pool, rec, macaddress.Recorded(s.claim, s.pool), holder, fmt.Sprintf(
+		"another address or scope (%s answered %s to claim %s/%s)", alloc.Endpoint, alloc.Address.Addr(), s.claim.Namespace, s.claim.Name))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if holderClaim == nil {
-		shared.SetClaimReady(claim, metav1.ConditionFalse, shared.AddressHeldInClusterReason, fmt.Sprintf(
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressHeldInClusterReason, fmt.Sprintf(
 			"%s reserved %s (%s) for this claim, but IPAddress %s of claim %s, which is being deleted, still holds that address in this management cluster; this claim keeps the record and gets the address once that IPAddress is gone",
 			alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey))
-		return r.wait(claim), nil
+		return r.wait(s.claim), nil
 	}
-	shared.AddressConflicts.WithLabelValues(kind.Kind).Inc()
+	shared.AddressConflicts.WithLabelValues(s.kind.Kind).Inc()
 	msg := fmt.Sprintf("%s reserved %s (%s) for this claim, but IPAddress %s of claim %s holds that address in this management cluster; the record now holds it for that claim, and this claim gets another address",
 		alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey)
 	ctrl.LoggerFrom(ctx).Info("The IPAM system answered an address another claim holds; handed the record to it", "address", alloc.Address.Addr().String(),
 		"reference", alloc.Reference, "holder", holderKey.String())
-	shared.SetClaimReady(claim, metav1.ConditionFalse, shared.AddressHeldInClusterReason, msg)
-	r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", msg)
-	r.Recorder.Eventf(pool, claim, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", claim.Namespace, claim.Name, msg)
+	shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressHeldInClusterReason, msg)
+	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", msg)
+	r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", s.claim.Namespace, s.claim.Name, msg)
 	held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
-		alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name, alloc.Reference)
-	r.Recorder.Eventf(holderClaim, pool, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", held)
+		alloc.Endpoint, alloc.Address.Addr(), s.claim.Namespace, s.claim.Name, alloc.Reference)
+	r.Recorder.Eventf(holderClaim, s.pool, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", held)
 	if err := shared.SetAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, shared.AddressHeldInClusterReason, held); err != nil {
 		return ctrl.Result{}, err
 	}
-	return r.wait(claim), nil
+	return r.wait(s.claim), nil
 }
 
 // giveToHolder hands rec, a record just made for another claim (whose

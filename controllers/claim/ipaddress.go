@@ -28,16 +28,16 @@ func (r *ClaimReconciler) backendClaim(claim *ipamv1.IPAddressClaim) backends.Cl
 // newIPAddress builds the claim's IPAddress: same name, owned by the claim
 // (controller) and by the pool (so the pool cannot go first), protected by a
 // finalizer, labelled with the cluster for clusterctl move.
-func (r *ClaimReconciler) newIPAddress(claim *ipamv1.IPAddressClaim, pool shared.Pool, alloc backends.Allocation) (*ipamv1.IPAddress, error) {
+func (r *ClaimReconciler) newIPAddress(s *scope, alloc backends.Allocation) (*ipamv1.IPAddress, error) {
 	address := &ipamv1.IPAddress{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:       claim.Name,
-			Namespace:  claim.Namespace,
+			Name:       s.claim.Name,
+			Namespace:  s.claim.Namespace,
 			Finalizers: []string{shared.ProtectAddressFinalizer},
 		},
 		Spec: ipamv1.IPAddressSpec{
-			ClaimRef: ipamv1.IPAddressClaimReference{Name: claim.Name},
-			PoolRef:  claim.Spec.PoolRef,
+			ClaimRef: ipamv1.IPAddressClaimReference{Name: s.claim.Name},
+			PoolRef:  s.claim.Spec.PoolRef,
 			Address:  alloc.Address.Addr().String(),
 			Prefix:   ptr.To(int32(alloc.Address.Bits())),
 		},
@@ -45,14 +45,14 @@ func (r *ClaimReconciler) newIPAddress(claim *ipamv1.IPAddressClaim, pool shared
 	if alloc.Gateway.IsValid() {
 		address.Spec.Gateway = alloc.Gateway.String()
 	}
-	if name := shared.ClaimClusterName(claim); name != "" {
+	if name := shared.ClaimClusterName(s.claim); name != "" {
 		address.Labels = map[string]string{clusterv1.ClusterNameLabel: name}
 	}
 	scheme := r.Client.Scheme()
-	if err := controllerutil.SetControllerReference(claim, address, scheme); err != nil {
+	if err := controllerutil.SetControllerReference(s.claim, address, scheme); err != nil {
 		return nil, fmt.Errorf("setting the claim as owner: %w", err)
 	}
-	if err := controllerutil.SetOwnerReference(pool, address, scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
+	if err := controllerutil.SetOwnerReference(s.pool, address, scheme, controllerutil.WithBlockOwnerDeletion(true)); err != nil {
 		return nil, fmt.Errorf("setting the pool as owner: %w", err)
 	}
 	return address, nil

@@ -27,27 +27,23 @@ import (
 // the MAC is known the claim waits, its Ready condition saying why. A claim
 // rebuilding its IPAddress (bound once) never waits: its record exists,
 // whatever MAC it carries.
-func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IPAddressClaim, pool shared.Pool) (string, *ctrl.Result, error) {
-	if r.MACAddresses == nil || !macaddress.WantedBy(pool) {
+func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (string, *ctrl.Result, error) {
+	if r.MACAddresses == nil || !macaddress.WantedBy(s.pool) {
 		return "", nil, nil
 	}
-	key := client.ObjectKeyFromObject(claim)
-	if wait := r.MACAddresses.HeldBackFor(claim); wait > 0 {
-		// The grid refused the claim's MAC moments ago (see refused).
-		return "", &ctrl.Result{RequeueAfter: wait}, nil
-	}
-	if recorded, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; ok {
+	key := client.ObjectKeyFromObject(s.claim)
+	if recorded, ok := s.claim.Annotations[v1alpha1.MACAddressAnnotation]; ok {
 		mac, err := macaddress.Normalize(recorded)
 		if err != nil {
-			r.waitForMAC(claim, fmt.Sprintf("the claim's annotation %s: %v", v1alpha1.MACAddressAnnotation, err))
-			return "", ptr.To(r.wait(claim)), nil
+			r.waitForMAC(s.claim, fmt.Sprintf("the claim's annotation %s: %v", v1alpha1.MACAddressAnnotation, err))
+			return "", ptr.To(r.wait(s.claim)), nil
 		}
 		return mac, nil, nil
 	}
-	if claim.Status.AddressRef.Name != "" {
+	if s.claim.Status.AddressRef.Name != "" {
 		return "", nil, nil
 	}
-	found, err := r.MACAddresses.Lookup(ctx, claim)
+	found, err := r.MACAddresses.Lookup(ctx, s.claim)
 	if err != nil {
 		return "", nil, fmt.Errorf("finding the machine's MAC: %w", err)
 	}
@@ -56,23 +52,23 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 	}
 	switch {
 	case found.MAC != "":
-		if claim.Annotations == nil {
-			claim.Annotations = map[string]string{}
+		if s.claim.Annotations == nil {
+			s.claim.Annotations = map[string]string{}
 		}
-		claim.Annotations[v1alpha1.MACAddressAnnotation] = found.MAC
-		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.Key()
+		s.claim.Annotations[v1alpha1.MACAddressAnnotation] = found.MAC
+		s.claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.Key()
 		ctrl.LoggerFrom(ctx).Info("The fixed address will carry the machine's MAC", "mac", found.MAC, "source", found.Source.String())
 		// The annotation's write brings the claim back; the requeue covers
 		// a missed event.
 		return "", &ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	case found.Unknown != "":
-		r.waitForMAC(claim, found.Unknown)
-		return "", ptr.To(r.wait(claim)), nil
+		r.waitForMAC(s.claim, found.Unknown)
+		return "", ptr.To(r.wait(s.claim)), nil
 	case found.Deferred != "":
 		// Waiting would wait for ever: reserve without a MAC, and say so,
 		// once.
 		if r.MACAddresses.FirstDeferral(key) {
-			r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, shared.MACAddressDeferredReason, "Allocate",
+			r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.MACAddressDeferredReason, "Allocate",
 				"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
 		}
 		return "", nil, nil
@@ -89,19 +85,19 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 // set, and an IPv6 fixed address (or a record made before the pool opted
 // in) carries none. Without one the annotations go, the source too: there
 // is nothing the machine's MAC could be compared with (checkBoundMAC).
-func describeRecordMAC(claim *ipamv1.IPAddressClaim, pool shared.Pool, carried string) {
-	if !macaddress.WantedBy(pool) {
+func describeRecordMAC(s *scope, carried string) {
+	if !macaddress.WantedBy(s.pool) {
 		return
 	}
 	if carried == "" {
-		delete(claim.Annotations, v1alpha1.MACAddressAnnotation)
-		delete(claim.Annotations, v1alpha1.MACAddressSourceAnnotation)
+		delete(s.claim.Annotations, v1alpha1.MACAddressAnnotation)
+		delete(s.claim.Annotations, v1alpha1.MACAddressSourceAnnotation)
 		return
 	}
-	if claim.Annotations == nil {
-		claim.Annotations = map[string]string{}
+	if s.claim.Annotations == nil {
+		s.claim.Annotations = map[string]string{}
 	}
-	claim.Annotations[v1alpha1.MACAddressAnnotation] = carried
+	s.claim.Annotations[v1alpha1.MACAddressAnnotation] = carried
 }
 
 // waitForMAC leaves the claim waiting for its machine's MAC; the event is
@@ -123,20 +119,20 @@ func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
 // comparison reads the owner chain (up to three gets), so a bound claim
 // makes it once, and then only when its source object changed: a restart
 // or a resync of thousands of bound claims reads nothing but the cache.
-func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool shared.Pool) error {
-	recorded := claim.Annotations[v1alpha1.MACAddressAnnotation]
-	if r.MACAddresses == nil || recorded == "" || pool == nil || !macaddress.WantedBy(pool) {
+func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, s *scope) error {
+	recorded := s.claim.Annotations[v1alpha1.MACAddressAnnotation]
+	if r.MACAddresses == nil || recorded == "" || s.pool == nil || !macaddress.WantedBy(s.pool) {
 		return nil
 	}
-	key := client.ObjectKeyFromObject(claim)
-	if src, ok := macaddress.ParseSource(claim.Annotations[v1alpha1.MACAddressSourceAnnotation]); ok {
+	key := client.ObjectKeyFromObject(s.claim)
+	if src, ok := macaddress.ParseSource(s.claim.Annotations[v1alpha1.MACAddressSourceAnnotation]); ok {
 		r.MACAddresses.Watch(src, key)
 	}
-	prev := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
+	prev := conditions.Get(s.claim, v1alpha1.MACAddressCurrentCondition)
 	if !r.MACAddresses.TakeDue(key) && prev != nil {
 		return nil
 	}
-	found, err := r.MACAddresses.Lookup(ctx, claim)
+	found, err := r.MACAddresses.Lookup(ctx, s.claim)
 	if err != nil {
 		return fmt.Errorf("finding the machine's MAC: %w", err)
 	}
@@ -144,13 +140,13 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAdd
 		// The chain may now lead elsewhere (a Metal3Machine on another
 		// host): follow the source it names now.
 		r.MACAddresses.Watch(found.Source, key)
-		claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.Key()
+		s.claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.Key()
 	}
 	if found.MAC == "" {
 		return nil // nothing to compare with: the record stays as it is
 	}
 	if normalized, err := macaddress.Normalize(recorded); err == nil && normalized == found.MAC {
-		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+		conditions.Set(s.claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
 			Reason: v1alpha1.MACAddressMatchesReason})
 		return nil
 	}
@@ -160,9 +156,9 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAdd
 	if prev == nil || prev.Status != metav1.ConditionFalse || prev.Message != msg {
 		ctrl.LoggerFrom(ctx).Info("The machine's MAC changed after the claim was bound", "recorded", recorded, "now", found.MAC,
 			"source", found.Source.String())
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, v1alpha1.MACAddressChangedReason, "CheckMAC", "%s", msg)
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, v1alpha1.MACAddressChangedReason, "CheckMAC", "%s", msg)
 	}
-	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+	conditions.Set(s.claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.MACAddressChangedReason, Message: msg})
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,21 +44,21 @@ func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
 	r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
 	ctx := context.Background()
 
-	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
 	assert.Len(t, reader.Gets, 3, "the first comparison reads the chain")
 	assert.Equal(t, v1alpha1.MACAddressMatchesReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
 
 	reader.Gets = nil
-	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
 	r.MACAddresses = &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds} // a restart
-	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
 	assert.Empty(t, reader.Gets, "a resync or a restart reads nothing")
 
 	host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
-	reqs := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, true)(ctx, host)
+	reqs := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, func(types.NamespacedName) {})(ctx, host)
 	require.Len(t, reqs, 1, "the restarted manager maps the host to the claim from its annotation")
 	require.NoError(t, unstructured.SetNestedField(reader.Objects["BareMetalHost/ns/host-0"].Object, "52:54:00:aa:bb:02", "spec", "bootMACAddress"))
-	require.NoError(t, r.checkBoundMAC(ctx, claim, pool))
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
 	assert.Len(t, reader.Gets, 3, "an event on the source makes it compare again")
 	assert.Equal(t, v1alpha1.MACAddressChangedReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
 }
@@ -116,31 +117,30 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 			assert.Contains(t, ready.Message, "is held by fixedaddress/abc")
 			assert.Contains(t, ready.Message, tc.wantMessage)
 
-			// The claim's own write brings it back at once: it waits.
-			_, later, err := r.macForAllocation(ctx, claim, pool)
-			require.NoError(t, err)
-			require.NotNil(t, later)
-			assert.Positive(t, later.RequeueAfter)
-			assert.Empty(t, reader.Gets, "held back, nothing is read")
+			// The claim's own write brings it back at once: it is held
+			// back, and allocate asks nothing before the hold is over.
+			assert.Positive(t, r.holds.Remaining(claim), "held back")
 
 			// The host changes: the claim looks at once.
 			host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
-			woken := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, true)(ctx, host)
-			mac, later, err := r.macForAllocation(ctx, claim, pool)
-			require.NoError(t, err)
+			woken := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, r.holds.Release)(ctx, host)
 			if _, byHand := tc.wantKept[v1alpha1.MACAddressAnnotation]; byHand {
 				// Not woken by the host, which it does not read; still
 				// held back while the refused MAC stays. Its correction
 				// ends the wait at once, with the MAC now set.
 				assert.Empty(t, woken)
-				require.NotNil(t, later)
+				assert.Positive(t, r.holds.Remaining(claim), "still held back")
 				claim.Annotations[v1alpha1.MACAddressAnnotation] = "52:54:00:aa:bb:02"
-				mac, later, err = r.macForAllocation(ctx, claim, pool)
+				assert.Zero(t, r.holds.Remaining(claim), "the correction ends the hold")
+				mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
 				require.NoError(t, err)
 				assert.Nil(t, later)
 				assert.Equal(t, "52:54:00:aa:bb:02", mac)
 				return
 			}
+			assert.Zero(t, r.holds.Remaining(claim), "the host's change ends the hold")
+			mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
+			require.NoError(t, err)
 			require.Len(t, woken, 1)
 			require.NotNil(t, later, "the MAC read again is written before the reservation")
 			assert.Empty(t, mac)
@@ -181,7 +181,7 @@ func TestDescribeRecordMAC(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Annotations: maps.Clone(tc.annotations)}}
-			describeRecordMAC(claim, tc.pool, tc.carried)
+			describeRecordMAC(&scope{claim: claim, pool: tc.pool}, tc.carried)
 			assert.Equal(t, tc.want, claim.Annotations)
 		})
 	}
@@ -214,7 +214,7 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	}
 
 	for range 3 {
-		mac, later, err := r.macForAllocation(ctx, claim, pool)
+		mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
 		require.NoError(t, err)
 		assert.Nil(t, later, "reserved at once")
 		assert.Empty(t, mac)
@@ -222,7 +222,7 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	assert.Equal(t, 1, deferrals(), "said once")
 
 	r.MACAddresses.Forget(client.ObjectKeyFromObject(claim))
-	_, _, err := r.macForAllocation(ctx, claim, pool)
+	_, _, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
 	require.NoError(t, err)
 	assert.Equal(t, 1, deferrals(), "a claim of the same name, after the first is gone")
 }

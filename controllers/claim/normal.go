@@ -22,13 +22,13 @@ import (
 // leaves the claim waiting either ends with an event the reconciler watches
 // (pool, Cluster, IPAddress) or is retried with a capped backoff, so that no
 // claim waits for an event that may never come.
-func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool) (ctrl.Result, error) {
+func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 
-	if pool == nil {
-		shared.SetClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
-			fmt.Sprintf("%s %s not found", kind.Kind, claim.Spec.PoolRef.Name))
-		return r.wait(claim), nil
+	if s.pool == nil {
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
+			fmt.Sprintf("%s %s not found", s.kind.Kind, s.claim.Spec.PoolRef.Name))
+		return r.wait(s.claim), nil
 	}
 
 	// The finalizer is persisted before anything is reserved, so a claim
@@ -36,30 +36,30 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 	// Machine's name, which the records will carry, goes in the same write.
 	// A pool being deleted waits for every claim with the finalizer: a new
 	// claim of it gets none, so that it cannot hold the pool.
-	if !controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) {
-		if !pool.GetDeletionTimestamp().IsZero() {
-			return r.poolBeingDeleted(claim, kind, pool), nil
+	if !controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) {
+		if !s.pool.GetDeletionTimestamp().IsZero() {
+			return r.poolBeingDeleted(s), nil
 		}
-		if err := r.MachineNames.Ensure(ctx, claim); err != nil {
+		if err := r.MachineNames.Ensure(ctx, s.claim); err != nil {
 			return ctrl.Result{}, err
 		}
-		controllerutil.AddFinalizer(claim, shared.ClaimFinalizer)
+		controllerutil.AddFinalizer(s.claim, shared.ClaimFinalizer)
 		return ctrl.Result{}, nil
 	}
 
 	// The IPAddress comes first: a bound claim stays bound whatever the
 	// pool's state, and its resync costs no backend call.
 	address := &ipamv1.IPAddress{}
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(claim), address)
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.claim), address)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("getting IPAddress: %w", err)
-	case shared.IsPredecessorsAddress(address, claim):
+	case shared.IsPredecessorsAddress(address, s.claim):
 		// A claim of the same name that is gone left its IPAddress; it is
 		// garbage, and never this claim's.
 		log.Info("Removing the IPAddress of a deleted claim of the same name", "owner", metav1.GetControllerOf(address).UID)
-		shared.SetClaimReady(claim, metav1.ConditionFalse, shared.AddressConflictReason,
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
 			fmt.Sprintf("IPAddress %s belonged to a deleted claim of the same name and is being removed", address.Name))
 		if err := r.removeAddressFinalizer(ctx, address); err != nil {
 			return ctrl.Result{}, err
@@ -67,56 +67,56 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		if err := r.Client.Delete(ctx, address, client.Preconditions{UID: &address.UID}); client.IgnoreNotFound(err) != nil {
 			return ctrl.Result{}, fmt.Errorf("deleting the IPAddress of a deleted claim: %w", err)
 		}
-		return r.wait(claim), nil
-	case !shared.AddressBelongsTo(address, claim):
-		shared.SetClaimReady(claim, metav1.ConditionFalse, shared.AddressConflictReason,
+		return r.wait(s.claim), nil
+	case !shared.AddressBelongsTo(address, s.claim):
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
 			fmt.Sprintf("IPAddress %s exists but belongs to claim %q of pool %s %s", address.Name,
 				address.Spec.ClaimRef.Name, address.Spec.PoolRef.Kind, address.Spec.PoolRef.Name))
-		return r.wait(claim), nil
+		return r.wait(s.claim), nil
 	case !address.DeletionTimestamp.IsZero():
 		// Someone deleted the IPAddress while its claim lives. Let it go;
 		// the marker finds the same address again. The delete event brings
 		// the claim back, and the wait covers an event that is missed.
 		log.Info("IPAddress is being deleted while its claim exists, recreating it")
-		shared.SetClaimReady(claim, metav1.ConditionFalse, shared.AddressDeletedReason,
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressDeletedReason,
 			fmt.Sprintf("IPAddress %s is being deleted; it is written again with the same address", address.Name))
-		shared.KeepReservation(claim, address)
-		if err := r.persistReservation(ctx, claim); err != nil {
+		shared.KeepReservation(s.claim, address)
+		if err := r.persistReservation(ctx, s.claim); err != nil {
 			return ctrl.Result{}, err
 		}
-		r.written.Delete(claim.UID)
+		r.written.Delete(s.claim.UID)
 		if err := r.removeAddressFinalizer(ctx, address); err != nil {
 			return ctrl.Result{}, err
 		}
-		return r.wait(claim), nil
+		return r.wait(s.claim), nil
 	default:
-		if err := r.settleLateAnswer(ctx, claim, address); err != nil {
+		if err := r.settleLateAnswer(ctx, s.claim, address); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.checkBoundMAC(ctx, claim, pool); err != nil {
+		if err := r.checkBoundMAC(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
-		claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-		shared.SetClaimReady(claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+		s.claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
+		shared.SetClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
 		return ctrl.Result{}, nil
 	}
 
 	// A claim that lost its IPAddress (status.addressRef is set) rebuilds it
 	// from its marker, which needs the connection but not the pool's counts
 	// or readiness; a new claim waits for a ready pool.
-	rebuilding := claim.Status.AddressRef.Name != ""
-	if !rebuilding && !pool.GetDeletionTimestamp().IsZero() {
-		return r.poolBeingDeleted(claim, kind, pool), nil
+	rebuilding := s.claim.Status.AddressRef.Name != ""
+	if !rebuilding && !s.pool.GetDeletionTimestamp().IsZero() {
+		return r.poolBeingDeleted(s), nil
 	}
-	if !rebuilding && !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
-		msg := fmt.Sprintf("%s %s is not ready", kind.Kind, pool.GetName())
-		if m := conditions.GetMessage(pool, v1alpha1.ReadyCondition); m != "" {
+	if !rebuilding && !conditions.IsTrue(s.pool, v1alpha1.ReadyCondition) {
+		msg := fmt.Sprintf("%s %s is not ready", s.kind.Kind, s.pool.GetName())
+		if m := conditions.GetMessage(s.pool, v1alpha1.ReadyCondition); m != "" {
 			msg += ": " + m
 		}
-		shared.SetClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
-		return r.wait(claim), nil
+		shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
+		return r.wait(s.claim), nil
 	}
-	return r.allocate(ctx, claim, kind, pool)
+	return r.allocate(ctx, s)
 }
 
 // wait is the result of a reconcile that leaves the claim waiting for
@@ -138,11 +138,11 @@ func (r *ClaimReconciler) holdBack(claim *ipamv1.IPAddressClaim) ctrl.Result {
 // with the release finalizer may hold a reservation in the pool (a record
 // made before a manager died, say), so the pool waits in turn until the
 // claim is deleted and its release, which goes through the pool, is done.
-func (r *ClaimReconciler) poolBeingDeleted(claim *ipamv1.IPAddressClaim, kind shared.PoolKind, pool shared.Pool) ctrl.Result {
-	msg := fmt.Sprintf("%s %s is being deleted and gives no address out", kind.Kind, pool.GetName())
-	if controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) {
+func (r *ClaimReconciler) poolBeingDeleted(s *scope) ctrl.Result {
+	msg := fmt.Sprintf("%s %s is being deleted and gives no address out", s.kind.Kind, s.pool.GetName())
+	if controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) {
 		msg += "; its deletion waits for this claim to be deleted"
 	}
-	shared.SetClaimReady(claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
-	return r.wait(claim)
+	shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
+	return r.wait(s.claim)
 }

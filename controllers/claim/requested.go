@@ -103,36 +103,34 @@ func parseRequested(s string) (netip.Addr, error) {
 	return a, nil
 }
 
-// requestedAddress returns backend as the claim's allocation must see it:
-// unchanged when the claim requests no address, else one whose Allocate
-// asks for the requested address and checks the answer in the cluster.
-// It reads the claim and pool now: the allocation may run after the
+// reservation returns the call that reserves the claim's address in
+// backend: its Allocate, or allocateRequested for a claim that requests an
+// address. It reads the claim and pool now: the call may run after the
 // reconcile has moved on.
-func (r *ClaimReconciler) requestedAddress(claim *ipamv1.IPAddressClaim, pool shared.Pool, backend backends.Backend) backends.Backend {
-	req := requestOf(claim, pool)
+func (r *ClaimReconciler) reservation(s *scope, backend backends.Backend, claim backends.Claim) func(context.Context) (backends.Allocation, error) {
+	req := requestOf(s.claim, s.pool)
 	if req.err == nil && !req.addr.IsValid() {
-		return backend
+		return func(ctx context.Context) (backends.Allocation, error) { return backend.Allocate(ctx, claim) }
 	}
-	kind, _ := r.Kinds.For(claim.Spec.PoolRef)
-	return &requestingBackend{Backend: backend, r: r, req: req, kind: kind.Kind, pool: pool,
-		claim: client.ObjectKeyFromObject(claim), bound: claim.Status.AddressRef.Name != ""}
+	asked := requested{req: req, kind: s.kind.Kind, pool: s.pool, bound: s.claim.Status.AddressRef.Name != ""}
+	return func(ctx context.Context) (backends.Allocation, error) {
+		return r.allocateRequested(ctx, backend, claim, asked)
+	}
 }
 
-// requestingBackend is a backend allocating for a claim that requests an
-// address.
-type requestingBackend struct {
-	backends.Backend
-	r     *ClaimReconciler
-	req   addressRequest
-	kind  string
-	pool  shared.Pool
-	claim client.ObjectKey
+// requested is what the allocation of a claim that requests an address
+// knows of it.
+type requested struct {
+	req  addressRequest
+	kind string
+	pool shared.Pool
 	// bound: the claim had its IPAddress once (status.addressRef), and
 	// rebuilds it: its machine uses the address its record holds.
 	bound bool
 }
 
-// Allocate reserves the requested address for the claim, or says why not:
+// allocateRequested reserves the requested address for the claim, or says
+// why not:
 //   - an unreadable or contradictory request reserves nothing;
 //   - a record the claim's marker holds at another address (reserved
 //     before the claim requested this one) is released and the requested
@@ -142,18 +140,18 @@ type requestingBackend struct {
 //     the same system and scope is never bound: the record just made for
 //     the claim is handed to that IPAddress's claim (see handToHolder), and
 //     the claim told which IPAddress holds it.
-func (b *requestingBackend) Allocate(ctx context.Context, claim backends.Claim) (backends.Allocation, error) {
-	if b.req.err != nil {
-		return backends.Allocation{}, b.req.err
+func (r *ClaimReconciler) allocateRequested(ctx context.Context, backend backends.Backend, claim backends.Claim, asked requested) (backends.Allocation, error) {
+	if asked.req.err != nil {
+		return backends.Allocation{}, asked.req.err
 	}
-	claim.Requested = b.req.addr
-	alloc, err := b.Backend.Allocate(ctx, claim)
-	if err == nil && alloc.Address.Addr() != claim.Requested && !b.bound {
-		if err := b.Backend.Delete(ctx, recordOf(claim, alloc)); err != nil {
+	claim.Requested = asked.req.addr
+	alloc, err := backend.Allocate(ctx, claim)
+	if err == nil && alloc.Address.Addr() != claim.Requested && !asked.bound {
+		if err := backend.Delete(ctx, recordOf(claim, alloc)); err != nil {
 			return backends.Allocation{}, fmt.Errorf("releasing %s (%s), reserved for the claim before it requested %s: %w",
 				alloc.Address, alloc.Reference, claim.Requested, err)
 		}
-		alloc, err = b.Backend.Allocate(ctx, claim)
+		alloc, err = backend.Allocate(ctx, claim)
 		if err == nil && alloc.Address.Addr() != claim.Requested {
 			err = fmt.Errorf("%w: %s answered %s (%s) to a claim requesting %s",
 				backends.ErrUnusableAnswer, alloc.Endpoint, alloc.Address, alloc.Reference, claim.Requested)
@@ -161,7 +159,7 @@ func (b *requestingBackend) Allocate(ctx context.Context, claim backends.Claim) 
 	}
 	if err != nil {
 		if errors.Is(err, backends.ErrRequestedUnavailable) {
-			return backends.Allocation{}, fmt.Errorf("%w; requested by %s, the claim gets no other address", err, b.req.from)
+			return backends.Allocation{}, fmt.Errorf("%w; requested by %s, the claim gets no other address", err, asked.req.from)
 		}
 		return backends.Allocation{}, err
 	}
@@ -170,11 +168,11 @@ func (b *requestingBackend) Allocate(ctx context.Context, claim backends.Claim) 
 		// keeps its address.
 		return alloc, nil
 	}
-	holder, err := b.r.heldInCluster(ctx, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: b.claim.Namespace, Name: b.claim.Name}}, alloc)
+	holder, err := r.heldInCluster(ctx, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, Name: claim.Name}}, alloc)
 	if err != nil || holder == nil {
 		return alloc, err
 	}
-	handed, err := b.handToHolder(ctx, claim, alloc, holder)
+	handed, err := r.handToHolder(ctx, backend, asked, claim, alloc, holder)
 	if err != nil {
 		return backends.Allocation{}, err
 	}
@@ -188,7 +186,7 @@ func (b *requestingBackend) Allocate(ctx context.Context, claim backends.Claim) 
 	}
 	return backends.Allocation{}, fmt.Errorf("%w; requested by %s, the claim gets no other address", &backends.RequestedUnavailableError{
 		Address: claim.Requested, Why: why,
-	}, b.req.from)
+	}, asked.req.from)
 }
 
 // handToHolder gives the record just made for the requesting claim, at an
@@ -199,20 +197,21 @@ func (b *requestingBackend) Allocate(ctx context.Context, claim backends.Claim) 
 // record again. It says whether the record was handed over: a holder
 // claim being deleted keeps nothing, and the requesting claim keeps its
 // record until the holder's IPAddress is gone.
-func (b *requestingBackend) handToHolder(ctx context.Context, claim backends.Claim, alloc backends.Allocation, holder *ipamv1.IPAddress) (bool, error) {
+func (r *ClaimReconciler) handToHolder(ctx context.Context, backend backends.Backend, asked requested, claim backends.Claim, alloc backends.Allocation,
+	holder *ipamv1.IPAddress) (bool, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
-	holderClaim, err := b.r.giveToHolder(ctx, b.Backend, b.pool, recordOf(claim, alloc), claim.MAC, holder, fmt.Sprintf(
+	holderClaim, err := r.giveToHolder(ctx, backend, asked.pool, recordOf(claim, alloc), claim.MAC, holder, fmt.Sprintf(
 		"another address or scope (%s answered %s to claim %s/%s, which requested it)", alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name))
 	if err != nil || holderClaim == nil {
 		return false, err
 	}
-	shared.AddressConflicts.WithLabelValues(b.kind).Inc()
+	shared.AddressConflicts.WithLabelValues(asked.kind).Inc()
 	ctrl.LoggerFrom(ctx).Info("A requested address is held in the cluster; handed the record made for it to the holder",
 		"address", alloc.Address.Addr().String(), "reference", alloc.Reference, "holder", holderKey.String())
 	held := fmt.Sprintf("claim %s/%s requested this claim's address %s, which %s no longer held for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 		claim.Namespace, claim.Name, alloc.Address.Addr(), alloc.Endpoint, alloc.Reference)
-	b.r.Recorder.Eventf(holderClaim, nil, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", held)
-	return true, shared.SetAddressReserved(ctx, b.r.Client, holderClaim, metav1.ConditionTrue, shared.AddressHeldInClusterReason, held)
+	r.Recorder.Eventf(holderClaim, nil, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", held)
+	return true, shared.SetAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, shared.AddressHeldInClusterReason, held)
 }
 
 // recordOf is the record an allocation for claim names.

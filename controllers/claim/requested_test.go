@@ -93,10 +93,10 @@ func (b *answeringBackend) Delete(_ context.Context, r backends.Record) error {
 	return nil
 }
 
-// TestRequestingBackend: the backend of a claim that requests an address
+// TestAllocateRequested: the allocation of a claim that requests an address
 // asks for it, and never lets a claim that was never bound keep another
 // address; a bound claim keeps its machine's.
-func TestRequestingBackend(t *testing.T) {
+func TestAllocateRequested(t *testing.T) {
 	at := func(addr string) backends.Allocation {
 		return backends.Allocation{Address: netip.MustParsePrefix(addr), Reference: "ref/" + addr}
 	}
@@ -135,8 +135,9 @@ func TestRequestingBackend(t *testing.T) {
 				tc.req = addressRequest{addr: netip.MustParseAddr("10.0.0.5"), from: "the annotation"}
 			}
 			inner := &answeringBackend{answers: tc.answers, errs: tc.errs}
-			b := &requestingBackend{Backend: inner, r: &ClaimReconciler{}, req: tc.req, bound: tc.bound}
-			alloc, err := b.Allocate(context.Background(), backends.Claim{Marker: "id/ns/vip", Namespace: "ns", Name: "vip"})
+			r := &ClaimReconciler{}
+			alloc, err := r.allocateRequested(context.Background(), inner, backends.Claim{Marker: "id/ns/vip", Namespace: "ns", Name: "vip"},
+				requested{req: tc.req, bound: tc.bound})
 
 			require.Len(t, inner.asked, tc.asked)
 			for _, c := range inner.asked {

@@ -137,9 +137,6 @@ type Sources struct {
 	// due are the bound claims whose source changed since their MAC was
 	// last compared.
 	due sets.Set[types.NamespacedName]
-	// heldBack are the claims whose MAC the grid refused, until their next
-	// attempt (see refused).
-	heldBack map[types.NamespacedName]heldBack
 	// watches starts the watch on a source kind when a claim first reads
 	// a MAC from it; nil starts none (tests).
 	Watches *kindWatches
@@ -360,28 +357,18 @@ func (m *Sources) TakeDue(claim types.NamespacedName) bool {
 // adds. A MAC the provider read from the machine (the source annotation
 // says so) is dropped with its source, so that the next attempt reads the
 // machine's MAC again: a corrected MAC then makes the record. A MAC set by
-// hand stays, for whoever set it to correct. Either way the claim is held
-// back for retry, unless the object its MAC is read from changes first:
-// dropping the annotations writes the claim, and that write's event must
-// not bring on another attempt at once (a lookup, the annotations written
-// again and another refusal, in a loop).
-func (m *Sources) Refused(claim *ipamv1.IPAddressClaim, retry time.Duration) string {
+// hand stays, for whoever set it to correct. Either way the caller holds
+// the claim back for its wait with the annotations as Refused leaves them:
+// dropping them writes the claim, and that write's event must not bring on
+// another attempt at once (a lookup, the annotations written again and
+// another refusal, in a loop). A correction of a hand-set MAC, or a change
+// of the object the MAC is read from (see MapClaims), ends the hold.
+func (m *Sources) Refused(claim *ipamv1.IPAddressClaim) string {
 	if m == nil {
 		return ""
 	}
 	key := client.ObjectKeyFromObject(claim)
 	sourceKey, provided := claim.Annotations[v1alpha1.MACAddressSourceAnnotation]
-	hold := heldBack{until: time.Now().Add(retry)}
-	if !provided {
-		// Set by hand: its correction ends the hold at once.
-		hold.handSet = claim.Annotations[v1alpha1.MACAddressAnnotation]
-	}
-	m.mu.Lock()
-	if m.heldBack == nil {
-		m.heldBack = map[types.NamespacedName]heldBack{}
-	}
-	m.heldBack[key] = hold
-	m.mu.Unlock()
 	if !provided {
 		if _, ok := claim.Annotations[v1alpha1.MACAddressAnnotation]; !ok {
 			return ""
@@ -416,33 +403,6 @@ func (m *Sources) FirstDeferral(claim types.NamespacedName) bool {
 	return true
 }
 
-// heldBack is a claim held back after the grid refused its MAC.
-type heldBack struct {
-	until time.Time
-	// handSet is the refused MAC when the claim's annotation set it by
-	// hand; "" when the provider read it from the machine.
-	handSet string
-}
-
-// heldBackFor is how long the claim is still held back after the grid
-// refused its MAC; 0 once it may try again, or once the hand-set MAC that
-// was refused (refused) is no longer the claim's annotation.
-func (m *Sources) HeldBackFor(claim *ipamv1.IPAddressClaim) time.Duration {
-	key := client.ObjectKeyFromObject(claim)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	hold, ok := m.heldBack[key]
-	if !ok {
-		return 0
-	}
-	corrected := hold.handSet != "" && claim.Annotations[v1alpha1.MACAddressAnnotation] != hold.handSet
-	if wait := time.Until(hold.until); wait > 0 && !corrected {
-		return wait
-	}
-	delete(m.heldBack, key)
-	return 0
-}
-
 // forget drops a claim that is gone.
 func (m *Sources) Forget(claim types.NamespacedName) {
 	if m == nil {
@@ -450,7 +410,6 @@ func (m *Sources) Forget(claim types.NamespacedName) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.heldBack, claim)
 	m.deferred.Delete(claim)
 	src, ok := m.sources[claim]
 	if !ok {
@@ -463,21 +422,22 @@ func (m *Sources) Forget(claim types.NamespacedName) {
 	}
 }
 
-// mapClaims maps an object of a source kind to the claims whose MAC it
-// holds; changed marks them due for a comparison and ends a hold-back.
-func (m *Sources) MapClaims(kind schema.GroupKind, changed bool) handler.MapFunc {
+// MapClaims maps an object of a source kind to the claims whose MAC it
+// holds. changed, when not nil, says the object changed: the claims are
+// marked due for a comparison, and told (a refused MAC may have been
+// corrected, so a claim held back looks at once).
+func (m *Sources) MapClaims(kind schema.GroupKind, changed func(claim types.NamespacedName)) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		var reqs []reconcile.Request
 		for claim := range m.watchers[Source{Kind: kind, NamespacedName: client.ObjectKeyFromObject(o)}] {
-			if changed {
+			if changed != nil {
 				if m.due == nil {
 					m.due = sets.New[types.NamespacedName]()
 				}
 				m.due.Insert(claim)
-				// A refused MAC may have been corrected: look at once.
-				delete(m.heldBack, claim)
+				changed(claim)
 			}
 			reqs = append(reqs, reconcile.Request{NamespacedName: claim})
 		}
@@ -489,9 +449,10 @@ func (m *Sources) MapClaims(kind schema.GroupKind, changed bool) handler.MapFunc
 // watch's first listing, at a restart or when the watch starts late, only
 // wakes them (a claim waiting for a MAC looks again): the objects listed
 // did not change, so the bound claims, which by then are watchers, are not
-// marked due, and a restart reads no owner chain past the cache.
-func (m *Sources) SourceEvents(kind schema.GroupKind) handler.EventHandler {
-	changed, listed := m.MapClaims(kind, true), m.MapClaims(kind, false)
+// marked due, and a restart reads no owner chain past the cache. A change
+// is told to woken, for each claim.
+func (m *Sources) SourceEvents(kind schema.GroupKind, woken func(claim types.NamespacedName)) handler.EventHandler {
+	changed, listed := m.MapClaims(kind, woken), m.MapClaims(kind, nil)
 	enqueue := func(reqs []reconcile.Request, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, req := range reqs {
 			q.Add(req)
@@ -517,7 +478,7 @@ func (m *Sources) SourceEvents(kind schema.GroupKind) handler.EventHandler {
 	}
 }
 
-// macSourceChanged lets through the events of a source object that may
+// SourceChanged lets through the events of a source object that may
 // change a claim's MAC: its creation, its deletion, and a new generation,
 // which the API server gives a BareMetalHost or a VSphereVM when its spec
 // changes. The MAC is spec: a host's bootMACAddress, a device's macAddr.
@@ -528,7 +489,7 @@ func (m *Sources) SourceEvents(kind schema.GroupKind) handler.EventHandler {
 // states, addresses) and every metadata change (annotations, labels,
 // finalizers) would mark the bound claims of the object due, each of
 // which would then read its owner chain past the cache.
-func MacSourceChanged() predicate.Predicate {
+func SourceChanged() predicate.Predicate {
 	// Create, delete and generic events pass: only updates are judged.
 	return predicate.GenerationChangedPredicate{}
 }

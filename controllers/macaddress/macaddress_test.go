@@ -240,17 +240,23 @@ func TestMACWatchersMapSourcesToClaims(t *testing.T) {
 	m.Watch(host, a)
 	m.Watch(host, b)
 	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "hosts", Name: "host-0"}}
-	assert.Len(t, m.MapClaims(BareMetalHostKind, true)(context.Background(), obj), 2)
-	assert.Empty(t, m.MapClaims(vsphereVMKind, true)(context.Background(), obj), "another kind's namesake")
+	var told []types.NamespacedName
+	tell := func(claim types.NamespacedName) { told = append(told, claim) }
+	assert.Len(t, m.MapClaims(BareMetalHostKind, tell)(context.Background(), obj), 2)
+	assert.ElementsMatch(t, []types.NamespacedName{a, b}, told, "a change is told for each claim")
+	told = nil
+	assert.Empty(t, m.MapClaims(vsphereVMKind, tell)(context.Background(), obj), "another kind's namesake")
+	assert.Len(t, m.MapClaims(BareMetalHostKind, nil)(context.Background(), obj), 2, "a listing wakes too")
+	assert.Empty(t, told)
 
 	m.Forget(a)
-	reqs := m.MapClaims(BareMetalHostKind, true)(context.Background(), obj)
+	reqs := m.MapClaims(BareMetalHostKind, tell)(context.Background(), obj)
 	require.Len(t, reqs, 1)
 	assert.Equal(t, b, reqs[0].NamespacedName)
 
 	// A claim whose MAC now comes from elsewhere is woken by that only.
 	m.Watch(Source{Kind: BareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: "hosts", Name: "host-1"}}, b)
-	assert.Empty(t, m.MapClaims(BareMetalHostKind, true)(context.Background(), obj))
+	assert.Empty(t, m.MapClaims(BareMetalHostKind, tell)(context.Background(), obj))
 }
 
 func TestMACSourceAnnotationRoundTrip(t *testing.T) {
@@ -337,7 +343,7 @@ func TestOnlyIPv4FixedAddressesCarryTheMachinesMAC(t *testing.T) {
 // restart, or a watch started late) wakes the claims that read an object,
 // so that a waiting claim looks again, but marks no bound claim due for a
 // comparison, which would read its owner chain past the cache; a change
-// does both.
+// does both, and is told (it ends the claim's hold).
 func TestMACSourceListingWakesWithoutComparing(t *testing.T) {
 	host := Source{Kind: BareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: "hosts", Name: "host-0"}}
 	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "hosts", Name: "host-0"}}
@@ -365,11 +371,13 @@ func TestMACSourceListingWakesWithoutComparing(t *testing.T) {
 			m.remember(host, claim)
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			tc.send(m.SourceEvents(BareMetalHostKind), q)
+			told := false
+			tc.send(m.SourceEvents(BareMetalHostKind, func(types.NamespacedName) { told = true }), q)
 			require.Equal(t, 1, q.Len(), "the claim is woken")
 			got, _ := q.Get()
 			assert.Equal(t, claim, got.NamespacedName)
 			assert.Equal(t, tc.wantDue, m.TakeDue(claim))
+			assert.Equal(t, tc.wantDue, told, "a change, not a listing, is told")
 		})
 	}
 }
