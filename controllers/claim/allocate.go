@@ -46,7 +46,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, 
 	}
 	// Refused moments ago: asked now, the IPAM system would most likely
 	// refuse again (see holds).
-	if wait := r.holds.Remaining(s.claim); wait > 0 {
+	if wait := r.holds.remaining(s.claim); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	// The pool is being validated again because a claim got an address it
@@ -99,7 +99,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, 
 // waited slowAnswer for the IPAM system, which is slow or throttling: the
 // answer still brings the claim back. Not an event: nothing is wrong yet.
 func waitingForAnswer(s *scope, reason string, what string) {
-	shared.SetClaimReady(s.claim, metav1.ConditionFalse, reason, fmt.Sprintf(
+	setClaimReady(s.claim, metav1.ConditionFalse, reason, fmt.Sprintf(
 		"the IPAM system of %s %s has not answered the claim's %s for %s: it is slow or throttling (see the pool's conditions and the metrics capi_ipam_bridge_backend_*); the claim goes on once it answers",
 		s.kind.Kind, s.pool.GetName(), what, slowAnswer))
 }
@@ -138,7 +138,7 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 		// addressToWaitingClaims); this covers space freed, or a plan
 		// given back, in the backend.
 		retry = ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}
-		r.holds.Hold(claim, retry.RequeueAfter)
+		r.holds.hold(claim, retry.RequeueAfter)
 	case shared.MACAddressInUseReason:
 		// Until the MAC's holder or its source changes: a correction of
 		// the claim's annotation, or a change of the object the MAC is
@@ -150,7 +150,7 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 	default:
 		retry = r.holdBack(claim)
 	}
-	shared.SetClaimReady(claim, metav1.ConditionFalse, reason, msg)
+	setClaimReady(claim, metav1.ConditionFalse, reason, msg)
 	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", msg)
 	switch reason {
 	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, shared.PlannedRecordConflictReason, shared.RequestedAddressUnavailableReason,

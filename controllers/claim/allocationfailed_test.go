@@ -43,7 +43,7 @@ func TestAllocationFailedRequeuesExpectedOutcomesWithoutError(t *testing.T) {
 		{name: "other", err: errors.New("boom"), wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: retry, waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: shared.NewHolds(clock.RealClock{})}
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: retry, waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{})}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 			result, err := r.allocationFailed(claim, tc.err)
 			if tc.wantErr {

@@ -51,12 +51,12 @@ func (r *ClaimReconciler) bind(ctx context.Context, s *scope, answer allocationA
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	shared.RecordReservation(address, alloc, r.backendClaim(s.claim).Marker)
+	recordReservation(address, alloc, r.backendClaim(s.claim).Marker)
 	if err := r.Client.Create(ctx, address); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return r.lostToAnotherWriter(ctx, s.claim, backend, alloc)
 		}
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
+		setClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyAllocationFailedReason,
 			fmt.Sprintf("creating IPAddress for %s: %v", alloc.Address, err))
 		r.holdBack(s.claim)
 		return ctrl.Result{}, fmt.Errorf("creating IPAddress: %w", err)
@@ -68,9 +68,9 @@ func (r *ClaimReconciler) bind(ctx context.Context, s *scope, answer allocationA
 	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.AddressAllocatedReason, "Allocate",
 		"Allocated %s from %s %s (%s)", alloc.Address, s.kind.Kind, s.pool.GetName(), alloc.Reference)
 
-	shared.ForgetReservation(s.claim)
+	forgetReservation(s.claim)
 	s.claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-	shared.SetClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+	setClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
 	return ctrl.Result{}, nil
 }
 

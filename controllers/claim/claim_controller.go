@@ -66,7 +66,7 @@ type ClaimReconciler struct {
 	// patterns.
 	MachineNames *MachineNames
 	// MACAddresses finds the MAC of the machine's interface, for pools
-	// whose fixed addresses carry it (macaddress.go); nil for none.
+	// whose fixed addresses carry it (package macaddress); nil for none.
 	MACAddresses *macaddress.Sources
 
 	// Identity distinguishes this management cluster's reservations when
@@ -90,7 +90,7 @@ type ClaimReconciler struct {
 	waits *shared.WaitBackoff
 	// holds keep a refused claim from asking again before its wait is
 	// over (see holds).
-	holds *shared.Holds
+	holds *holds
 	// allocations and releases run off the claim workers; their answers
 	// come back through wake.
 	allocations *backgroundCalls[allocationAnswer]
@@ -133,7 +133,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		r.FirstRetryInterval = shared.FirstRetryInterval
 	}
 	r.waits = shared.NewWaitBackoff(r.FirstRetryInterval, r.MaxRetryInterval)
-	r.holds = shared.NewHolds(clock.RealClock{})
+	r.holds = newHolds(clock.RealClock{})
 	r.released = cache.NewExpiring()
 	r.written = cache.NewExpiring()
 	r.wake = make(chan event.GenericEvent, wakeQueue)
@@ -189,7 +189,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			obj := &metav1.PartialObjectMetadata{}
 			obj.SetGroupVersionKind(mapping.GroupVersionKind)
 			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
-				r.MACAddresses.SourceEvents(kind, r.holds.Release), macaddress.SourceChanged()))
+				r.MACAddresses.SourceEvents(kind, r.holds.release), macaddress.SourceChanged()))
 		})
 	}
 	return nil
@@ -204,7 +204,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if apierrors.IsNotFound(err) {
 			shared.Waiting.Forget(req.NamespacedName)
 			r.waits.Forget(req.NamespacedName)
-			r.holds.Release(req.NamespacedName)
+			r.holds.release(req.NamespacedName)
 			r.allocations.forget(req.NamespacedName)
 			r.releases.forget(req.NamespacedName)
 			r.MACAddresses.Forget(req.NamespacedName)
@@ -298,7 +298,7 @@ func (r *ClaimReconciler) trackOutcome(key types.NamespacedName, claim *ipamv1.I
 	trackWaiting(claim, kind)
 	if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
 		r.waits.Forget(key)
-		r.holds.Release(key)
+		r.holds.release(key)
 	}
 }
 

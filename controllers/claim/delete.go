@@ -42,7 +42,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		}
 		address = nil
 	}
-	if address != nil && !shared.AddressBelongsTo(address, s.claim) && !shared.StrippedOfItsClaim(address, s.claim) {
+	if address != nil && !shared.AddressBelongsTo(address, s.claim) && !strippedOfItsClaim(address, s.claim) {
 		address = nil
 	}
 
@@ -116,7 +116,7 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1
 	leave := func(reason string) error {
 		log.Info("Leaving the backend record in place", "reason", err.Error())
 		shared.RecordsLeft.WithLabelValues(s.kind.Kind, reason).Inc()
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, reason, err.Error())
+		setClaimReady(s.claim, metav1.ConditionFalse, reason, err.Error())
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reason, "Release", "%v", err)
 		r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, reason, "Release",
 			"Claim %s/%s: %v", s.claim.Namespace, s.claim.Name, err)
@@ -130,7 +130,7 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1
 		// The record lives where the pool no longer reaches.
 		return true, leave(shared.ReleaseLeftReason)
 	case err != nil:
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.ReleaseFailedReason, err.Error())
+		setClaimReady(s.claim, metav1.ConditionFalse, shared.ReleaseFailedReason, err.Error())
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, shared.ReleaseFailedReason, "Release", "%v", err)
 		return false, fmt.Errorf("releasing address: %w", err)
 	}

@@ -107,7 +107,7 @@ func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
 	if prev := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); prev == nil || prev.Reason != shared.MACAddressUnknownReason {
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, shared.MACAddressUnknownReason, "Allocate", "%s", msg)
 	}
-	shared.SetClaimReady(claim, metav1.ConditionFalse, shared.MACAddressUnknownReason, msg)
+	setClaimReady(claim, metav1.ConditionFalse, shared.MACAddressUnknownReason, msg)
 }
 
 // checkBoundMAC compares the MAC a bound claim's record carries (its

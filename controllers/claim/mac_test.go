@@ -103,7 +103,7 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-0-pool",
 				OwnerReferences: []metav1.OwnerReference{apitest.OwnerRef(apitest.InfraV1beta1, "Metal3Data", "workers-0")},
 				Annotations:     maps.Clone(tc.annotations)}}
-			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: shared.NewHolds(clock.RealClock{}),
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{}),
 				MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
 			ctx := context.Background()
 
@@ -119,26 +119,26 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 
 			// The claim's own write brings it back at once: it is held
 			// back, and allocate asks nothing before the hold is over.
-			assert.Positive(t, r.holds.Remaining(claim), "held back")
+			assert.Positive(t, r.holds.remaining(claim), "held back")
 
 			// The host changes: the claim looks at once.
 			host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
-			woken := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, r.holds.Release)(ctx, host)
+			woken := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, r.holds.release)(ctx, host)
 			if _, byHand := tc.wantKept[v1alpha1.MACAddressAnnotation]; byHand {
 				// Not woken by the host, which it does not read; still
 				// held back while the refused MAC stays. Its correction
 				// ends the wait at once, with the MAC now set.
 				assert.Empty(t, woken)
-				assert.Positive(t, r.holds.Remaining(claim), "still held back")
+				assert.Positive(t, r.holds.remaining(claim), "still held back")
 				claim.Annotations[v1alpha1.MACAddressAnnotation] = "52:54:00:aa:bb:02"
-				assert.Zero(t, r.holds.Remaining(claim), "the correction ends the hold")
+				assert.Zero(t, r.holds.remaining(claim), "the correction ends the hold")
 				mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
 				require.NoError(t, err)
 				assert.Nil(t, later)
 				assert.Equal(t, "52:54:00:aa:bb:02", mac)
 				return
 			}
-			assert.Zero(t, r.holds.Remaining(claim), "the host's change ends the hold")
+			assert.Zero(t, r.holds.remaining(claim), "the host's change ends the hold")
 			mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
 			require.NoError(t, err)
 			require.Len(t, woken, 1)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,9 +57,14 @@ func (m *MachineNames) Ensure(ctx context.Context, claim *ipamv1.IPAddressClaim)
 // resolve returns the first Machine among refs or, depth first, among the
 // owners of the objects refs name that are of a followed kind; "" if none.
 func (m *MachineNames) resolve(ctx context.Context, namespace string, refs []metav1.OwnerReference, hops int, seen map[string]bool) (string, error) {
-	ref, err := shared.FindOwner(ctx, m.Reader, m.Follow, namespace, refs, hops, seen, shared.IsMachine)
+	ref, err := shared.FindOwner(ctx, m.Reader, m.Follow, namespace, refs, hops, seen, isMachine)
 	if err != nil || ref == nil {
 		return "", err
 	}
 	return ref.Name, nil
+}
+
+func isMachine(ref metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == clusterv1.GroupVersion.Group && ref.Kind == "Machine"
 }

@@ -26,7 +26,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 	log := ctrl.LoggerFrom(ctx)
 
 	if s.pool == nil {
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
+		setClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason,
 			fmt.Sprintf("%s %s not found", s.kind.Kind, s.claim.Spec.PoolRef.Name))
 		return r.wait(s.claim), nil
 	}
@@ -55,11 +55,11 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("getting IPAddress: %w", err)
-	case shared.IsPredecessorsAddress(address, s.claim):
+	case isPredecessorsAddress(address, s.claim):
 		// A claim of the same name that is gone left its IPAddress; it is
 		// garbage, and never this claim's.
 		log.Info("Removing the IPAddress of a deleted claim of the same name", "owner", metav1.GetControllerOf(address).UID)
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
+		setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
 			fmt.Sprintf("IPAddress %s belonged to a deleted claim of the same name and is being removed", address.Name))
 		if err := r.removeAddressFinalizer(ctx, address); err != nil {
 			return ctrl.Result{}, err
@@ -69,7 +69,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		}
 		return r.wait(s.claim), nil
 	case !shared.AddressBelongsTo(address, s.claim):
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
+		setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
 			fmt.Sprintf("IPAddress %s exists but belongs to claim %q of pool %s %s", address.Name,
 				address.Spec.ClaimRef.Name, address.Spec.PoolRef.Kind, address.Spec.PoolRef.Name))
 		return r.wait(s.claim), nil
@@ -78,9 +78,9 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		// the marker finds the same address again. The delete event brings
 		// the claim back, and the wait covers an event that is missed.
 		log.Info("IPAddress is being deleted while its claim exists, recreating it")
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, shared.AddressDeletedReason,
+		setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressDeletedReason,
 			fmt.Sprintf("IPAddress %s is being deleted; it is written again with the same address", address.Name))
-		shared.KeepReservation(s.claim, address)
+		keepReservation(s.claim, address)
 		if err := r.persistReservation(ctx, s.claim); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -97,7 +97,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 			return ctrl.Result{}, err
 		}
 		s.claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-		shared.SetClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+		setClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
 		return ctrl.Result{}, nil
 	}
 
@@ -113,7 +113,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		if m := conditions.GetMessage(s.pool, v1alpha1.ReadyCondition); m != "" {
 			msg += ": " + m
 		}
-		shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
+		setClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
 		return r.wait(s.claim), nil
 	}
 	return r.allocate(ctx, s)
@@ -130,7 +130,7 @@ func (r *ClaimReconciler) wait(claim *ipamv1.IPAddressClaim) ctrl.Result {
 // also holds the claim back for that wait (see holds).
 func (r *ClaimReconciler) holdBack(claim *ipamv1.IPAddressClaim) ctrl.Result {
 	retry := r.wait(claim)
-	r.holds.Hold(claim, retry.RequeueAfter)
+	r.holds.hold(claim, retry.RequeueAfter)
 	return retry
 }
 
@@ -143,6 +143,6 @@ func (r *ClaimReconciler) poolBeingDeleted(s *scope) ctrl.Result {
 	if controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) {
 		msg += "; its deletion waits for this claim to be deleted"
 	}
-	shared.SetClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
+	setClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)
 	return r.wait(s.claim)
 }

@@ -25,7 +25,7 @@ func claimPath(claim *ipamv1.IPAddressClaim) string {
 // bindInMemory changes the claim's status as an allocation does.
 func bindInMemory(claim *ipamv1.IPAddressClaim) {
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: claim.Name}
-	shared.SetClaimReady(claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+	setClaimReady(claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
 }
 
 func TestClaimPatchWritesTheStatusThenTheMetadataInOneRequestEach(t *testing.T) {
@@ -101,7 +101,7 @@ func TestClaimPatchOfAStatusReadBeforeAnotherWriteConflicts(t *testing.T) {
 	// Another write reaches the claim after the read: a later reconcile's
 	// status, say.
 	later := stale.DeepCopy()
-	shared.SetClaimReady(later, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, "a later view")
+	setClaimReady(later, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, "a later view")
 	require.NoError(t, c.Status().Update(ctx, later))
 
 	p := newClaimPatch(stale)
@@ -131,7 +131,7 @@ func TestClaimPatchLetsAReleasedClaimGoWithoutWritingItsStatus(t *testing.T) {
 
 	p := newClaimPatch(claim)
 	// What a release leaves on the claim: a condition, and no finalizer.
-	shared.SetClaimReady(claim, metav1.ConditionFalse, shared.ReleaseSkippedReason, "left in place")
+	setClaimReady(claim, metav1.ConditionFalse, shared.ReleaseSkippedReason, "left in place")
 	controllerutil.RemoveFinalizer(claim, shared.ClaimFinalizer)
 	log.Take()
 	require.NoError(t, p.apply(ctx, c, claim))

@@ -20,8 +20,8 @@ import (
 )
 
 // Every refusal holds the claim back for its wait, which grows with each
-// refusal whatever reconcile reported it; a refused MAC has a hold of its
-// own, which the MAC's source ends (macaddress.go).
+// refusal whatever reconcile reported it, a refused MAC too (a change of
+// its source ends that hold; see TestARefusedMACIsReadAgainUnlessSetByHand).
 func TestAllocationFailedHoldsTheClaimForItsWait(t *testing.T) {
 	const exhausted = 42 * time.Second
 	for _, tc := range []struct {
@@ -37,11 +37,12 @@ func TestAllocationFailedHoldsTheClaimForItsWait(t *testing.T) {
 		{name: "throttled", err: fmt.Errorf("allocating: %w", backends.ErrThrottled), grows: true},
 		{name: "unavailable", err: fmt.Errorf("allocating: %w", backends.ErrUnavailable), grows: true},
 		{name: "other", err: errors.New("boom"), grows: true},
+		{name: "MAC in use", err: fmt.Errorf("allocating: %w", backends.ErrMACAddressInUse), grows: true},
 		{name: "pool exhausted", err: fmt.Errorf("allocating: %w", backends.ErrExhausted)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: exhausted,
-				waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: shared.NewHolds(clocktesting.NewFakePassiveClock(time.Now()))}
+				waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: newHolds(clocktesting.NewFakePassiveClock(time.Now()))}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 			for i := range 3 {
 				result, err := r.allocationFailed(claim, tc.err)
@@ -49,7 +50,7 @@ func TestAllocationFailedHoldsTheClaimForItsWait(t *testing.T) {
 				if tc.grows {
 					want = shared.FirstRetryInterval << i
 				}
-				assert.Equal(t, want, r.holds.Remaining(claim), "held back after refusal %d", i+1)
+				assert.Equal(t, want, r.holds.remaining(claim), "held back after refusal %d", i+1)
 				if err == nil {
 					assert.Equal(t, want, result.RequeueAfter)
 				}

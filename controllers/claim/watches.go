@@ -71,7 +71,7 @@ func (r *ClaimReconciler) waitingClaims(ctx context.Context, ref ipamv1.IPPoolRe
 // wait for may have changed, so they ask again at once.
 func (r *ClaimReconciler) woken(requests []reconcile.Request) []reconcile.Request {
 	for _, req := range requests {
-		r.holds.Release(req.NamespacedName)
+		r.holds.release(req.NamespacedName)
 	}
 	return requests
 }

@@ -74,7 +74,7 @@ var (
 )
 
 const (
-	// bareMetalHostAnnotation on a Metal3Machine names its host as
+	// BareMetalHostAnnotation on a Metal3Machine names its host as
 	// "<namespace>/<name>" (CAPM3's baremetal.HostAnnotation).
 	BareMetalHostAnnotation = "metal3.io/BareMetalHost"
 	// bareMetalHostVersion is the version BareMetalHosts are read in.
@@ -89,7 +89,7 @@ type Source struct {
 
 func (s Source) String() string { return s.Kind.Kind + " " + s.NamespacedName.String() }
 
-// key is the source as the claim's MACAddressSourceAnnotation records it:
+// Key is the source as the claim's MACAddressSourceAnnotation records it:
 // "<Kind>.<group>/<namespace>/<name>".
 func (s Source) Key() string { return s.Kind.String() + "/" + s.Namespace + "/" + s.Name }
 
@@ -137,7 +137,7 @@ type Sources struct {
 	// due are the bound claims whose source changed since their MAC was
 	// last compared.
 	due sets.Set[types.NamespacedName]
-	// watches starts the watch on a source kind when a claim first reads
+	// Watches starts the watch on a source kind when a claim first reads
 	// a MAC from it; nil starts none (tests).
 	Watches *kindWatches
 	// deferred are the claims told that they are reserved without a MAC.
@@ -317,7 +317,7 @@ func nestedListField(obj map[string]any, index int, field string, fields ...stri
 	return s
 }
 
-// watch remembers that the claim's MAC comes from src, and makes sure the
+// Watch remembers that the claim's MAC comes from src, and makes sure the
 // kind of src is watched.
 func (m *Sources) Watch(src Source, claim types.NamespacedName) {
 	m.remember(src, claim)
@@ -340,7 +340,7 @@ func (m *Sources) remember(src Source, claim types.NamespacedName) {
 	m.sources[claim] = src
 }
 
-// takeDue says whether the claim's source changed since its MAC was last
+// TakeDue says whether the claim's source changed since its MAC was last
 // compared, and clears that.
 func (m *Sources) TakeDue(claim types.NamespacedName) bool {
 	m.mu.Lock()
@@ -352,7 +352,7 @@ func (m *Sources) TakeDue(claim types.NamespacedName) bool {
 	return true
 }
 
-// refused handles the grid's refusal of the claim's MAC, which another
+// Refused handles the grid's refusal of the claim's MAC, which another
 // fixed address holds (MACAddressInUse), and says what the claim's message
 // adds. A MAC the provider read from the machine (the source annotation
 // says so) is dropped with its source, so that the next attempt reads the
@@ -386,7 +386,7 @@ func (m *Sources) Refused(claim *ipamv1.IPAddressClaim) string {
 	return fmt.Sprintf("the MAC was read from %s, and is read again at the claim's next attempt: correct it there if it is wrong", from)
 }
 
-// firstDeferral says whether the claim is told for the first time that
+// FirstDeferral says whether the claim is told for the first time that
 // it is reserved without a MAC: the reservation may be tried several
 // times (a busy or full pool, a failed answer), and the event says the
 // same each time.
@@ -403,7 +403,7 @@ func (m *Sources) FirstDeferral(claim types.NamespacedName) bool {
 	return true
 }
 
-// forget drops a claim that is gone.
+// Forget drops a claim that is gone.
 func (m *Sources) Forget(claim types.NamespacedName) {
 	if m == nil {
 		return
@@ -445,7 +445,7 @@ func (m *Sources) MapClaims(kind schema.GroupKind, changed func(claim types.Name
 	}
 }
 
-// sourceEvents wakes the claims whose MAC an object of kind holds. The
+// SourceEvents wakes the claims whose MAC an object of kind holds. The
 // watch's first listing, at a restart or when the watch starts late, only
 // wakes them (a claim waiting for a MAC looks again): the objects listed
 // did not change, so the bound claims, which by then are watchers, are not

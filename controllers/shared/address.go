@@ -14,7 +14,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 )
 
-// noteMarker records on an IPAddress the marker its claim's record carries,
+// NoteMarker records on an IPAddress the marker its claim's record carries,
 // unless it says so already.
 func NoteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress, marker string) error {
 	if address.Annotations[v1alpha1.ReservationMarkerAnnotation] == marker {
@@ -23,7 +23,7 @@ func NoteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress,
 	return annotateAddress(ctx, c, address, v1alpha1.ReservationMarkerAnnotation, marker, "the marker of its record")
 }
 
-// markRecordMoved notes on an IPAddress where its claim's record was moved.
+// MarkRecordMoved notes on an IPAddress where its claim's record was moved.
 func MarkRecordMoved(ctx context.Context, c client.Client, address *ipamv1.IPAddress, movedTo string) error {
 	return annotateAddress(ctx, c, address, v1alpha1.RecordMovedAnnotation, movedTo, "that its record was moved")
 }
@@ -42,7 +42,7 @@ func annotateAddress(ctx context.Context, c client.Client, address *ipamv1.IPAdd
 	return nil
 }
 
-// setAddressReserved writes a claim's AddressReserved condition, which says
+// SetAddressReserved writes a claim's AddressReserved condition, which says
 // whether the IPAM system still holds the machine's address for it.
 func SetAddressReserved(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, msg string) error {
 	if prev := conditions.Get(claim, v1alpha1.AddressReservedCondition); prev != nil && prev.Status == status && prev.Reason == reason && prev.Message == msg {

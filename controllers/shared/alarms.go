@@ -101,7 +101,7 @@ func (c *Alarms) Revalidating(pool Pool) bool {
 	return ok && time.Since(at) < revalidationWait
 }
 
-// revalidationDue says whether Revalidate asked for the pool, and when.
+// RevalidationDue says whether Revalidate asked for the pool, and when.
 func (c *Alarms) RevalidationDue(pool Pool) (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -109,7 +109,7 @@ func (c *Alarms) RevalidationDue(pool Pool) (time.Time, bool) {
 	return at, ok
 }
 
-// revalidated records that the pool validated after Revalidate asked at
+// Revalidated records that the pool validated after Revalidate asked at
 // at; a request made since stays due.
 func (c *Alarms) Revalidated(pool Pool, at time.Time) {
 	c.mu.Lock()
@@ -129,7 +129,7 @@ func (c *Alarms) notify(kind PoolKind, pool Pool) {
 	}
 }
 
-// current returns the refusal that still applies to the pool with backend:
+// Current returns the refusal that still applies to the pool with backend:
 // one made with this very backend, within maxAge. A new backend (new
 // credentials or spec) or an old refusal is forgotten, and the pool is
 // validated as usual.
@@ -147,7 +147,7 @@ func (c *Alarms) Current(pool Pool, backend backends.Backend, maxAge time.Durati
 	return r.err
 }
 
-// forget drops a deleted pool's refusal.
+// Forget drops a deleted pool's refusal.
 func (c *Alarms) Forget(pool Pool) {
 	c.mu.Lock()
 	delete(c.byPool, pool.GetUID())
@@ -155,7 +155,7 @@ func (c *Alarms) Forget(pool Pool) {
 	c.mu.Unlock()
 }
 
-// source is what the pool reconciler of kind watches for reports.
+// Source is what the pool reconciler of kind watches for reports.
 func (c *Alarms) Source(kind PoolKind) source.Source {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -171,7 +171,7 @@ func (c *Alarms) channelLocked(kind PoolKind) chan event.GenericEvent {
 	return ch
 }
 
-// secretMetadata is a Secret as the manager watches it: metadata only, so
+// SecretMetadata is a Secret as the manager watches it: metadata only, so
 // that no credentials are cached.
 func SecretMetadata() *metav1.PartialObjectMetadata {
 	secret := &metav1.PartialObjectMetadata{}
@@ -179,7 +179,7 @@ func SecretMetadata() *metav1.PartialObjectMetadata {
 	return secret
 }
 
-// poolsOfSecret lists the pools of kind that read their credentials from
+// PoolsOfSecret lists the pools of kind that read their credentials from
 // secret: namespaced pools in its namespace, cluster-scoped ones when it is
 // in the manager's namespace.
 func PoolsOfSecret(ctx context.Context, c client.Reader, kind PoolKind, managerNamespace string, secret client.Object) ([]client.Object, error) {

@@ -13,12 +13,11 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/annotations"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-// isPaused says whether the claim's Cluster or pool is paused, and why.
+// IsPaused says whether the claim's Cluster or pool is paused, and why.
 func IsPaused(cluster *clusterv1.Cluster, pool Pool) (bool, string) {
 	switch {
 	case cluster != nil && ptr.Deref(cluster.Spec.Paused, false):
@@ -31,13 +30,13 @@ func IsPaused(cluster *clusterv1.Cluster, pool Pool) (bool, string) {
 	return false, ""
 }
 
-// matchesWatchFilter says whether an object carries the watch-filter label
+// MatchesWatchFilter says whether an object carries the watch-filter label
 // value this manager serves; every object does when the value is empty.
 func MatchesWatchFilter(o client.Object, value string) bool {
 	return value == "" || o.GetLabels()[clusterv1.WatchLabel] == value
 }
 
-// addressBelongsTo says whether the claim controls the IPAddress: by UID, so
+// AddressBelongsTo says whether the claim controls the IPAddress: by UID, so
 // that a claim recreated under the same name never takes over its
 // predecessor's IPAddress (clusterctl move rewrites owner UIDs).
 func AddressBelongsTo(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
@@ -45,43 +44,7 @@ func AddressBelongsTo(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) b
 		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
 }
 
-// strippedOfItsClaim says whether the IPAddress is the claim's own, written
-// for it, whose owner reference to the claim the garbage collector removed:
-// in a foreground deletion of the claim (or of its owners), the collector
-// does not delete a dependent that another owner, the pool, still holds,
-// but takes the deleted owner's reference off it.
-func StrippedOfItsClaim(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
-	return metav1.GetControllerOf(address) == nil &&
-		address.Spec.ClaimRef.Name == claim.Name && address.Spec.PoolRef == claim.Spec.PoolRef
-}
-
-// isPredecessorsAddress says whether the IPAddress was written for an
-// earlier claim of the same name, which no longer exists.
-func IsPredecessorsAddress(address *ipamv1.IPAddress, claim *ipamv1.IPAddressClaim) bool {
-	owner := metav1.GetControllerOf(address)
-	return owner != nil && owner.Kind == "IPAddressClaim" && owner.Name == claim.Name && owner.UID != claim.UID &&
-		address.Spec.ClaimRef.Name == claim.Name
-}
-
-func AddressPrefix(address *ipamv1.IPAddress) (netip.Prefix, error) {
-	addr, err := netip.ParseAddr(address.Spec.Address)
-	if err != nil {
-		return netip.Prefix{}, err
-	}
-	// PrefixFrom keeps the host bits; Addr.Prefix would mask them away.
-	return netip.PrefixFrom(addr, int(ptr.Deref(address.Spec.Prefix, int32(addr.BitLen())))), nil
-}
-
-func SetClaimReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(claim, metav1.Condition{
-		Type:    ipamv1.IPAddressClaimReadyCondition,
-		Status:  status,
-		Reason:  reason,
-		Message: message,
-	})
-}
-
-// claimClusterName is the claim's cluster: spec.clusterName, or the
+// ClaimClusterName is the claim's cluster: spec.clusterName, or the
 // deprecated cluster-name label.
 func ClaimClusterName(claim *ipamv1.IPAddressClaim) string {
 	if claim.Spec.ClusterName != "" {
@@ -90,7 +53,7 @@ func ClaimClusterName(claim *ipamv1.IPAddressClaim) string {
 	return claim.Labels[clusterv1.ClusterNameLabel]
 }
 
-// getCluster reads the claim's Cluster; nil when it has none or it is gone.
+// GetCluster reads the claim's Cluster; nil when it has none or it is gone.
 func GetCluster(ctx context.Context, c client.Reader, namespace, name string) (*clusterv1.Cluster, error) {
 	if name == "" {
 		return nil, nil
@@ -105,7 +68,7 @@ func GetCluster(ctx context.Context, c client.Reader, namespace, name string) (*
 	return cluster, nil
 }
 
-// backendClaim describes the claim to the backend, its marker naming the
+// BackendClaim describes the claim to the backend, its marker naming the
 // management cluster by identity.
 func BackendClaim(identity string, claim *ipamv1.IPAddressClaim) backends.Claim {
 	return backends.Claim{
@@ -124,3 +87,13 @@ const (
 	// but the claim reconciler.
 	ProtectAddressFinalizer = "ipam-bridge.github.io/protect-address"
 )
+
+// AddressPrefix is the address an IPAddress holds, with its prefix length.
+func AddressPrefix(address *ipamv1.IPAddress) (netip.Prefix, error) {
+	addr, err := netip.ParseAddr(address.Spec.Address)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	// PrefixFrom keeps the host bits; Addr.Prefix would mask them away.
+	return netip.PrefixFrom(addr, int(ptr.Deref(address.Spec.Prefix, int32(addr.BitLen())))), nil
+}

@@ -10,7 +10,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get,resourceNames=kube-system
 
-// clusterIdentity is the default identity of this management cluster in
+// ClusterIdentity is the default identity of this management cluster in
 // reservation markers: the UID of its kube-system namespace, which lives as
 // long as the cluster and differs between clusters. Two management clusters
 // that share one IPAM system are thereby kept apart even when nobody set

@@ -14,15 +14,15 @@ import (
 
 // Field indexes on the manager's cache.
 const (
-	// poolRefField indexes claims and addresses by the pool they reference.
+	// PoolRefField indexes claims and addresses by the pool they reference.
 	PoolRefField = "spec.poolRef"
-	// clusterNameField indexes claims by their cluster.
+	// ClusterNameField indexes claims by their cluster.
 	ClusterNameField = "spec.clusterName"
-	// secretNameField indexes pools by their credentials Secret.
+	// SecretNameField indexes pools by their credentials Secret.
 	SecretNameField = "spec.connection.credentialsSecretRef.name"
 )
 
-// poolRefKey is the index value of a pool reference.
+// PoolRefKey is the index value of a pool reference.
 func PoolRefKey(ref ipamv1.IPPoolReference) string {
 	return ref.APIGroup + "/" + ref.Kind + "/" + ref.Name
 }

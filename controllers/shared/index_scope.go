@@ -8,11 +8,11 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 )
 
-// addressScopeField indexes IPAddresses by the address they hold, in their
+// AddressScopeField indexes IPAddresses by the address they hold, in their
 // system and scope (see addressScopeKey).
 const AddressScopeField = "ipam-bridge.address-in-scope"
 
-// addressScopeKey is the index value of an address held in a system's scope.
+// AddressScopeKey is the index value of an address held in a system's scope.
 func AddressScopeKey(endpoint, scope, address string) string {
 	return endpoint + "|" + scope + "|" + address
 }

@@ -20,7 +20,7 @@ type InFlight struct {
 	closed map[types.UID]bool
 }
 
-// start records an allocation from the pool; the returned func ends it. It
+// Start records an allocation from the pool; the returned func ends it. It
 // returns ok false, and records nothing, if the pool was closed.
 func (f *InFlight) Start(pool types.UID) (done func(), ok bool) {
 	f.mu.Lock()
@@ -41,7 +41,7 @@ func (f *InFlight) Start(pool types.UID) (done func(), ok bool) {
 	}, true
 }
 
-// close refuses new allocations from a pool being deleted and returns how
+// Close refuses new allocations from a pool being deleted and returns how
 // many are still under way. A deletion is never undone and a UID never
 // comes back, so a pool stays closed for the manager's life (a few bytes per
 // deleted pool): a claim reconcile that read the pool before its deletion

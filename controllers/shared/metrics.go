@@ -108,7 +108,7 @@ var (
 	registerOnce sync.Once
 )
 
-// registerMetrics adds the provider's metrics to controller-runtime's registry.
+// RegisterMetrics adds the provider's metrics to controller-runtime's registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests, backendBatchSize,
@@ -220,14 +220,14 @@ func outcome(err error) string {
 	return "success"
 }
 
-// observeRequests returns the hook that counts a backend's HTTP attempts.
+// ObserveRequests returns the hook that counts a backend's HTTP attempts.
 func ObserveRequests(backend string) func(method string, code int) {
 	return func(method string, code int) {
 		backendRequests.WithLabelValues(backend, method, strconv.Itoa(code)).Inc()
 	}
 }
 
-// observeBatches returns the hook that records a backend's batch sizes.
+// ObserveBatches returns the hook that records a backend's batch sizes.
 func ObserveBatches(backend string) func(operation string, size int) {
 	return func(operation string, size int) {
 		backendBatchSize.WithLabelValues(backend, operation).Observe(float64(size))
@@ -279,7 +279,7 @@ func SetPoolAddresses(kind string, pool Pool, total, used, free int64) {
 	poolFree.WithLabelValues(kind, pool.GetNamespace(), pool.GetName()).Set(float64(free))
 }
 
-// setPoolReady exports the pool's Ready condition: one series per pool, for
+// SetPoolReady exports the pool's Ready condition: one series per pool, for
 // the reason it has now.
 func SetPoolReady(kind string, pool Pool) {
 	c := conditions.Get(pool, v1alpha1.ReadyCondition)

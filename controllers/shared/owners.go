@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
@@ -22,7 +21,7 @@ import (
 // their metadata, nothing else (MachineNames reads past the cache).
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=metal3datas;metal3dataclaims;metal3machines;vspherevms;vspheremachines,verbs=get
 
-// consumerOwnerKinds are the objects whose owner references lead from a
+// ConsumerOwnerKinds are the objects whose owner references lead from a
 // claim to its Machine:
 //   - Metal3: IPAddressClaim → Metal3Data → Metal3Machine (directly, or via
 //     the Metal3DataClaim) → Machine;
@@ -35,10 +34,10 @@ var ConsumerOwnerKinds = []schema.GroupKind{
 	{Group: "infrastructure.cluster.x-k8s.io", Kind: "VSphereMachine"},
 }
 
-// maxOwnerHops bounds the walk; the longest known chain has three hops.
+// MaxOwnerHops bounds the walk; the longest known chain has three hops.
 const MaxOwnerHops = 4
 
-// findOwner returns the first owner reference among refs that match
+// FindOwner returns the first owner reference among refs that match
 // accepts or, depth first, among the owners of the objects refs name that
 // are of a kind in follow, reading those objects' metadata only; nil if
 // none. A branch ends at an object that is gone, of a kind not served, or
@@ -81,12 +80,7 @@ func FindOwner(ctx context.Context, reader client.Reader, follow []schema.GroupK
 	return nil, nil
 }
 
-func IsMachine(ref metav1.OwnerReference) bool {
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	return err == nil && gv.Group == clusterv1.GroupVersion.Group && ref.Kind == "Machine"
-}
-
-// machineName is the claim's recorded Machine name, else the claim's name
+// MachineName is the claim's recorded Machine name, else the claim's name
 // (a claim bound before the annotation existed).
 func MachineName(claim *ipamv1.IPAddressClaim) string {
 	if name := claim.Annotations[v1alpha1.MachineNameAnnotation]; name != "" {

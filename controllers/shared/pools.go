@@ -87,7 +87,7 @@ func (ks PoolKinds) For(ref ipamv1.IPPoolReference) (PoolKind, bool) {
 	return PoolKind{}, false
 }
 
-// getPool fetches the pool a claim references; nil when it does not exist.
+// GetPool fetches the pool a claim references; nil when it does not exist.
 func GetPool(ctx context.Context, c client.Reader, kind PoolKind, namespace, name string) (Pool, error) {
 	pool := kind.New()
 	key := client.ObjectKey{Name: name}

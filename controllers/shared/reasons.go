@@ -86,7 +86,7 @@ const (
 	AuditActionReason = "AuditAction"
 )
 
-// poolReason maps a failure to build or validate a pool's backend to the
+// PoolReason maps a failure to build or validate a pool's backend to the
 // pool's Ready reason.
 func PoolReason(err error) string {
 	var secretErr *SecretError
@@ -110,7 +110,7 @@ func PoolReason(err error) string {
 	}
 }
 
-// claimReason maps an allocation failure to the claim's Ready reason.
+// ClaimReason maps an allocation failure to the claim's Ready reason.
 func ClaimReason(err error) string {
 	var secretErr *SecretError
 	switch {

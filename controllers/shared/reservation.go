@@ -9,38 +9,14 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-// reservationAnnotations are what recordReservation notes, and what a
+// ReservationAnnotations are what recordReservation notes, and what a
 // claim takes over from its IPAddress (keepReservation).
 var ReservationAnnotations = []string{
 	v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation,
 	v1alpha1.ReservationPlannedAnnotation, v1alpha1.ReservationMarkerAnnotation,
 }
 
-// recordReservation notes on the IPAddress where the claim's address lives,
-// and the marker its record carries, so that a release finds that record
-// whatever becomes of the pool's spec, and after a clusterctl move knows it
-// from another cluster's; the claim takes the note over if the IPAddress
-// is let go before it.
-func RecordReservation(obj metav1.Object, alloc backends.Allocation, marker string) {
-	a := obj.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[v1alpha1.ReservationEndpointAnnotation] = alloc.Endpoint
-	a[v1alpha1.ReservationRecordAnnotation] = alloc.Reference
-	a[v1alpha1.ReservationMarkerAnnotation] = marker
-	if alloc.Scope != "" {
-		a[v1alpha1.ReservationScopeAnnotation] = alloc.Scope
-	}
-	if alloc.Planned {
-		a[v1alpha1.ReservationPlannedAnnotation] = "true"
-	} else {
-		delete(a, v1alpha1.ReservationPlannedAnnotation)
-	}
-	obj.SetAnnotations(a)
-}
-
-// recordedReservation is where the claim's address was reserved: from its
+// RecordedReservation is where the claim's address was reserved: from its
 // IPAddress, which holds it while it lives, else from the claim, which takes
 // it over when its IPAddress is let go (see keepReservation).
 func RecordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) backends.Reservation {
@@ -62,32 +38,4 @@ func RecordedReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress
 		last.Address, _ = AddressPrefix(address)
 	}
 	return last
-}
-
-// keepReservation copies where the address was reserved from an IPAddress
-// about to be let go onto its claim, so that the record is never forgotten:
-// the IPAddress carries it alone otherwise, which spares every new claim a
-// write.
-func KeepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
-	if address.Annotations[v1alpha1.ReservationRecordAnnotation] == "" {
-		return
-	}
-	if claim.Annotations == nil {
-		claim.Annotations = map[string]string{}
-	}
-	for _, k := range ReservationAnnotations {
-		if v, ok := address.Annotations[k]; ok {
-			claim.Annotations[k] = v
-		} else {
-			delete(claim.Annotations, k)
-		}
-	}
-}
-
-// forgetReservation drops what the claim kept of a reservation once a new
-// IPAddress holds it.
-func ForgetReservation(claim *ipamv1.IPAddressClaim) {
-	for _, k := range ReservationAnnotations {
-		delete(claim.Annotations, k)
-	}
 }

@@ -35,7 +35,7 @@ func (t *Tombstones) Next(pool types.UID) (time.Time, bool) {
 	return at, ok
 }
 
-// forgetUntil forgets the pool's expiry if it is not after at: an audit
+// ForgetUntil forgets the pool's expiry if it is not after at: an audit
 // that started at at saw that tombstone. A later one came from a release
 // during the audit and is kept.
 func (t *Tombstones) ForgetUntil(pool types.UID, at time.Time) {

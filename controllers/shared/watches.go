@@ -11,7 +11,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
 
-// claimToPool maps a deleted claim to its pool of kind, which may be
+// ClaimToPool maps a deleted claim to its pool of kind, which may be
 // waiting for it before it goes.
 func ClaimToPool(kind PoolKind) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []reconcile.Request {
@@ -19,7 +19,7 @@ func ClaimToPool(kind PoolKind) handler.MapFunc {
 	}
 }
 
-// addressToPool maps an IPAddress to its pool of kind, if it has one: the
+// AddressToPool maps an IPAddress to its pool of kind, if it has one: the
 // pool refreshes its counts, a deleted pool goes once its last address is
 // gone, and the audit deletes a tombstone on time.
 func AddressToPool(kind PoolKind) handler.MapFunc {

@@ -83,11 +83,11 @@ func Namespace(t *testing.T, c client.Client) string {
 	return ns.Name
 }
 
-// testPoolRef is the pool the tests' claims name; no test needs it to
+// PoolRef is the pool the tests' claims name; no test needs it to
 // exist.
 var PoolRef = ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: "pool"}
 
-// createClaim creates a claim of testPoolRef.
+// CreateClaim creates a claim of PoolRef.
 func CreateClaim(t *testing.T, c client.Client, namespace, name string, finalizers ...string) *ipamv1.IPAddressClaim {
 	t.Helper()
 	claim := &ipamv1.IPAddressClaim{
@@ -98,7 +98,7 @@ func CreateClaim(t *testing.T, c client.Client, namespace, name string, finalize
 	return claim
 }
 
-// createAddress creates the claim's IPAddress at addr, as the claim
+// CreateAddress creates the claim's IPAddress at addr, as the claim
 // reconciler writes it: same name, controlled by the claim.
 func CreateAddress(t *testing.T, c client.Client, claim *ipamv1.IPAddressClaim, addr string, annotations map[string]string) *ipamv1.IPAddress {
 	t.Helper()
@@ -117,7 +117,7 @@ func CreateAddress(t *testing.T, c client.Client, claim *ipamv1.IPAddressClaim, 
 	return address
 }
 
-// writeLog is what a client sent that was not a read: method, path and
+// WriteLog is what a client sent that was not a read: method, path and
 // body, in order.
 type WriteLog struct {
 	mu     sync.Mutex
@@ -136,7 +136,7 @@ func (l *WriteLog) Take() []sentWrite {
 	return w
 }
 
-// requests are the writes as "METHOD path".
+// Requests are the writes as "METHOD path".
 func (l *WriteLog) Requests() []string {
 	var out []string
 	for _, w := range l.Take() {
@@ -149,7 +149,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// loggingClient is a client of the test API server that logs every
+// LoggingClient is a client of the test API server that logs every
 // request it sends other than reads (discovery included).
 func LoggingClient(t *testing.T) (client.Client, *WriteLog) {
 	t.Helper()

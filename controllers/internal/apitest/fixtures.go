@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// objectReader serves whole objects, by kind, namespace and name, as
+// ObjectReader serves whole objects, by kind, namespace and name, as
 // metadata or unstructured, and records what was read.
 type ObjectReader struct {
 	Objects map[string]*unstructured.Unstructured
@@ -66,7 +66,7 @@ func (r *ObjectReader) List(context.Context, client.ObjectList, ...client.ListOp
 	return errors.New("the MAC lookup must not list")
 }
 
-// machineMACPool is an Infoblox pool of an IPv4 network whose fixed
+// MachineMACPool is an Infoblox pool of an IPv4 network whose fixed
 // addresses carry the machine's MAC.
 func MachineMACPool() *v1alpha1.InfobloxIPPool {
 	return &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{
