@@ -30,7 +30,8 @@ import (
 // unchanged and is refused by it.
 //
 // NetBox's database is shared by all tests of a run, so seeding is
-// get-or-create: tests keep apart by using their own prefixes.
+// get-or-create: tests keep apart by using their own prefixes. Seeding uses
+// NETBOX_TOKEN_ADMIN when it is set, else the v2 write token.
 type realNetBox struct {
 	t        testing.TB
 	upstream string
@@ -69,7 +70,13 @@ func newReal(t testing.TB) *realNetBox {
 		client:   &http.Client{Timeout: 60 * time.Second},
 		aliases:  map[string]string{},
 	}
+	// Seeding needs an administrator; the provider's write tokens may be a
+	// least-privilege user's (hack/netbox/least-privilege.sh), which may
+	// not create prefixes, VRFs or other users' records.
 	r.admin = r.writeV2
+	if admin := os.Getenv("NETBOX_TOKEN_ADMIN"); admin != "" {
+		r.admin = authorization(admin)
+	}
 	r.proxy = httptest.NewServer(http.HandlerFunc(r.serve))
 	return r
 }

@@ -46,7 +46,6 @@ const (
 // default: `clusterctl generate provider --describe` lists them.
 var wantVariables = []string{
 	"IPAM_BRIDGE_DIAGNOSTICS_ADDRESS",
-	"IPAM_BRIDGE_IMAGE",
 	"IPAM_BRIDGE_INSECURE_DIAGNOSTICS",
 	"IPAM_BRIDGE_LOG_LEVEL",
 	"IPAM_BRIDGE_MARKER_IDENTITY",
@@ -70,6 +69,19 @@ func repository(t *testing.T) string {
 // and sets variables.
 func render(t *testing.T, url string, variables map[string]string, targetNamespace string) clusterctl.Components {
 	t.Helper()
+	config := map[string]any{}
+	for k, v := range variables {
+		config[k] = v
+	}
+	comps, err := generate(t, url, config, clusterctl.ComponentsOptions{TargetNamespace: targetNamespace})
+	require.NoError(t, err, "clusterctl generate provider --ipam %s:%s", components.ProviderName, releaseVersion)
+	return comps
+}
+
+// generate runs clusterctl's `generate provider --ipam bridge` from a
+// clusterctl.yaml that adds the provider and holds config.
+func generate(t *testing.T, url string, config map[string]any, options clusterctl.ComponentsOptions) (clusterctl.Components, error) {
+	t.Helper()
 	dir := t.TempDir()
 	// clusterctl reads nothing but the config file given and the environment.
 	t.Setenv("XDG_CONFIG_HOME", dir)
@@ -79,13 +91,13 @@ func render(t *testing.T, url string, variables map[string]string, targetNamespa
 			require.NoError(t, os.Unsetenv(v))
 		}
 	}
-	config := map[string]any{
+	file := map[string]any{
 		"providers": []map[string]string{{"name": components.ProviderName, "type": string(clusterctlv1.IPAMProviderType), "url": url}},
 	}
-	for k, v := range variables {
-		config[k] = v
+	for k, v := range config {
+		file[k] = v
 	}
-	raw, err := yaml.Marshal(config)
+	raw, err := yaml.Marshal(file)
 	require.NoError(t, err)
 	path := filepath.Join(dir, "clusterctl.yaml")
 	require.NoError(t, os.WriteFile(path, raw, 0o600))
@@ -93,10 +105,7 @@ func render(t *testing.T, url string, variables map[string]string, targetNamespa
 	ctx := context.Background()
 	c, err := clusterctl.New(ctx, path)
 	require.NoError(t, err)
-	comps, err := c.GenerateProvider(ctx, components.ProviderName+":"+releaseVersion, clusterctlv1.IPAMProviderType,
-		clusterctl.ComponentsOptions{TargetNamespace: targetNamespace})
-	require.NoError(t, err, "clusterctl generate provider --ipam %s:%s", components.ProviderName, releaseVersion)
-	return comps
+	return c.GenerateProvider(ctx, components.ProviderName+":"+releaseVersion, clusterctlv1.IPAMProviderType, options)
 }
 
 // The release, rendered with variables and applied once; the RBAC test
@@ -199,6 +208,25 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		args := effectiveArgs(t, deployment(t, comps.Objs()).Spec.Template.Spec.Containers[0])
 		assert.Subset(t, args, []string{"--namespace=", "--watch-filter=", "--marker-identity=", "--v=0",
 			"--diagnostics-address=:8443", "--insecure-diagnostics=false"})
+	})
+
+	t.Run("generate provider --describe and --raw work", func(t *testing.T) {
+		// Both skip the variables' substitution; clusterctl still parses
+		// every image, which a ${VAR} image would fail.
+		comps, err := generate(t, repository(t), nil, clusterctl.ComponentsOptions{SkipTemplateProcess: true})
+		require.NoError(t, err, "clusterctl generate provider --ipam bridge --describe")
+		assert.ElementsMatch(t, wantVariables, comps.Variables())
+		assert.Equal(t, []string{components.Image(releaseVersion)}, comps.Images())
+	})
+
+	t.Run("clusterctl's images: override names the manager's image", func(t *testing.T) {
+		comps, err := generate(t, repository(t), map[string]any{
+			"images": map[string]any{components.ProviderLabel: map[string]string{"repository": "registry.example.com/capi"}},
+		}, clusterctl.ComponentsOptions{})
+		require.NoError(t, err)
+		want := "registry.example.com/capi/cluster-api-ipam-provider-bridge:" + releaseVersion
+		assert.Equal(t, []string{want}, comps.Images())
+		assert.Equal(t, want, deployment(t, comps.Objs()).Spec.Template.Spec.Containers[0].Image)
 	})
 
 	t.Run("metadata", func(t *testing.T) {

@@ -33,13 +33,15 @@ const (
 	// TargetNamespace is where the components install by default.
 	TargetNamespace = "capi-ipam-bridge-system"
 
-	// ImageRepository is the manager's image without tag.
+	// ImageRepository is the manager's image without tag. The components
+	// name it literally, not through a variable: clusterctl applies its
+	// image overrides (the `images:` of clusterctl.yaml) even when it does
+	// not substitute variables (`generate provider --describe`, `--raw`),
+	// and refuses an image reference that is a ${VAR}.
 	ImageRepository = "ghcr.io/ipam-bridge/cluster-api-ipam-provider-bridge"
-	// ImageVariable is the clusterctl variable that overrides the image.
-	ImageVariable = "IPAM_BRIDGE_IMAGE"
 	// devImage is the image config/manager names; a release replaces its
 	// tag with the release version.
-	devImage = "${" + ImageVariable + ":=" + ImageRepository + ":dev}"
+	devImage = ImageRepository + ":dev"
 )
 
 // Kustomize renders a kustomization directory, as `kustomize build` would.
@@ -65,8 +67,7 @@ func Components(repoRoot, releaseVersion string) ([]byte, error) {
 	if n := bytes.Count(out, []byte(devImage)); n != 1 {
 		return nil, fmt.Errorf("the components name the image %s %d times, want once (see config/manager/manager.yaml)", devImage, n)
 	}
-	image := "${" + ImageVariable + ":=" + Image(releaseVersion) + "}"
-	return bytes.Replace(out, []byte(devImage), []byte(image), 1), nil
+	return bytes.Replace(out, []byte(devImage), []byte(Image(releaseVersion)), 1), nil
 }
 
 // Image is the manager image a release of releaseVersion pushes, and its
