@@ -106,12 +106,7 @@ func TestCAPVDrivesOurPools(t *testing.T) {
 	ctx := t.Context()
 	ns := "capv-" + randomHex(4)
 	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("SHOW_MANAGER_LOGS") != "" {
-			t.Logf("manager log (tail):\n%s", manager.tail(200))
-			t.Logf("CAPV log (tail):\n%s", capvLog.tail(80))
-		}
-	})
+	showLogsOnFailure(t)
 
 	globalNetbox, globalInfoblox := "nb-global-"+ns, "ib-global-"+ns
 	want := []pool{
@@ -381,10 +376,16 @@ func createPools(t *testing.T, ns string, pools []pool) {
 			assert.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, u)), "deleting %s %s", u.GetKind(), u.GetName())
 		}
 	})
+	waitPoolsReady(t, objs)
+}
+
+// waitPoolsReady waits until each pool is Ready.
+func waitPoolsReady(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
 	for _, u := range objs {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			got := u.DeepCopy()
-			require.NoError(c, k8s.Get(ctx, client.ObjectKeyFromObject(u), got))
+			require.NoError(c, k8s.Get(t.Context(), client.ObjectKeyFromObject(u), got))
 			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 			ready := false
 			for _, cond := range conds {
@@ -395,6 +396,8 @@ func createPools(t *testing.T, ns string, pools []pool) {
 		}, waitTimeout, pollInterval)
 	}
 }
+
+func showLogs() bool { return os.Getenv("SHOW_MANAGER_LOGS") != "" }
 
 // createMachine creates what CAPI and the user would have: the Cluster,
 // its VSphereCluster (infrastructure provisioned), the Machine with its
