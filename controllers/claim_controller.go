@@ -200,7 +200,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			obj := &metav1.PartialObjectMetadata{}
 			obj.SetGroupVersionKind(mapping.GroupVersionKind)
 			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
-				r.MACAddresses.sourceEvents(kind), macSourceChanged()))
+				r.MACAddresses.sourceEvents(kind), predicate.Or(macSourceChanged(), r.MACAddresses.awaitedSourceChanged(kind))))
 		})
 	}
 	return nil
@@ -408,6 +408,9 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, claim *ipamv1.IPA
 		return r.wait(claim), nil
 	default:
 		if err := r.settleLateAnswer(ctx, claim, address); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.writeDeferredMAC(ctx, claim, kind, pool, address); err != nil {
 			return ctrl.Result{}, err
 		}
 		if err := r.checkBoundMAC(ctx, claim, pool); err != nil {

@@ -48,9 +48,9 @@ import (
 //     no use before binding: CAPV (1.16) clones the VM, then waits for the
 //     claims, and writes the NICs' MACs (status.network[i].macAddr) only
 //     once the VM is ready, which needs the addresses. Such a claim is
-//     reserved without a MAC (MACAddressDeferred event) instead of
-//     waiting for ever; status.network[i].macAddr is only compared with
-//     a recorded MAC afterwards.
+//     reserved without a MAC (MACAddressDeferred event and condition)
+//     instead of waiting for ever, and the MAC is written into the record
+//     once status.network[i].macAddr reports it (macwrite.go).
 //
 // The MAC is read when the claim is first reserved and recorded in the
 // claim's annotation ipam-bridge.github.io/mac-address; until it is known
@@ -146,6 +146,9 @@ type MACAddresses struct {
 	watches *kindWatches
 	// deferred are the claims told that they are reserved without a MAC.
 	deferred sets.Set[types.NamespacedName]
+	// awaiting are the bound claims whose MAC is written into their record
+	// once their machine reports it (macwrite.go).
+	awaiting sets.Set[types.NamespacedName]
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
@@ -453,6 +456,7 @@ func (m *MACAddresses) forget(claim types.NamespacedName) {
 	defer m.mu.Unlock()
 	delete(m.heldBack, claim)
 	m.deferred.Delete(claim)
+	m.awaiting.Delete(claim)
 	src, ok := m.sources[claim]
 	if !ok {
 		return
@@ -657,8 +661,9 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, claim *ipamv1.IP
 		// once.
 		if r.MACAddresses.firstDeferral(key) {
 			r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressDeferredReason, "Allocate",
-				"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+				"the fixed address is reserved without a MAC: %s; the MAC is written into it once the VM reports it", found.Deferred)
 		}
+		deferMAC(claim, found.Deferred)
 		return "", nil, nil
 	}
 	// No machine interface: a reservation without a MAC, as for any pool.
@@ -734,8 +739,12 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, claim *ipamv1.IPAdd
 		return nil // nothing to compare with: the record stays as it is
 	}
 	if normalized, err := NormalizeMAC(recorded); err == nil && normalized == found.MAC {
-		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
-			Reason: v1alpha1.MACAddressMatchesReason})
+		// A MAC written late keeps saying so (MACAddressWritten) while it
+		// matches.
+		if prev == nil || prev.Status != metav1.ConditionTrue {
+			conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+				Reason: v1alpha1.MACAddressMatchesReason})
+		}
 		return nil
 	}
 	msg := fmt.Sprintf("the claim's fixed address carries MAC %s, but %s now gives %s; the provider does not change the record: "+

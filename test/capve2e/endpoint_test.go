@@ -421,25 +421,7 @@ type clusterEvent struct {
 // waitClusterEvent waits for an event of the reason on the Cluster.
 func waitClusterEvent(t *testing.T, ns, cluster, reason string) clusterEvent {
 	t.Helper()
-	var found clusterEvent
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(schema.GroupVersionKind{Group: "events.k8s.io", Version: "v1", Kind: "EventList"})
-		require.NoError(c, k8s.List(t.Context(), list, client.InNamespace(ns)))
-		for _, e := range list.Items {
-			name, _, _ := unstructured.NestedString(e.Object, "regarding", "name")
-			kind, _, _ := unstructured.NestedString(e.Object, "regarding", "kind")
-			r, _, _ := unstructured.NestedString(e.Object, "reason")
-			if kind == "Cluster" && name == cluster && r == reason {
-				found.Reason = r
-				found.Type, _, _ = unstructured.NestedString(e.Object, "type")
-				found.Note, _, _ = unstructured.NestedString(e.Object, "note")
-				return
-			}
-		}
-		assert.Fail(c, "no event", "no %s event on Cluster %s", reason, cluster)
-	}, waitTimeout, pollInterval)
-	return found
+	return waitEventOn(t, ns, "Cluster", cluster, reason)
 }
 
 // findRecordFor is findRecord for tests that run after the claim may have

@@ -1,0 +1,195 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// The MAC written late. A CAPV claim of a pool whose fixed addresses carry
+// the machine's MAC, reserved without one because vSphere gives the device
+// its MAC only once the VM is ready (MACAddressDeferred, see
+// macForAllocation), says so on its MACAddressCurrent condition. Once
+// bound, it waits for the VSphereVM to report the device's MAC
+// (status.network[i].macAddr), then has the backend write it into the
+// fixed address (backends.MACWriter: match_client MAC_ADDRESS), records it
+// in the claim's MAC annotations as if the record had been made with it,
+// and says so (MACAddressCurrent True, MACAddressWritten). The MAC is
+// written once: from then on checkBoundMAC compares it with the
+// machine's, and a MAC that changes is reported, never written.
+
+const (
+	// MACAddressWrittenReason (condition MACAddressCurrent True, and an
+	// event): the machine's MAC, which it reported only after the claim was
+	// bound, was written into the claim's fixed address.
+	MACAddressWrittenReason = "MACAddressWritten"
+	// MACAddressNotWrittenReason (condition MACAddressCurrent False, and a
+	// Warning): the MAC could not be written into the claim's record (the
+	// grid refused it, the record is gone or no longer the claim's); it is
+	// not tried again, the message says what to do.
+	MACAddressNotWrittenReason = "MACAddressNotWritten"
+)
+
+// deferMAC marks a claim reserved without its machine's MAC, so that the
+// MAC is written into its record once the machine reports it.
+func deferMAC(claim *ipamv1.IPAddressClaim, why string) {
+	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+		Reason: MACAddressDeferredReason,
+		Message: "the fixed address was reserved without a MAC: " + why +
+			"; the MAC is written into it once the machine reports it"})
+}
+
+// macDeferred says whether the bound claim waits for its machine's MAC to
+// be written into its record.
+func macDeferred(claim *ipamv1.IPAddressClaim) bool {
+	c := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
+	return c != nil && c.Reason == MACAddressDeferredReason
+}
+
+// writeDeferredMAC writes the machine's MAC into the fixed address of a
+// bound claim reserved without one, once the machine reports it. A claim
+// whose record carries a MAC after all (a plan the IPAM team made, or a
+// MAC written before a restart) is handed to checkBoundMAC's comparison.
+func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, kind PoolKind, pool Pool,
+	address *ipamv1.IPAddress) error {
+	if r.MACAddresses == nil || pool == nil || !wantsMachineMAC(pool) || !macDeferred(claim) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(claim)
+	if claim.Annotations[v1alpha1.MACAddressAnnotation] != "" {
+		r.MACAddresses.stopAwaiting(key)
+		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		return nil
+	}
+	found, err := r.MACAddresses.Lookup(ctx, claim)
+	if err != nil {
+		return fmt.Errorf("finding the machine's MAC: %w", err)
+	}
+	if found.Source != (macSource{}) {
+		r.MACAddresses.await(key)
+		r.MACAddresses.watch(found.Source, key)
+	}
+	if found.MAC == "" {
+		// The VSphereVM's update that reports it brings the claim back.
+		ctrl.LoggerFrom(ctx).V(4).Info("Waiting for the machine to report the MAC its fixed address gets")
+		return nil
+	}
+	backend, err := r.Backends.For(ctx, kind, pool)
+	if err != nil {
+		return fmt.Errorf("connecting to write the machine's MAC: %w", err)
+	}
+	writer, ok := backend.(backends.MACWriter)
+	if !ok {
+		return nil
+	}
+	rec := backends.Record{
+		Reference: address.Annotations[v1alpha1.ReservationRecordAnnotation],
+		Marker:    address.Annotations[v1alpha1.ReservationMarkerAnnotation],
+	}
+	carried, err := writer.WriteMAC(ctx, rec, found.MAC)
+	switch {
+	case errors.Is(err, backends.ErrMACAddressInUse), errors.Is(err, backends.ErrNotOwned),
+		errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrNoMACMatch):
+		r.MACAddresses.stopAwaiting(key)
+		msg := fmt.Sprintf("%s gives MAC %s, which could not be written into the claim's record %s: %v; "+
+			"the provider does not try again: set the MAC in the grid and the claim's annotation %s, or delete the claim to reserve again",
+			found.Source, found.MAC, rec.Reference, err, v1alpha1.MACAddressAnnotation)
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, MACAddressNotWrittenReason, "WriteMAC", "%s", msg)
+		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+			Reason: MACAddressNotWrittenReason, Message: msg})
+		return nil
+	case err != nil:
+		return fmt.Errorf("writing the machine's MAC into %s: %w", rec.Reference, err)
+	}
+	r.MACAddresses.stopAwaiting(key)
+	if carried == "" {
+		// A plan without a MAC keeps none: nothing to compare.
+		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		return nil
+	}
+	if claim.Annotations == nil {
+		claim.Annotations = map[string]string{}
+	}
+	claim.Annotations[v1alpha1.MACAddressAnnotation] = carried
+	claim.Annotations[v1alpha1.MACAddressSourceAnnotation] = found.Source.key()
+	if carried != found.MAC {
+		// The record had a MAC already: compared, and reported if it is
+		// not the machine's, never rewritten.
+		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Wrote the machine's MAC into its fixed address", "mac", carried, "source", found.Source.String(),
+		"record", rec.Reference)
+	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, MACAddressWrittenReason, "WriteMAC",
+		"wrote MAC %s, which %s reports, into the claim's fixed address %s (match_client MAC_ADDRESS)", carried, found.Source, rec.Reference)
+	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+		Reason:  MACAddressWrittenReason,
+		Message: fmt.Sprintf("the fixed address carries MAC %s, which %s reported after the address was reserved", carried, found.Source)})
+	return nil
+}
+
+// await remembers a bound claim that waits for its machine to report the
+// MAC its record gets: the updates of its source object wake it, status
+// updates included (awaitedSourceChanged).
+func (m *MACAddresses) await(claim types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.awaiting == nil {
+		m.awaiting = sets.New[types.NamespacedName]()
+	}
+	m.awaiting.Insert(claim)
+}
+
+func (m *MACAddresses) stopAwaiting(claim types.NamespacedName) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.awaiting.Delete(claim)
+}
+
+// awaitedSourceChanged lets through every update of a source object a
+// claim awaits a MAC from: a VSphereVM reports the MAC vSphere gave a
+// device in its status, which macSourceChanged does not let through. The
+// watch is metadata-only, so any update may be the one.
+func (m *MACAddresses) awaitedSourceChanged(kind schema.GroupKind) predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for claim := range m.watchers[macSource{Kind: kind, NamespacedName: client.ObjectKeyFromObject(e.ObjectNew)}] {
+				if m.awaiting.Has(claim) {
+					return true
+				}
+			}
+			return false
+		},
+	}
+}
+
+// WriteMAC passes the backend's MACWriter through, timed as its other
+// operations.
+func (i *instrumented) WriteMAC(ctx context.Context, rec backends.Record, mac string) (string, error) {
+	writer, ok := i.Backend.(backends.MACWriter)
+	if !ok {
+		return "", fmt.Errorf("the %s backend writes no MAC: %w", i.name, backends.ErrNoMACMatch)
+	}
+	return timed(i, "write_mac", func() (string, error) { return writer.WriteMAC(ctx, rec, mac) })
+}
