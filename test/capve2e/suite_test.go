@@ -1,7 +1,8 @@
-// Package capve2e runs CAPV's own VSphereMachine and VSphereVM controllers
-// (sigs.k8s.io/cluster-api-provider-vsphere v1.16.1) against an in-process
-// vCenter (govmomi's vcsim) beside the provider's manager binary, on a real
-// kube-apiserver and etcd (envtest). CAPV creates the IPAddressClaims, the
+// Package capve2e runs CAPV's own VSphereMachine, VSphereVM and
+// VSphereCluster controllers (sigs.k8s.io/cluster-api-provider-vsphere
+// v1.16.1), and Cluster API's own ClusterClass and topology reconcilers,
+// against an in-process vCenter (govmomi's vcsim) beside the provider's
+// manager binary, on a real kube-apiserver and etcd (envtest). CAPV creates the IPAddressClaims, the
 // manager fulfils them in NetBox (the simulator, or a real NetBox when
 // NETBOX_URL is set) and in the Infoblox WAPI simulator, and CAPV clones the
 // VM and writes the addresses into its guest metadata.
