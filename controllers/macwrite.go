@@ -102,10 +102,24 @@ func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, claim *ipamv1.IP
 		Reference: address.Annotations[v1alpha1.ReservationRecordAnnotation],
 		Marker:    address.Annotations[v1alpha1.ReservationMarkerAnnotation],
 	}
+	return r.writeMAC(ctx, claim, pool, writer, rec, found)
+}
+
+// writeMAC writes the machine's MAC found into the claim's record rec and
+// says on the claim what came of it.
+func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool Pool, writer backends.MACWriter,
+	rec backends.Record, found machineMAC) error {
+	key := client.ObjectKeyFromObject(claim)
 	carried, err := writer.WriteMAC(ctx, rec, found.MAC)
 	switch {
-	case errors.Is(err, backends.ErrMACAddressInUse), errors.Is(err, backends.ErrNotOwned),
-		errors.Is(err, backends.ErrNotFound), errors.Is(err, backends.ErrNoMACMatch):
+	case errors.Is(err, backends.ErrNoMACMatch):
+		// An IPv6 fixed address (a DUID's) or a host record: no MAC to
+		// write, nothing to compare.
+		r.MACAddresses.stopAwaiting(key)
+		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		ctrl.LoggerFrom(ctx).V(2).Info("The claim's record matches no DHCP client by MAC, no MAC written", "record", rec.Reference)
+		return nil
+	case errors.Is(err, backends.ErrMACAddressInUse), errors.Is(err, backends.ErrNotOwned), errors.Is(err, backends.ErrNotFound):
 		r.MACAddresses.stopAwaiting(key)
 		msg := fmt.Sprintf("%s gives MAC %s, which could not be written into the claim's record %s: %v; "+
 			"the provider does not try again: set the MAC in the grid and the claim's annotation %s, or delete the claim to reserve again",
