@@ -189,7 +189,8 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			obj := &metav1.PartialObjectMetadata{}
 			obj.SetGroupVersionKind(mapping.GroupVersionKind)
 			return c.Watch(source.Kind[client.Object](mgr.GetCache(), obj,
-				r.MACAddresses.SourceEvents(kind, r.holds.release), macaddress.SourceChanged()))
+				r.MACAddresses.SourceEvents(kind, r.holds.release),
+				predicate.Or(macaddress.SourceChanged(), r.MACAddresses.AwaitedSourceChanged(kind))))
 		})
 	}
 	return nil

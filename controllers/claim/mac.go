@@ -69,8 +69,9 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (strin
 		// once.
 		if r.MACAddresses.FirstDeferral(key) {
 			r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.MACAddressDeferredReason, "Allocate",
-				"the fixed address is reserved without a MAC: %s; set the device's macAddr in the VSphereMachine(Template) for a DHCP reservation", found.Deferred)
+				"the fixed address is reserved without a MAC: %s; the MAC is written into it once the VM reports it", found.Deferred)
 		}
+		deferMAC(s.claim, found.Deferred)
 		return "", nil, nil
 	}
 	// No machine interface: a reservation without a MAC, as for any pool.
@@ -146,8 +147,12 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, s *scope) error {
 		return nil // nothing to compare with: the record stays as it is
 	}
 	if normalized, err := macaddress.Normalize(recorded); err == nil && normalized == found.MAC {
-		conditions.Set(s.claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
-			Reason: v1alpha1.MACAddressMatchesReason})
+		// A MAC written late keeps saying so (MACAddressWritten) while it
+		// matches.
+		if prev == nil || prev.Status != metav1.ConditionTrue {
+			conditions.Set(s.claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+				Reason: v1alpha1.MACAddressMatchesReason})
+		}
 		return nil
 	}
 	msg := fmt.Sprintf("the claim's fixed address carries MAC %s, but %s now gives %s; the provider does not change the record: "+

@@ -93,6 +93,9 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		if err := r.settleLateAnswer(ctx, s.claim, address); err != nil {
 			return ctrl.Result{}, err
 		}
+		if err := r.writeDeferredMAC(ctx, s, address); err != nil {
+			return ctrl.Result{}, err
+		}
 		if err := r.checkBoundMAC(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}

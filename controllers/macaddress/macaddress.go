@@ -47,9 +47,9 @@ import (
 //     no use before binding: CAPV (1.16) clones the VM, then waits for the
 //     claims, and writes the NICs' MACs (status.network[i].macAddr) only
 //     once the VM is ready, which needs the addresses. Such a claim is
-//     reserved without a MAC (MACAddressDeferred event) instead of
-//     waiting for ever; status.network[i].macAddr is only compared with
-//     a recorded MAC afterwards.
+//     reserved without a MAC (MACAddressDeferred event and condition)
+//     instead of waiting for ever, and the MAC is written into the record
+//     once status.network[i].macAddr reports it (see Await).
 //
 // The MAC is read when the claim is first reserved and recorded in the
 // claim's annotation ipam-bridge.github.io/mac-address; until it is known
@@ -69,7 +69,7 @@ import (
 
 var (
 	BareMetalHostKind = schema.GroupKind{Group: "metal3.io", Kind: "BareMetalHost"}
-	vsphereVMKind     = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "VSphereVM"}
+	VSphereVMKind     = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "VSphereVM"}
 	metal3MachineKind = schema.GroupKind{Group: "infrastructure.cluster.x-k8s.io", Kind: "Metal3Machine"}
 )
 
@@ -142,6 +142,9 @@ type Sources struct {
 	Watches *kindWatches
 	// deferred are the claims told that they are reserved without a MAC.
 	deferred sets.Set[types.NamespacedName]
+	// awaiting are the bound claims whose MAC is written into their record
+	// once their machine reports it (see Await).
+	awaiting sets.Set[types.NamespacedName]
 }
 
 // wantsMachineMAC says whether the pool's fixed addresses carry the
@@ -184,7 +187,7 @@ func Normalize(s string) (string, error) {
 // Lookup finds the claim's MAC through its owner chain. A claim that no
 // Metal3 or CAPV machine owns gets a zero machineMAC.
 func (m *Sources) Lookup(ctx context.Context, claim *ipamv1.IPAddressClaim) (Found, error) {
-	isVM := func(ref metav1.OwnerReference) bool { return refKind(ref) == vsphereVMKind }
+	isVM := func(ref metav1.OwnerReference) bool { return refKind(ref) == VSphereVMKind }
 	if vm, _ := shared.FindOwner(ctx, m.Reader, nil, claim.Namespace, claim.OwnerReferences, 0, nil, isVM); vm != nil {
 		return m.fromVSphereVM(ctx, claim, *vm)
 	}
@@ -209,7 +212,7 @@ func (m *Sources) fromVSphereVM(ctx context.Context, claim *ipamv1.IPAddressClai
 		ctrl.LoggerFrom(ctx).V(2).Info("The claim's name is not <VSphereVM>-<device>-<pool>, no MAC to read", "VSphereVM", ref.Name)
 		return Found{}, nil
 	}
-	src := Source{Kind: vsphereVMKind, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: ref.Name}}
+	src := Source{Kind: VSphereVMKind, NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: ref.Name}}
 	vm, why, err := m.read(ctx, src, ref.APIVersion, ref.UID)
 	if err != nil || vm == nil {
 		return Found{Source: src, Unknown: why}, err
@@ -411,6 +414,7 @@ func (m *Sources) Forget(claim types.NamespacedName) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.deferred.Delete(claim)
+	m.awaiting.Delete(claim)
 	src, ok := m.sources[claim]
 	if !ok {
 		return

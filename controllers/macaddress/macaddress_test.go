@@ -44,7 +44,7 @@ func TestMACAddressesLookup(t *testing.T) {
 			"status": map[string]any{"network": status}}
 	}
 	hostSource := Source{Kind: BareMetalHostKind, NamespacedName: types.NamespacedName{Namespace: "hosts", Name: "host-0"}}
-	vmSource := Source{Kind: vsphereVMKind, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "vm-a"}}
+	vmSource := Source{Kind: VSphereVMKind, NamespacedName: types.NamespacedName{Namespace: "ns", Name: "vm-a"}}
 
 	tests := []struct {
 		name        string
@@ -245,7 +245,7 @@ func TestMACWatchersMapSourcesToClaims(t *testing.T) {
 	assert.Len(t, m.MapClaims(BareMetalHostKind, tell)(context.Background(), obj), 2)
 	assert.ElementsMatch(t, []types.NamespacedName{a, b}, told, "a change is told for each claim")
 	told = nil
-	assert.Empty(t, m.MapClaims(vsphereVMKind, tell)(context.Background(), obj), "another kind's namesake")
+	assert.Empty(t, m.MapClaims(VSphereVMKind, tell)(context.Background(), obj), "another kind's namesake")
 	assert.Len(t, m.MapClaims(BareMetalHostKind, nil)(context.Background(), obj), 2, "a listing wakes too")
 	assert.Empty(t, told)
 
@@ -291,16 +291,16 @@ func TestKindWatchesStartOnceAndRetryAKindNotServed(t *testing.T) {
 	w.ensure(BareMetalHostKind)
 	assert.Equal(t, []schema.GroupKind{BareMetalHostKind}, starts, "started once")
 
-	w.ensure(vsphereVMKind)
+	w.ensure(VSphereVMKind)
 	now = now.Add(kindWatchRetry / 2)
-	w.ensure(vsphereVMKind)
-	assert.Equal(t, []schema.GroupKind{BareMetalHostKind, vsphereVMKind}, starts, "not served: not tried again at once")
+	w.ensure(VSphereVMKind)
+	assert.Equal(t, []schema.GroupKind{BareMetalHostKind, VSphereVMKind}, starts, "not served: not tried again at once")
 
-	served[vsphereVMKind] = true
+	served[VSphereVMKind] = true
 	now = now.Add(kindWatchRetry)
-	w.ensure(vsphereVMKind)
-	w.ensure(vsphereVMKind)
-	assert.Equal(t, []schema.GroupKind{BareMetalHostKind, vsphereVMKind, vsphereVMKind}, starts, "served now: started on a later need, once")
+	w.ensure(VSphereVMKind)
+	w.ensure(VSphereVMKind)
+	assert.Equal(t, []schema.GroupKind{BareMetalHostKind, VSphereVMKind, VSphereVMKind}, starts, "served now: started on a later need, once")
 
 	var none *kindWatches
 	none.ensure(BareMetalHostKind) // no watches (a reconciler without a manager): nothing to start

@@ -60,11 +60,21 @@ const (
 	// bootMACAddress, the VSphereVM's device no MAC) or cannot be read; the
 	// claim waits, and is woken when the MAC appears.
 	MACAddressUnknownReason = "MACAddressUnknown"
-	// MACAddressDeferredReason (event): the claim's pool gives fixed
-	// addresses the machine's MAC, but the MAC cannot be known before the
-	// claim is bound (a CAPV device without spec macAddr); the address is
-	// reserved without one.
+	// MACAddressDeferredReason (event, and condition MACAddressCurrent
+	// False): the claim's pool gives fixed addresses the machine's MAC, but
+	// the MAC cannot be known before the claim is bound (a CAPV device
+	// without spec macAddr); the address is reserved without one, and the
+	// MAC written into it once the machine reports it.
 	MACAddressDeferredReason = "MACAddressDeferred"
+	// MACAddressWrittenReason (condition MACAddressCurrent True, and an
+	// event): the machine's MAC, which it reported only after the claim was
+	// bound, was written into the claim's fixed address.
+	MACAddressWrittenReason = "MACAddressWritten"
+	// MACAddressNotWrittenReason (condition MACAddressCurrent False, and a
+	// Warning): the MAC could not be written into the claim's record (the
+	// grid refused it, the record is gone or no longer the claim's); it is
+	// not tried again, the message says what to do.
+	MACAddressNotWrittenReason = "MACAddressNotWritten"
 	// MACAddressInUseReason: the IPAM system refused the machine's MAC,
 	// which another of its records holds; the message names the MAC and the
 	// holder. Nothing was reserved for the claim.

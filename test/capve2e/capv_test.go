@@ -106,12 +106,7 @@ func TestCAPVDrivesOurPools(t *testing.T) {
 	ctx := t.Context()
 	ns := "capv-" + randomHex(4)
 	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("SHOW_MANAGER_LOGS") != "" {
-			t.Logf("manager log (tail):\n%s", manager.tail(200))
-			t.Logf("CAPV log (tail):\n%s", capvLog.tail(80))
-		}
-	})
+	showLogsOnFailure(t)
 
 	globalNetbox, globalInfoblox := "nb-global-"+ns, "ib-global-"+ns
 	want := []pool{
@@ -381,10 +376,16 @@ func createPools(t *testing.T, ns string, pools []pool) {
 			assert.NoError(t, client.IgnoreNotFound(k8s.Delete(ctx, u)), "deleting %s %s", u.GetKind(), u.GetName())
 		}
 	})
+	waitPoolsReady(t, objs)
+}
+
+// waitPoolsReady waits until each pool is Ready.
+func waitPoolsReady(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
 	for _, u := range objs {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			got := u.DeepCopy()
-			require.NoError(c, k8s.Get(ctx, client.ObjectKeyFromObject(u), got))
+			require.NoError(c, k8s.Get(t.Context(), client.ObjectKeyFromObject(u), got))
 			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
 			ready := false
 			for _, cond := range conds {
@@ -396,49 +397,13 @@ func createPools(t *testing.T, ns string, pools []pool) {
 	}
 }
 
+func showLogs() bool { return os.Getenv("SHOW_MANAGER_LOGS") != "" }
+
 // createMachine creates what CAPI and the user would have: the Cluster,
 // its VSphereCluster (infrastructure provisioned), the Machine with its
 // bootstrap data Secret, and the VSphereMachine the Machine owns, cloned
 // from the template, with one network device per pool group.
 func createMachine(t *testing.T, ns string, pools []pool) {
-	ctx := t.Context()
-	labels := map[string]string{clusterv1.ClusterNameLabel: clusterName}
-	create := func(obj client.Object) {
-		t.Helper()
-		require.NoError(t, k8s.Create(ctx, obj), "creating %T %s", obj, obj.GetName())
-	}
-
-	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName},
-		Spec: clusterv1.ClusterSpec{
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "VSphereCluster", Name: clusterName,
-			},
-		},
-	}
-	create(cluster)
-	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
-	require.NoError(t, k8s.Status().Update(ctx, cluster))
-	create(&infrav1.VSphereCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: clusterName, Labels: labels},
-		Spec:       infrav1.VSphereClusterSpec{Server: vc.url.Host},
-	})
-	create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: bootstrapSecret, Labels: labels},
-		Data:       map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")},
-	})
-	machine := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: machineName, Labels: labels},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: clusterName,
-			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(bootstrapSecret)},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: "VSphereMachine", Name: vsphereMachineName,
-			},
-		},
-	}
-	create(machine)
-
 	devices := []infrav1.NetworkDeviceSpec{
 		{NetworkName: "VM Network"},
 		{NetworkName: "DC0_DVPG0"},
@@ -451,11 +416,63 @@ func createMachine(t *testing.T, ns string, pools []pool) {
 		devices[p.device].AddressesFromPools = append(devices[p.device].AddressesFromPools,
 			infrav1.IPPoolReference{APIGroup: poolGroup, Kind: p.kind, Name: p.name})
 	}
+	createMachineNamed(t, ns, machineNames{cluster: clusterName, machine: machineName, vsphereMachine: vsphereMachineName,
+		bootstrap: bootstrapSecret}, devices)
+}
+
+// machineNames names the objects createMachineNamed creates.
+type machineNames struct {
+	cluster, machine, vsphereMachine, bootstrap string
+}
+
+// createMachineNamed creates the Cluster, its VSphereCluster
+// (infrastructure provisioned), the Machine with its bootstrap data Secret,
+// and the VSphereMachine the Machine owns, cloned from the template, with
+// the network devices given (static addresses only).
+func createMachineNamed(t *testing.T, ns string, names machineNames, devices []infrav1.NetworkDeviceSpec) {
+	ctx := t.Context()
+	labels := map[string]string{clusterv1.ClusterNameLabel: names.cluster}
+	create := func(obj client.Object) {
+		t.Helper()
+		require.NoError(t, k8s.Create(ctx, obj), "creating %T %s", obj, obj.GetName())
+	}
+
+	cluster := &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.cluster},
+		Spec: clusterv1.ClusterSpec{
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "VSphereCluster", Name: names.cluster,
+			},
+		},
+	}
+	create(cluster)
+	cluster.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	require.NoError(t, k8s.Status().Update(ctx, cluster))
+	create(&infrav1.VSphereCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.cluster, Labels: labels},
+		Spec:       infrav1.VSphereClusterSpec{Server: vc.url.Host},
+	})
+	create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.bootstrap, Labels: labels},
+		Data:       map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")},
+	})
+	machine := &clusterv1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.machine, Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: names.cluster,
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(names.bootstrap)},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: "VSphereMachine", Name: names.vsphereMachine,
+			},
+		},
+	}
+	create(machine)
+
 	for i := range devices {
 		devices[i].DHCP4, devices[i].DHCP6 = ptr.To(false), ptr.To(false)
 	}
 	vsphereMachine := &infrav1.VSphereMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vsphereMachineName, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.vsphereMachine, Labels: labels},
 		Spec: infrav1.VSphereMachineSpec{VirtualMachineCloneSpec: infrav1.VirtualMachineCloneSpec{
 			Template:     templateName,
 			CloneMode:    infrav1.FullClone,

@@ -150,6 +150,7 @@ type ipamSims struct {
 type netboxIP struct {
 	Address      string         `json:"address"`
 	DNSName      string         `json:"dnsName"`
+	Description  string         `json:"description"`
 	Status       string         `json:"status"`
 	CustomFields map[string]any `json:"customFields"`
 }
@@ -160,6 +161,7 @@ type wapiObject struct {
 	Name      string            `json:"name"`
 	Addresses []string          `json:"addresses"`
 	EAs       map[string]string `json:"eas"`
+	Comment   string            `json:"comment,omitempty"`
 	// MAC and MatchClient of a fixed address.
 	MAC         string `json:"mac,omitempty"`
 	MatchClient string `json:"matchClient,omitempty"`

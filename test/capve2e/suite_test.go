@@ -1,7 +1,8 @@
-// Package capve2e runs CAPV's own VSphereMachine and VSphereVM controllers
-// (sigs.k8s.io/cluster-api-provider-vsphere v1.16.1) against an in-process
-// vCenter (govmomi's vcsim) beside the provider's manager binary, on a real
-// kube-apiserver and etcd (envtest). CAPV creates the IPAddressClaims, the
+// Package capve2e runs CAPV's own VSphereMachine, VSphereVM and
+// VSphereCluster controllers (sigs.k8s.io/cluster-api-provider-vsphere
+// v1.16.1), and Cluster API's own ClusterClass and topology reconcilers,
+// against an in-process vCenter (govmomi's vcsim) beside the provider's
+// manager binary, on a real kube-apiserver and etcd (envtest). CAPV creates the IPAddressClaims, the
 // manager fulfils them in NetBox (the simulator, or a real NetBox when
 // NETBOX_URL is set) and in the Infoblox WAPI simulator, and CAPV clones the
 // VM and writes the addresses into its guest metadata.
@@ -32,8 +33,10 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	_ "github.com/vmware/govmomi/vapi/simulator" // the REST (tags) endpoints CAPV's session logs in to
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -47,6 +50,8 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	runtimev1 "sigs.k8s.io/cluster-api/api/runtime/v1beta2"
+	capicontrollers "sigs.k8s.io/cluster-api/controllers"
 	"sigs.k8s.io/cluster-api/controllers/clustercache"
 
 	infrav1 "sigs.k8s.io/cluster-api-provider-vsphere/api/govmomi/v1beta2"
@@ -68,6 +73,17 @@ const (
 var capiCRDs = []string{
 	"config/crd/bases/cluster.x-k8s.io_clusters.yaml",
 	"config/crd/bases/cluster.x-k8s.io_machines.yaml",
+	// The topology reconciler's: it reads the ClusterClass, watches the
+	// MachineDeployments and MachinePools, lists MachineSets, and creates
+	// the KubeadmControlPlane from its template.
+	"config/crd/bases/cluster.x-k8s.io_clusterclasses.yaml",
+	"config/crd/bases/cluster.x-k8s.io_machinedeployments.yaml",
+	"config/crd/bases/cluster.x-k8s.io_machinepools.yaml",
+	"config/crd/bases/cluster.x-k8s.io_machinesets.yaml",
+	"config/crd/bases/cluster.x-k8s.io_machinehealthchecks.yaml",
+	"config/crd/bases/runtime.cluster.x-k8s.io_extensionconfigs.yaml",
+	"controlplane/kubeadm/config/crd/bases/controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml",
+	"controlplane/kubeadm/config/crd/bases/controlplane.cluster.x-k8s.io_kubeadmcontrolplanetemplates.yaml",
 	"config/crd/bases/ipam.cluster.x-k8s.io_ipaddressclaims.yaml",
 	"config/crd/bases/ipam.cluster.x-k8s.io_ipaddresses.yaml",
 }
@@ -138,6 +154,9 @@ func run(m *testing.M) error {
 	}
 	defer func() { _ = env.Stop() }()
 	cfg.QPS, cfg.Burst = 500, 1000
+	if err := labelContracts(context.Background(), cfg, env.CRDs); err != nil {
+		return err
+	}
 
 	s := newScheme()
 	if k8s, err = client.New(cfg, client.Options{Scheme: s}); err != nil {
@@ -198,6 +217,7 @@ func newScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(ipamv1.AddToScheme(s))
+	utilruntime.Must(runtimev1.AddToScheme(s)) // the ClusterClass reconciler watches ExtensionConfigs
 	utilruntime.Must(infrav1.AddToScheme(s))
 	return s
 }
@@ -284,6 +304,22 @@ func startCAPV(ctx context.Context, cfg *rest.Config, s *runtime.Scheme) (<-chan
 	if err := capv.AddVMControllerToManager(ctx, controllerCtx, mgr, clusterCache, controller.Options{MaxConcurrentReconciles: 2}); err != nil {
 		return nil, fmt.Errorf("setting up CAPV's VSphereVM controller: %w", err)
 	}
+	if err := capv.AddClusterControllerToManager(ctx, controllerCtx, mgr, false, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		return nil, fmt.Errorf("setting up CAPV's VSphereCluster controller: %w", err)
+	}
+	// Cluster API's own ClusterClass and topology reconcilers, as its
+	// main.go runs them: a ClusterClass cluster's variables flow through
+	// the class's patches into the VSphereCluster and KubeadmControlPlane
+	// they generate.
+	if err := (&capicontrollers.ClusterClassReconciler{Client: mgr.GetClient()}).
+		SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		return nil, fmt.Errorf("setting up Cluster API's ClusterClass controller: %w", err)
+	}
+	if err := (&capicontrollers.ClusterTopologyReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ClusterCache: clusterCache,
+	}).SetupWithManager(ctx, mgr, controller.Options{MaxConcurrentReconciles: 1}); err != nil {
+		return nil, fmt.Errorf("setting up Cluster API's topology controller: %w", err)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -292,6 +328,29 @@ func startCAPV(ctx context.Context, cfg *rest.Config, s *runtime.Scheme) (<-chan
 		}
 	}()
 	return done, nil
+}
+
+// labelContracts labels the CRDs of CAPV and of the kubeadm control plane
+// with the Cluster API contract they implement, as their releases'
+// kustomizations do: the topology reconciler reads the label.
+func labelContracts(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if crd.Spec.Group != infrav1.GroupVersion.Group && crd.Spec.Group != "controlplane.cluster.x-k8s.io" {
+			continue
+		}
+		patch := []byte(`{"metadata":{"labels":{"cluster.x-k8s.io/v1beta2":"v1beta2"}}}`)
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+		obj.SetName(crd.Name)
+		if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("labelling CRD %s with its contract: %w", crd.Name, err)
+		}
+	}
+	return nil
 }
 
 // logBuffer collects what CAPV's controllers log, to show when a test

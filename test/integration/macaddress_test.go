@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -78,6 +80,21 @@ func (f *fixture) setBootMAC(host *unstructured.Unstructured, mac string) {
 	f.update(host, func() { require.NoError(f.t, unstructured.SetNestedField(host.Object, mac, "spec", "bootMACAddress")) })
 }
 
+// setVMStatusMAC reports a MAC for the VSphereVM's first device, as CAPV
+// does once the VM is ready.
+func (f *fixture) setVMStatusMAC(vm *unstructured.Unstructured, mac string) {
+	f.t.Helper()
+	require.NoError(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(vm), vm); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedSlice(vm.Object, []any{map[string]any{"macAddr": mac, "connected": true}}, "status", "network"); err != nil {
+			return err
+		}
+		return k8s.Status().Update(f.ctx, vm)
+	}))
+}
+
 func (f *fixture) fixedAddressOf(claim string) []wapisim.Object {
 	var out []wapisim.Object
 	for _, o := range f.wapi().Objects("fixedaddress") {
@@ -96,8 +113,10 @@ func (f *fixture) fixedAddressOf(claim string) []wapisim.Object {
 // alone, naming the MAC and the holder, and binds once its host's MAC is
 // corrected; the audit restores a deleted
 // reservation with its MAC. A CAPV claim takes its device's MAC from the
-// VSphereVM's spec, and without one is reserved at once without a MAC:
-// CAPV reports vSphere's MAC only after the addresses are bound.
+// VSphereVM's spec, and without one is reserved at once without a MAC
+// (CAPV reports vSphere's MAC only after the addresses are bound), which is
+// written into the fixed address once the VSphereVM's status reports it,
+// and never rewritten when it changes.
 func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 	f := newInfobloxFixture(t)
 	f.seedNetwork("10.66.0.0/24")
@@ -198,7 +217,7 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
 	})
 
-	t.Run("CAPV: the device's MAC from the VSphereVM's spec, else no MAC and no wait", func(t *testing.T) {
+	t.Run("CAPV: the device's MAC from the VSphereVM's spec, else no wait and the MAC written once the VM reports it", func(t *testing.T) {
 		device := func(mac string) map[string]any {
 			d := map[string]any{"networkName": "vm-network"}
 			if mac != "" {
@@ -224,6 +243,42 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		require.Len(t, fixed, 1)
 		assert.Equal(t, "RESERVED", fixed[0].MatchClient, "a reservation, as without the setting")
 		assert.NotContains(t, f.getClaim(claimWithout).Annotations, v1alpha1.MACAddressAnnotation)
+		cond := conditions.Get(f.getClaim(claimWithout), v1alpha1.MACAddressCurrentCondition)
+		require.NotNil(t, cond)
+		assert.Equal(t, shared.MACAddressDeferredReason, cond.Reason, "the claim says its record waits for the MAC")
+
+		// CAPV reports the MAC vSphere gave the device once the VM is
+		// ready: it is written into the fixed address, once.
+		f.setVMStatusMAC(without, "00:50:56:AB:CD:02")
+		got := f.waitMACAnnotation(claimWithout, "00:50:56:ab:cd:02")
+		assert.Equal(t, "VSphereVM.infrastructure.cluster.x-k8s.io/"+f.ns+"/vm-b", got.Annotations[v1alpha1.MACAddressSourceAnnotation])
+		fixed = f.fixedAddressOf(claimWithout.Name)
+		require.Len(t, fixed, 1)
+		assert.Equal(t, "00:50:56:ab:cd:02", fixed[0].MAC)
+		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cond := conditions.Get(f.getClaim(claimWithout), v1alpha1.MACAddressCurrentCondition)
+			require.NotNil(c, cond)
+			assert.Equal(c, metav1.ConditionTrue, cond.Status)
+			assert.Equal(c, shared.MACAddressWrittenReason, cond.Reason)
+		}, waitTimeout, pollInterval)
+		f.waitEvent(f.ns, claimWithout.Name, shared.MACAddressWrittenReason)
+
+		// A MAC that changes later is reported, never written.
+		f.wapi().ResetCalls()
+		f.update(without, func() {
+			require.NoError(t, unstructured.SetNestedSlice(without.Object, []any{map[string]any{"networkName": "vm-network", "macAddr": "00:50:56:AB:CD:03"}},
+				"spec", "network", "devices"))
+		})
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cond := conditions.Get(f.getClaim(claimWithout), v1alpha1.MACAddressCurrentCondition)
+			require.NotNil(c, cond)
+			assert.Equal(c, v1alpha1.MACAddressChangedReason, cond.Reason)
+		}, waitTimeout, pollInterval)
+		fixed = f.fixedAddressOf(claimWithout.Name)
+		require.Len(t, fixed, 1)
+		assert.Equal(t, "00:50:56:ab:cd:02", fixed[0].MAC, "the record keeps the MAC written")
+		assert.Zero(t, f.wapi().CountObjectCalls("PUT", "fixedaddress"), "nothing was written to the grid")
 	})
 
 	t.Run("a reservation kept for the grace period serves no machine", func(t *testing.T) {

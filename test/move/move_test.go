@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
 )
 
 const (
@@ -55,7 +57,9 @@ type fixture struct {
 }
 
 // TestClusterctlMoveRoundTrip moves a workload Cluster with its Machines,
-// their claims and IPAddresses, and the pools (namespaced and Global) with
+// their claims and IPAddresses, the claim of the Cluster's control-plane
+// endpoint (the Cluster opts in; the endpoint and its address stay the
+// same, and the target reports nothing), and the pools (namespaced and Global) with
 // clusterctl's library from management cluster A to B, and back to A. Each
 // way, every claim is bound in the target to the very address it had, no
 // reservation is made, the source releases nothing and writes nothing to
@@ -69,12 +73,15 @@ func TestClusterctlMoveRoundTrip(t *testing.T) {
 		f := newFixture(t, sys)
 		f.createPools(clusterA)
 		f.createWorkload(clusterA)
-		var all []string
+		// The Cluster's control-plane endpoint claim moves with it, as
+		// the Machines' claims do.
+		all := []string{endpointClaim}
 		for _, m := range machines {
 			all = append(all, claimNames(m)...)
 		}
 		bound := f.waitBound(clusterA, all)
 		f.assertRecordsMarked(clusterA, bound)
+		endpoint := f.waitEndpoint(clusterA, bound[endpointClaim])
 		t.Logf("%s: %d claims bound in A after %s", sys.name(), len(bound), time.Since(started).Round(time.Millisecond))
 
 		// A to B.
@@ -82,6 +89,7 @@ func TestClusterctlMoveRoundTrip(t *testing.T) {
 		moveStarted := time.Now()
 		f.move(clusterA, clusterB)
 		f.assertMoved(clusterA, clusterB, bound, reserved, moveStarted)
+		f.assertEndpointKept(clusterB, endpoint)
 		t.Logf("%s: moved A to B in %s (with the checks)", sys.name(), time.Since(moveStarted).Round(time.Millisecond))
 
 		// The claims of one Machine go in B: B releases the records A made.
@@ -105,6 +113,7 @@ func TestClusterctlMoveRoundTrip(t *testing.T) {
 		moveStarted = time.Now()
 		f.move(clusterB, clusterA)
 		f.assertMoved(clusterB, clusterA, bound, reserved, moveStarted)
+		f.assertEndpointKept(clusterA, endpoint)
 		t.Logf("%s: moved B back to A in %s (with the checks)", sys.name(), time.Since(moveStarted).Round(time.Millisecond))
 
 		for name, addr := range bound {
@@ -187,8 +196,11 @@ func (f *fixture) createPools(c *mgmt) {
 func (f *fixture) createWorkload(c *mgmt) {
 	f.t.Helper()
 	cluster := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: clusterName},
-		Spec:       clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: clusterName, Annotations: map[string]string{
+			// The control-plane endpoint from the namespaced pool.
+			v1alpha1.ControlPlaneEndpointPoolAnnotation: f.sys.poolKind(false) + "/pool",
+		}},
+		Spec: clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}},
 	}
 	require.NoError(f.t, c.k8s.Create(f.ctx, cluster))
 	for _, m := range machines {
@@ -245,6 +257,44 @@ func (f *fixture) setProvisioned(c *mgmt) {
 		m := &list.Items[i]
 		m.Status.NodeRef = clusterv1.MachineNodeReference{Name: m.Name}
 		require.NoError(f.t, c.k8s.Status().Update(f.ctx, m))
+	}
+}
+
+// endpointClaim is the claim the provider makes for the Cluster's
+// control-plane endpoint.
+const endpointClaim = clusterName + endpoint.ClaimSuffix
+
+// waitEndpoint waits until the provider has written the endpoint claim's
+// address (addr, with its prefix length) into the Cluster in c.
+func (f *fixture) waitEndpoint(c *mgmt, addr string) clusterv1.APIEndpoint {
+	f.t.Helper()
+	want := clusterv1.APIEndpoint{Host: netip.MustParsePrefix(addr).Addr().String(), Port: v1alpha1.DefaultControlPlaneEndpointPort}
+	require.EventuallyWithT(f.t, func(ct *assert.CollectT) {
+		cluster := &clusterv1.Cluster{}
+		require.NoError(ct, c.k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: clusterName}, cluster))
+		assert.Equal(ct, want, cluster.Spec.ControlPlaneEndpoint)
+	}, waitTimeout, pollInterval)
+	return want
+}
+
+// assertEndpointKept checks that the Cluster moved to c has the endpoint
+// it had, that its claim is the one that moved (bound again to the same
+// address by assertMoved), and that c's provider saw nothing to report:
+// no Warning on the Cluster.
+func (f *fixture) assertEndpointKept(c *mgmt, want clusterv1.APIEndpoint) {
+	f.t.Helper()
+	cluster := &clusterv1.Cluster{}
+	require.NoError(f.t, c.k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: clusterName}, cluster))
+	assert.Equal(f.t, want, cluster.Spec.ControlPlaneEndpoint, "the endpoint in %s", c.name)
+	claim := &ipamv1.IPAddressClaim{}
+	require.NoError(f.t, c.k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: endpointClaim}, claim))
+	assert.True(f.t, metav1.IsControlledBy(claim, cluster), "the moved claim is owned by the moved Cluster in %s", c.name)
+	list := &eventsv1.EventList{}
+	require.NoError(f.t, c.k8s.List(f.ctx, list, client.InNamespace(f.ns)))
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Cluster" && e.Type == corev1.EventTypeWarning {
+			f.t.Errorf("Warning on the Cluster in %s after the move: %s: %s", c.name, e.Reason, e.Note)
+		}
 	}
 }
 

@@ -43,6 +43,7 @@ type endpoints struct {
 type netboxIP struct {
 	Address      string         `json:"address"`
 	DNSName      string         `json:"dnsName"`
+	Description  string         `json:"description"`
 	Status       string         `json:"status"`
 	CustomFields map[string]any `json:"customFields"`
 }
@@ -52,6 +53,7 @@ type wapiObject struct {
 	Name      string            `json:"name"`
 	Addresses []string          `json:"addresses"`
 	EAs       map[string]string `json:"eas"`
+	Comment   string            `json:"comment,omitempty"`
 	// MAC and MatchClient of a fixed address.
 	MAC         string `json:"mac,omitempty"`
 	MatchClient string `json:"matchClient,omitempty"`
@@ -127,7 +129,7 @@ func run() error {
 	handle("GET /netbox/ip-addresses", nil, func(any) any {
 		out := []netboxIP{}
 		for _, ip := range nb.IPAddresses() {
-			out = append(out, netboxIP{Address: ip.Address, DNSName: ip.DNSName, Status: ip.Status, CustomFields: ip.CustomFields})
+			out = append(out, netboxIP{Address: ip.Address, DNSName: ip.DNSName, Description: ip.Description, Status: ip.Status, CustomFields: ip.CustomFields})
 		}
 		return out
 	})
@@ -151,7 +153,7 @@ func run() error {
 	mux.HandleFunc("GET /wapi/objects", func(w http.ResponseWriter, r *http.Request) {
 		out := []wapiObject{}
 		for _, o := range wapi.Objects(r.URL.Query().Get("type")) {
-			obj := wapiObject{Type: o.Type, Name: o.Name, EAs: o.EAs, MAC: o.MAC, MatchClient: o.MatchClient}
+			obj := wapiObject{Type: o.Type, Name: o.Name, EAs: o.EAs, Comment: o.Comment, MAC: o.MAC, MatchClient: o.MatchClient}
 			for _, a := range o.Addresses {
 				obj.Addresses = append(obj.Addresses, a.String())
 			}
