@@ -9,9 +9,10 @@
 //   - handover.go, requested.go: an address another claim of this cluster
 //     holds, and an address the claim asks for;
 //   - delete.go: the release, then the IPAddress and the finalizer;
-//   - mac.go, machinename.go: what the records carry of the machine;
-//   - ipaddress.go, patch.go, watches.go, background.go: the objects it
-//     writes, and how it is woken.
+//   - mac.go, macwrite.go, machinename.go: what the records carry of the
+//     machine, and a MAC written once the machine reports it;
+//   - ipaddress.go, reservation.go, patch.go: the objects it writes;
+//   - watches.go, background.go, holds.go: how it is woken, and held back.
 //
 // Everything one reconcile knows of its claim travels in a scope.
 package claim
