@@ -114,6 +114,8 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	mgr := &managerproc.Process{Bin: bin, Kubeconfig: kubeconfig, LogPath: filepath.Join(dir, "manager.log"), Args: []string{
 		"--leader-elect=false", "--manager-namespace=" + managerNS,
 		"--health-addr=" + health, "--diagnostics-address=" + diagnostics, "--v=2",
+		// As an on-call engineer's log pipeline would read it.
+		"--logging-format=json",
 		// Counts follow allocations within a second, not the default ten.
 		"--pool-refresh-interval=1s",
 	}}
@@ -227,6 +229,37 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 		assert.Equal(t, "inactive", st.State, "%s after every condition ended: %+v", name, st.Alerts)
 	}
 	assert.True(t, mgr.Running(), "the manager exited")
+	assertJSONLog(t, mgr.LogPath)
+}
+
+// assertJSONLog checks that every line the manager wrote is a JSON object
+// with a message, and that its reconcilers' lines carry their objects as
+// fields of their own.
+func assertJSONLog(t *testing.T, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines, reconciled := 0, false
+	var notJSON []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		// The harness's own notes, and blank lines.
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "===== ") {
+			continue
+		}
+		lines++
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			notJSON = append(notJSON, line)
+			continue
+		}
+		assert.NotEmpty(t, entry["msg"], "line %q has no msg", line)
+		if entry["NetboxIPPool"] != nil && entry["controller"] != nil {
+			reconciled = true
+		}
+	}
+	assert.Positive(t, lines, "the manager logged nothing")
+	assert.Empty(t, notJSON[:min(len(notJSON), 5)], "%d of %d log lines are not JSON", len(notJSON), lines)
+	assert.True(t, reconciled, "no line of a reconciler names its pool in a field of its own")
 }
 
 // shippedRules returns the rule groups of config/prometheus/rules.yaml as a
