@@ -147,6 +147,12 @@ func run() error {
 	}
 	_ = tw.Flush()
 	calls := sim.Calls()
+	// The pool's counts are refreshed at most once per --pool-refresh-interval
+	// (10s), however many claims bind: wait for the refresh after the burst,
+	// then print what NetBox holds, the gateway included.
+	if err := waitForCounts(ctx, c, int64(len(sim.IPAddresses()))); err != nil {
+		return err
+	}
 	printPool(ctx, c)
 
 	step("Deleting the claims")
@@ -170,19 +176,26 @@ func run() error {
 	if len(left) != 1 {
 		return fmt.Errorf("expected only the gateway to remain in NetBox, found %d records", len(left))
 	}
-	if err := waitFor(ctx, func() (bool, error) {
-		pool := &v1alpha1.NetboxIPPool{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "lab"}, pool); err != nil {
-			return false, err
-		}
-		return pool.Status.Addresses != nil && pool.Status.Addresses.Used == 1, nil
-	}); err != nil {
+	if err := waitForCounts(ctx, c, int64(len(left))); err != nil {
 		return err
 	}
 	printPool(ctx, c)
 	fmt.Printf("\nNetBox requests while binding %d claims (pool validation included): %d\n", claims, len(calls))
 	step("Done")
 	return nil
+}
+
+// waitForCounts waits for the pool's status to count used addresses, as
+// NetBox does.
+func waitForCounts(ctx context.Context, c client.Client, used int64) error {
+	step("Waiting for the pool's counts to be refreshed (at most every --pool-refresh-interval)")
+	return waitFor(ctx, func() (bool, error) {
+		pool := &v1alpha1.NetboxIPPool{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "lab"}, pool); err != nil {
+			return false, err
+		}
+		return pool.Status.Addresses != nil && pool.Status.Addresses.Used == used, nil
+	})
 }
 
 func printPool(ctx context.Context, c client.Client) {

@@ -1,0 +1,470 @@
+// Package prometheus runs the shipped alerts end to end: a real Prometheus
+// server scrapes the manager binary's secure metrics endpoint with a
+// ServiceAccount's token, as the ServiceMonitor does, evaluates the rules
+// of config/prometheus/rules.yaml, and the alerts fire and resolve on
+// conditions made on the NetBox simulator.
+package prometheus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+)
+
+const (
+	poolNS       = "tenant"
+	managerNS    = "capi-ipam-bridge-system"
+	monitoringNS = "monitoring"
+	// A /29: few enough addresses to fill with a handful of claims.
+	prefix = "192.0.2.0/29"
+	token  = "0123456789abcdef0123456789abcdef01234567"
+	// A token the NetBox simulator does not know: NetBox refuses it (403).
+	refusedToken = "fedcba9876543210fedcba9876543210fedcba98"
+	// shortFor replaces every alert's `for:` in the test's copy of the
+	// rules, so that an alert fires seconds after its condition holds. The
+	// expressions, labels and annotations are the shipped ones.
+	shortFor = "3s"
+)
+
+// TestShippedAlertsFireAndResolve makes a pool nearly full with claims
+// waiting, then refuses its credentials, and checks that Prometheus fires
+// IPAMBridgePoolNearlyFull, IPAMBridgeClaimsWaiting and
+// IPAMBridgePoolCredentialsRefused on what it scraped from the manager, and
+// that each resolves once its condition ends.
+func TestShippedAlertsFireAndResolve(t *testing.T) {
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("the prometheus server is not on PATH: make test (test-alerts) installs it with hack/prometheus/install.sh")
+	}
+	ctx := context.Background()
+
+	env, cfg, err := envtestenv.Start()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = env.Stop() })
+	admin, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	require.NoError(t, err)
+	clientset, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+
+	sim := netboxsim.New()
+	t.Cleanup(sim.Close)
+	sim.AddToken(token, true)
+	sim.AddPrefixWithGateway(prefix, netboxsim.PrefixOptions{})
+
+	// Prometheus's identity, as config/prometheus/scraper.yaml makes it: a
+	// ServiceAccount bound to the released metrics-reader ClusterRole.
+	for _, ns := range []string{poolNS, managerNS, monitoringNS} {
+		require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	}
+	role := &rbacv1.ClusterRole{}
+	raw, err := os.ReadFile(filepath.Join(envtestenv.RepoRoot(), "config", "rbac", "metrics_reader_role.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, role))
+	require.NoError(t, admin.Create(ctx, role))
+	require.NoError(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: monitoringNS, Name: "prometheus"}}))
+	require.NoError(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-scrapes-ipam-bridge"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: monitoringNS, Name: "prometheus"}},
+	}))
+	tr, err := clientset.CoreV1().ServiceAccounts(monitoringNS).CreateToken(ctx, "prometheus",
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// The manager, as a process of its own, serving metrics over HTTPS to
+	// the clients the API server authenticates and authorizes.
+	dir := t.TempDir()
+	bin, err := managerproc.Build(dir)
+	require.NoError(t, err)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	require.NoError(t, managerproc.WriteKubeconfig(cfg, kubeconfig))
+	health, err := managerproc.FreeAddr()
+	require.NoError(t, err)
+	diagnostics, err := managerproc.FreeAddr()
+	require.NoError(t, err)
+	mgr := &managerproc.Process{Bin: bin, Kubeconfig: kubeconfig, LogPath: filepath.Join(dir, "manager.log"), Args: []string{
+		"--leader-elect=false", "--manager-namespace=" + managerNS,
+		"--health-addr=" + health, "--diagnostics-address=" + diagnostics, "--v=2",
+		// As an on-call engineer's log pipeline would read it.
+		"--logging-format=json",
+		// Counts follow allocations within a second, not the default ten.
+		"--pool-refresh-interval=1s",
+	}}
+	require.NoError(t, mgr.Start())
+	t.Cleanup(mgr.Stop)
+
+	prom := startPrometheus(t, promBin, diagnostics, tr.Status.Token)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manager log:\n%s", mgr.Tail(80))
+			t.Logf("prometheus log:\n%s", prom.tail(40))
+		}
+	})
+
+	t.Log("scraping the manager with the ServiceAccount's token")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.True(c, mgr.Running(), "the manager exited")
+		var targets struct {
+			ActiveTargets []struct {
+				Health    string `json:"health"`
+				LastError string `json:"lastError"`
+			} `json:"activeTargets"`
+		}
+		require.NoError(c, prom.api(ctx, "/api/v1/targets", nil, &targets))
+		require.Len(c, targets.ActiveTargets, 1)
+		assert.Equal(c, "up", targets.ActiveTargets[0].Health, targets.ActiveTargets[0].LastError)
+	}, 2*time.Minute, time.Second)
+
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "netbox", Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)},
+	}
+	require.NoError(t, admin.Create(ctx, secret))
+	require.NoError(t, admin.Create(ctx, &v1alpha1.NetboxIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "lab"},
+		Spec: v1alpha1.NetboxIPPoolSpec{
+			Connection: v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"}},
+			Sources:    []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: prefix}}},
+		},
+	}))
+	require.NoError(t, admin.Create(ctx, &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "workload"},
+		Spec:       clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}},
+	}))
+	claims := 0
+	addClaims := func(n int) {
+		for range n {
+			require.NoError(t, admin.Create(ctx, &ipamv1.IPAddressClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: fmt.Sprintf("machine-%d", claims)},
+				Spec: ipamv1.IPAddressClaimSpec{
+					ClusterName: "workload",
+					PoolRef:     ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: "lab"},
+				},
+			}))
+			claims++
+		}
+	}
+
+	// The alerts the test drives, and the pool's series they must name.
+	const (
+		nearlyFull  = "IPAMBridgePoolNearlyFull"
+		waiting     = "IPAMBridgeClaimsWaiting"
+		credentials = "IPAMBridgePoolCredentialsRefused"
+	)
+	poolLabels := map[string]string{"pool_kind": "NetboxIPPool", "pool_namespace": poolNS, "pool": "lab"}
+
+	t.Log("a pool with room: no alert is pending or firing")
+	addClaims(1)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		// The recording rule has the pool's share of free addresses: the
+		// pool's series were scraped and the rules evaluated them.
+		v, ok := prom.query(c, ctx, `capi_ipam_bridge:pool_free_addresses:ratio{pool="lab"}`)
+		require.True(c, ok, "no free-address ratio for the pool yet")
+		assert.Greater(c, v, 0.05)
+	}, time.Minute, time.Second)
+	// Longer than shortFor and a few evaluations: an alert would have fired.
+	time.Sleep(6 * time.Second)
+	for name, st := range prom.alertStates(t, ctx) {
+		assert.Equal(t, "inactive", st.State, "%s with a healthy pool: %+v", name, st.Alerts)
+	}
+
+	t.Log("the pool full and claims waiting")
+	addClaims(10)
+	prom.waitState(t, ctx, nearlyFull, "firing", poolLabels)
+	prom.waitState(t, ctx, waiting, "firing", map[string]string{"pool_kind": "NetboxIPPool"})
+
+	// The manager puts its finalizer on the Secret: patch the token only.
+	rotate := func(to string) {
+		t.Helper()
+		current := &corev1.Secret{}
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(secret), current))
+		before := current.DeepCopy()
+		current.Data[v1alpha1.NetboxTokenKey] = []byte(to)
+		require.NoError(t, admin.Patch(ctx, current, client.MergeFrom(before)))
+	}
+
+	t.Log("the pool's Secret rotated to a token NetBox refuses")
+	rotate(refusedToken)
+	prom.waitState(t, ctx, credentials, "firing", map[string]string{"pool": "lab", "pool_namespace": poolNS, "reason": v1alpha1.AuthenticationFailedReason})
+
+	t.Log("the Secret restored")
+	rotate(token)
+	prom.waitState(t, ctx, credentials, "inactive", nil)
+	assert.Equal(t, "firing", prom.alertStates(t, ctx)[nearlyFull].State, "the pool is still full")
+
+	t.Log("the claims deleted: the pool has room and nothing waits")
+	require.NoError(t, admin.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(poolNS)))
+	prom.waitState(t, ctx, nearlyFull, "inactive", nil)
+	prom.waitState(t, ctx, waiting, "inactive", nil)
+	for name, st := range prom.alertStates(t, ctx) {
+		assert.Equal(t, "inactive", st.State, "%s after every condition ended: %+v", name, st.Alerts)
+	}
+	assert.True(t, mgr.Running(), "the manager exited")
+	assertJSONLog(t, mgr.LogPath)
+}
+
+// assertJSONLog checks that every line the manager wrote is a JSON object
+// with a message, and that its reconcilers' lines carry their objects as
+// fields of their own.
+func assertJSONLog(t *testing.T, path string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines, reconciled := 0, false
+	var notJSON []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		// The harness's own notes, and blank lines.
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(line, "===== ") {
+			continue
+		}
+		lines++
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(line), &entry); err != nil {
+			notJSON = append(notJSON, line)
+			continue
+		}
+		assert.NotEmpty(t, entry["msg"], "line %q has no msg", line)
+		if entry["NetboxIPPool"] != nil && entry["controller"] != nil {
+			reconciled = true
+		}
+	}
+	assert.Positive(t, lines, "the manager logged nothing")
+	assert.Empty(t, notJSON[:min(len(notJSON), 5)], "%d of %d log lines are not JSON", len(notJSON), lines)
+	assert.True(t, reconciled, "no line of a reconciler names its pool in a field of its own")
+}
+
+// shippedRules returns the rule groups of config/prometheus/rules.yaml as a
+// Prometheus rule file, every alert's `for:` replaced by shortFor.
+func shippedRules(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(envtestenv.RepoRoot(), "config", "prometheus", "rules.yaml"))
+	require.NoError(t, err)
+	var rule struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Groups []map[string]any `json:"groups"`
+		} `json:"spec"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &rule))
+	require.Equal(t, "PrometheusRule", rule.Kind)
+	alerts := 0
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g["rules"].([]any) {
+			r := r.(map[string]any)
+			if _, ok := r["alert"]; !ok {
+				continue
+			}
+			alerts++
+			if _, ok := r["for"]; ok {
+				r["for"] = shortFor
+			}
+		}
+	}
+	require.NotZero(t, alerts, "the shipped PrometheusRule has no alerts")
+	out, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	require.NoError(t, err)
+	return out
+}
+
+type prometheusServer struct {
+	url     string
+	logPath string
+}
+
+// startPrometheus runs the prometheus server: it scrapes the manager's
+// diagnostics endpoint over HTTPS with token, as the ServiceMonitor of
+// config/prometheus does, and evaluates the shipped rules, every second.
+func startPrometheus(t *testing.T, bin, target, token string) *prometheusServer {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), shippedRules(t), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte(token), 0o600))
+	config := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+- %s
+scrape_configs:
+- job_name: capi-ipam-bridge
+  scheme: https
+  metrics_path: /metrics
+  authorization:
+    type: Bearer
+    credentials_file: %s
+  tls_config:
+    # The manager's serving certificate is self-signed, as in the ServiceMonitor.
+    insecure_skip_verify: true
+  static_configs:
+  - targets: [%q]
+`, filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "token"), target)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600))
+	addr, err := managerproc.FreeAddr()
+	require.NoError(t, err)
+	logPath := filepath.Join(dir, "prometheus.log")
+	logFile, err := os.Create(logPath)
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = logFile.Close()
+	})
+	p := &prometheusServer{url: "http://" + addr, logPath: logPath}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, err := http.Get(p.url + "/-/ready")
+		require.NoError(c, err)
+		_ = resp.Body.Close()
+		assert.Equal(c, http.StatusOK, resp.StatusCode)
+	}, time.Minute, 200*time.Millisecond, "prometheus did not start:\n%s", p.tail(20))
+	return p
+}
+
+func (p *prometheusServer) tail(n int) string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// api GETs a path of Prometheus's HTTP API and decodes its data into out.
+func (p *prometheusServer) api(ctx context.Context, path string, params url.Values, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path+"?"+params.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return fmt.Errorf("decoding %s: %w", path, err)
+	}
+	if body.Status != "success" {
+		return fmt.Errorf("%s: %s", path, body.Error)
+	}
+	return json.Unmarshal(body.Data, out)
+}
+
+// query returns the value of an instant query's one series, and whether
+// there is one.
+func (p *prometheusServer) query(c *assert.CollectT, ctx context.Context, expr string) (float64, bool) {
+	var data struct {
+		Result []struct {
+			Value [2]any `json:"value"`
+		} `json:"result"`
+	}
+	require.NoError(c, p.api(ctx, "/api/v1/query", url.Values{"query": {expr}}, &data))
+	if len(data.Result) != 1 {
+		return 0, false
+	}
+	var v float64
+	_, err := fmt.Sscan(data.Result[0].Value[1].(string), &v)
+	require.NoError(c, err)
+	return v, true
+}
+
+type alertRule struct {
+	State  string `json:"state"`
+	Alerts []struct {
+		Labels map[string]string `json:"labels"`
+		State  string            `json:"state"`
+	} `json:"alerts"`
+}
+
+// alertStates returns the state of every alerting rule Prometheus loaded,
+// by alert name: inactive, pending or firing.
+func (p *prometheusServer) alertStates(t require.TestingT, ctx context.Context) map[string]alertRule {
+	var data struct {
+		Groups []struct {
+			Rules []struct {
+				alertRule
+				Name string `json:"name"`
+				Type string `json:"type"`
+			} `json:"rules"`
+		} `json:"groups"`
+	}
+	require.NoError(t, p.api(ctx, "/api/v1/rules", url.Values{"type": {"alert"}}, &data))
+	out := map[string]alertRule{}
+	for _, g := range data.Groups {
+		for _, r := range g.Rules {
+			out[r.Name] = r.alertRule
+		}
+	}
+	return out
+}
+
+// waitState waits for alert to be in state; when firing, one of its alerts
+// must carry labels.
+func (p *prometheusServer) waitState(t *testing.T, ctx context.Context, alert, state string, labels map[string]string) {
+	t.Helper()
+	var last alertRule
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rules := p.alertStates(c, ctx)
+		r, ok := rules[alert]
+		require.True(c, ok, "prometheus has not loaded %s", alert)
+		last = r
+		require.Equal(c, state, r.State)
+		if state != "firing" {
+			return
+		}
+		found := false
+	alerts:
+		for _, a := range r.Alerts {
+			for k, v := range labels {
+				if a.Labels[k] != v {
+					continue alerts
+				}
+			}
+			found = found || a.State == "firing"
+		}
+		assert.True(c, found, "no firing %s alert has labels %v: %+v", alert, labels, r.Alerts)
+	}, 2*time.Minute, 500*time.Millisecond, "%s did not become %s", alert, state)
+	t.Logf("%s: %s %+v", alert, last.State, last.Alerts)
+}
