@@ -20,7 +20,22 @@ func (p *Protocol[P, S, R, Q]) Remark(ctx context.Context, rec Record, marker st
 	if err != nil {
 		return err
 	}
-	return p.d.Mark(ctx, r, marker, rec.MAC)
+	return p.mark(ctx, r, marker, rec.MAC)
+}
+
+// mark sets a record's marker, and has it serve mac where the system's
+// records serve one (see Driver.Mark). A planned record keeps saying that
+// it was planned under its new marker, and the MAC the IPAM team gave it;
+// retired, it goes back to the IPAM team as they planned it (see
+// Driver.Drop): its plan holds the address.
+func (p *Protocol[P, S, R, Q]) mark(ctx context.Context, r R, marker, mac string) error {
+	if v := p.d.View(r); v.Planned {
+		if _, _, tombstone := ParseTombstone(marker); tombstone {
+			return p.d.Drop(ctx, r)
+		}
+		marker, mac = PlannedMarker(marker), v.MAC
+	}
+	return p.d.Mark(ctx, r, marker, mac)
 }
 
 // Delete deletes the record rec names if it still carries rec.Marker; a
@@ -93,7 +108,7 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 			if r, err = p.owned(ctx, v); err != nil {
 				return Allocation{}, err
 			}
-			if err := p.d.Mark(ctx, r, claim.Marker, v.MAC); err != nil {
+			if err := p.mark(ctx, r, claim.Marker, v.MAC); err != nil {
 				return Allocation{}, err
 			}
 		default:

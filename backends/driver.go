@@ -54,13 +54,15 @@ type Driver[P any, S Source, R, Q any] interface {
 	AtAddress(ctx context.Context, pool P, addr netip.Addr) ([]R, error)
 	// Drop deletes a record; one already gone is no error.
 	Drop(ctx context.Context, r R) error
-	// DropAll deletes records with one request: all of them, or none when
-	// it fails.
+	// DropAll deletes records, none of them planned, with one request:
+	// all of them, or none when it fails.
 	DropAll(ctx context.Context, records []R) error
-	// Mark sets a record's marker; a tombstone retires it (see
-	// Backend.Retire). Where the system's records serve a machine's MAC,
-	// the record serves mac from then on, or no machine when mac is ""
-	// (see Backend.Remark); View(r).MAC keeps the one it serves.
+	// Mark sets the marker of a record the provider made, or of a plan to
+	// the planned form of a marker (the protocol handles plans); a
+	// tombstone retires it (see Backend.Retire). Where the system's
+	// records serve a machine's MAC, the record serves mac from then on,
+	// or no machine when mac is "" (see Backend.Remark); View(r).MAC keeps
+	// the one it serves.
 	Mark(ctx context.Context, r R, marker, mac string) error
 
 	// Unusable says why src, which contains addr, may still not give it
@@ -87,9 +89,8 @@ type Driver[P any, S Source, R, Q any] interface {
 	// the pool's planned tag, status or attribute), whatever their marker,
 	// in the order to adopt them. It is asked only of a pool that adopts
 	// planned records (Options.Plans). Every read of a record (View) tells
-	// a planned record the claim adopted (Record.Planned), and Drop,
-	// DropAll and Mark return such a record to the IPAM team instead of
-	// deleting or retiring it.
+	// a planned record the claim adopted (Record.Planned), and Drop returns
+	// such a record to the IPAM team instead of deleting it.
 	Planned(ctx context.Context, claim Claim) ([]R, error)
 	// Adopt writes the claim's marker on a planned record, saying that it
 	// was planned, and changes nothing the IPAM team set.

@@ -46,6 +46,15 @@ func New[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options) *Protocol[P
 	return p
 }
 
+// Open is New for a driver constructor's results: its error, or the
+// Backend.
+func Open[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options, err error) (Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return New(d, o), nil
+}
+
 var _ Backend = (*Protocol[any, Source, any, any])(nil)
 
 // Endpoint names the system the driver talks to.
@@ -147,7 +156,7 @@ func (p *Protocol[P, S, R, Q]) Release(ctx context.Context, claim Claim, last Re
 // Retire keeps the claim's records as tombstones instead of deleting them.
 func (p *Protocol[P, S, R, Q]) Retire(ctx context.Context, claim Claim, last Reservation, at time.Time) error {
 	tombstone := TombstoneMarker(claim.Marker, at)
-	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.d.Mark(ctx, r, tombstone, p.d.View(r).MAC) })
+	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.mark(ctx, r, tombstone, p.d.View(r).MAC) })
 }
 
 // search is Driver.Search, its error naming what was looked for.

@@ -46,18 +46,25 @@ func (p *Protocol[P, S, R, Q]) releaseBatch(ctx context.Context, calls []release
 
 // dropAll deletes the found records with one request and returns the
 // references deleted: all of them, or none when the request failed.
+// Planned records go back to the IPAM team one by one first (see Drop).
 func (p *Protocol[P, S, R, Q]) dropAll(ctx context.Context, found map[string][]R) map[string]bool {
 	refs := map[string]bool{}
-	var all []R
+	var deleted []R
 	for _, records := range found {
 		for _, r := range records {
-			if ref := p.d.View(r).Reference; !refs[ref] {
-				refs[ref] = true
-				all = append(all, r)
+			v := p.d.View(r)
+			if refs[v.Reference] {
+				continue
+			}
+			refs[v.Reference] = true
+			if !v.Planned {
+				deleted = append(deleted, r)
+			} else if p.d.Drop(ctx, r) != nil {
+				return nil
 			}
 		}
 	}
-	if len(all) == 0 || p.d.DropAll(ctx, all) != nil {
+	if len(deleted) > 0 && p.d.DropAll(ctx, deleted) != nil {
 		return nil
 	}
 	return refs

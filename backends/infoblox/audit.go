@@ -88,29 +88,6 @@ func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(
 	return out, nil
 }
 
-// remark sets the object's marker. A planned object keeps saying so under
-// its new marker; retired, it goes back to the IPAM team as they planned
-// it (adoption wrote nothing but the marker): its plan holds the address.
-// A fixed address of the provider's own that is retired holds its address
-// for no one: it becomes a reservation again (match_client RESERVED, the
-// zero MAC, as NIOS stores reservations), so that the grid's DHCP no
-// longer serves it to the machine that is gone, and the MAC is free for
-// that machine's next fixed address.
-func (d *driver) remark(ctx context.Context, o object, marker string) error {
-	_, _, tombstone := backends.ParseTombstone(marker)
-	if _, planned := d.markerOf(o); planned {
-		if tombstone {
-			return d.unplan(ctx, o.Ref)
-		}
-		marker = backends.PlannedMarker(marker)
-	}
-	change := d.markerChange(o.Ref, marker)
-	if objectType, _, _ := strings.Cut(o.Ref, "/"); tombstone && objectType == "fixedaddress" {
-		change.Mac, change.MatchClient = zeroMAC, "RESERVED"
-	}
-	return d.change(ctx, o.Ref, change)
-}
-
 // Drop deletes the object, or returns a planned one to the IPAM team.
 func (d *driver) Drop(ctx context.Context, o object) error {
 	if _, planned := d.markerOf(o); planned {

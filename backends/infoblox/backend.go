@@ -73,22 +73,21 @@ func (s resolvedSource) Contains(a netip.Addr) bool {
 // New checks cfg and returns the backend of an Infoblox pool. It makes no
 // request.
 func New(cfg Config) (backends.Backend, error) {
-	d, err := newDriver(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return backends.New(d, backends.Options{Gateway: d.cfg.Gateway, PrefixLength: d.cfg.PrefixLength, Plans: d.cfg.Planned != nil, Batch: d.cfg.Batch}), nil
+	return backends.Open(newDriver(cfg))
 }
 
-func newDriver(cfg Config) (*driver, error) {
+// newDriver checks cfg and returns its driver and the rules the protocol
+// enforces for it.
+func newDriver(cfg Config) (*driver, backends.Options, error) {
 	cfg.setDefaults()
+	o := backends.Options{Gateway: cfg.Gateway, PrefixLength: cfg.PrefixLength, Plans: cfg.Planned != nil, Batch: cfg.Batch}
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	// The client's own transport is not used (see the package comment).
 	httpClient, err := backends.HTTPClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, cfg.clientCertificate())
 	if err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	d := &driver{
 		cfg: cfg,
@@ -103,12 +102,12 @@ func newDriver(cfg Config) (*driver, error) {
 	}
 	d.builder, _ = ibclient.NewWapiRequestBuilder(d.hostCfg, d.authCfg)
 	if d.name, err = backends.ParsePattern("name", cfg.Reservation.NamePattern); err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	if d.comment, err = backends.ParsePattern("comment", cfg.Reservation.CommentPattern); err != nil {
-		return nil, err
+		return nil, o, err
 	}
-	return d, nil
+	return d, o, nil
 }
 
 // Prepare checks the credentials, makes sure the marker's extensible

@@ -102,21 +102,11 @@ func (d *driver) Search(ctx context.Context, markers []string, scope backends.Sc
 }
 
 // DropAll deletes with one request object: a reference already gone fails
-// the whole transaction. Planned objects go back to the IPAM team one by
-// one first.
+// the whole transaction.
 func (d *driver) DropAll(ctx context.Context, objects []object) error {
-	var ops []*ibclient.RequestBody
-	for _, o := range objects {
-		if _, planned := d.markerOf(o); planned {
-			if err := d.unplan(ctx, o.Ref); err != nil {
-				return err
-			}
-			continue
-		}
-		ops = append(ops, &ibclient.RequestBody{Method: http.MethodDelete, Object: o.Ref})
-	}
-	if len(ops) == 0 {
-		return nil
+	ops := make([]*ibclient.RequestBody, len(objects))
+	for i, o := range objects {
+		ops[i] = &ibclient.RequestBody{Method: http.MethodDelete, Object: o.Ref}
 	}
 	// Deletions by reference are not resent blindly (see WithoutResend):
 	// the objects are searched for again.
@@ -124,30 +114,29 @@ func (d *driver) DropAll(ctx context.Context, objects []object) error {
 	return err
 }
 
-// Mark sets the object's marker attribute (see remark). A fixed address of
-// the provider's own handed to another claim serves that claim's machine,
-// mac, from then on: the MAC it was made with is that of the machine it
-// was answered for, which does not use the address, and which the grid's
-// DHCP would otherwise serve it to. If the grid refuses mac (another fixed
-// address holds it), the record serves no machine.
+// Mark sets the object's marker attribute. A fixed address of the
+// provider's own handed to another claim serves that claim's machine, mac,
+// from then on: the MAC it was made with is that of the machine it was
+// answered for, which does not use the address, and which the grid's DHCP
+// would otherwise serve it to. If the grid refuses mac (another fixed
+// address holds it), the record serves no machine. One that is retired
+// holds its address for no one: it becomes a reservation again
+// (match_client RESERVED, the zero MAC, as NIOS stores reservations), so
+// that the grid's DHCP no longer serves it to the machine that is gone,
+// and the MAC is free for that machine's next fixed address.
 func (d *driver) Mark(ctx context.Context, o object, marker, mac string) error {
-	_, planned := d.markerOf(o)
-	_, _, tombstone := backends.ParseTombstone(marker)
-	objectType, _, _ := strings.Cut(o.Ref, "/")
-	if planned || tombstone || objectType != "fixedaddress" || o.dhcpMAC() == mac {
-		// A plan keeps the MAC the IPAM team gave it; remark resets a
-		// tombstone's.
-		return d.remark(ctx, o, marker)
-	}
 	change := d.markerChange(o.Ref, marker)
-	if mac != "" {
-		change.Mac, change.MatchClient = mac, "MAC_ADDRESS"
-		err := d.change(ctx, o.Ref, change)
-		if !errors.Is(err, backends.ErrMACAddressInUse) {
-			return err
+	_, _, tombstone := backends.ParseTombstone(marker)
+	if objectType, _, _ := strings.Cut(o.Ref, "/"); objectType == "fixedaddress" && (tombstone || o.dhcpMAC() != mac) {
+		if !tombstone && mac != "" {
+			change.Mac, change.MatchClient = mac, "MAC_ADDRESS"
+			err := d.change(ctx, o.Ref, change)
+			if !errors.Is(err, backends.ErrMACAddressInUse) {
+				return err
+			}
 		}
+		change.Mac, change.MatchClient = zeroMAC, "RESERVED"
 	}
-	change.Mac, change.MatchClient = zeroMAC, "RESERVED"
 	return d.change(ctx, o.Ref, change)
 }
 
@@ -161,9 +150,6 @@ func (d *driver) View(o object) backends.Record {
 // name the pool renders for the claim, or for the extensible attribute
 // that holds it.
 func (d *driver) Planned(ctx context.Context, claim backends.Claim) ([]object, error) {
-	if d.cfg.Planned == nil {
-		return nil, nil
-	}
 	name, err := d.name.Render(claim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: name pattern: %v", backends.ErrInvalidConfig, err)

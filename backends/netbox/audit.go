@@ -85,19 +85,10 @@ func (d *driver) listMarked(ctx context.Context, prefix string, q url.Values, ke
 
 // Mark sets the record's marker (NetBox's records serve no MAC); a
 // tombstone also gets status deprecated, which NetBox's users know as "no
-// longer in use". A planned record keeps saying so under its new marker;
-// retired, it goes back to the IPAM team: its plan holds the address.
+// longer in use".
 func (d *driver) Mark(ctx context.Context, r ipRecord, marker, _ string) error {
-	_, _, tombstone := backends.ParseTombstone(marker)
-	value := marker
-	switch {
-	case r.planned && tombstone:
-		return d.unplan(ctx, r)
-	case r.planned:
-		value = backends.PlannedMarker(marker)
-	}
-	patch := map[string]any{"custom_fields": map[string]any{d.cfg.MarkerField: value}}
-	if tombstone {
+	patch := map[string]any{"custom_fields": map[string]any{d.cfg.MarkerField: marker}}
+	if _, _, tombstone := backends.ParseTombstone(marker); tombstone {
 		patch["status"] = "deprecated"
 	}
 	if err := d.conditionally(ctx, r, func(r ipRecord) error {

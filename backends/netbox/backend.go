@@ -48,21 +48,20 @@ type references struct {
 // New checks cfg and returns the backend of a NetBox pool. It makes no
 // request.
 func New(cfg Config) (backends.Backend, error) {
-	d, err := newDriver(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return backends.New(d, backends.Options{Gateway: d.cfg.Gateway, PrefixLength: d.cfg.PrefixLength, Plans: d.cfg.Planned != nil, Batch: d.cfg.Batch}), nil
+	return backends.Open(newDriver(cfg))
 }
 
-func newDriver(cfg Config) (*driver, error) {
+// newDriver checks cfg and returns its driver and the rules the protocol
+// enforces for it.
+func newDriver(cfg Config) (*driver, backends.Options, error) {
 	cfg.setDefaults()
+	o := backends.Options{Gateway: cfg.Gateway, PrefixLength: cfg.PrefixLength, Plans: cfg.Planned != nil, Batch: cfg.Batch}
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	httpClient, err := backends.HTTPClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, nil)
 	if err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	d := &driver{
 		cfg:     cfg,
@@ -72,12 +71,12 @@ func newDriver(cfg Config) (*driver, error) {
 		auth:    authorization(cfg.Token),
 	}
 	if d.dnsName, err = backends.ParsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	if d.description, err = backends.ParsePattern("description", cfg.Reservation.DescriptionPattern); err != nil {
-		return nil, err
+		return nil, o, err
 	}
-	return d, nil
+	return d, o, nil
 }
 
 // Prepare checks the credentials, makes sure the provider's tag and marker

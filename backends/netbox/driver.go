@@ -97,20 +97,11 @@ func (d *driver) AtAddress(ctx context.Context, p preparation, addr netip.Addr) 
 }
 
 // DropAll deletes the listed IDs in one transaction; IDs already gone are
-// no error. Planned records go back to the IPAM team one by one first.
+// no error.
 func (d *driver) DropAll(ctx context.Context, records []ipRecord) error {
-	var ids []map[string]int32
-	for _, r := range records {
-		if r.planned {
-			if err := d.unplan(ctx, r); err != nil {
-				return err
-			}
-			continue
-		}
-		ids = append(ids, map[string]int32{"id": r.ID})
-	}
-	if len(ids) == 0 {
-		return nil
+	ids := make([]map[string]int32, len(records))
+	for i, r := range records {
+		ids[i] = map[string]int32{"id": r.ID}
 	}
 	return d.sendJSON(ctx, http.MethodDelete, "/api/ipam/ip-addresses/", nil, ids, nil)
 }
@@ -184,9 +175,6 @@ func (d *driver) CreationOrdered() bool { return true }
 // for the claim, with the pool's planned tag and status, oldest first:
 // NetBox filters by all three.
 func (d *driver) Planned(ctx context.Context, claim backends.Claim) ([]ipRecord, error) {
-	if d.cfg.Planned == nil {
-		return nil, nil
-	}
 	name, err := d.dnsName.Render(claim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dnsName pattern: %v", backends.ErrInvalidConfig, err)

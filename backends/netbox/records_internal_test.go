@@ -29,7 +29,7 @@ func TestMarkerSearchFindsAnAdoptedRecordOnceWhenAPageOverflows(t *testing.T) {
 	t.Cleanup(sim.Close)
 	sim.AddToken(internalToken, true)
 	sim.AddCustomField("capi_ipam_claim", "exact")
-	b, err := newDriver(Config{
+	b, _, err := newDriver(Config{
 		URL: sim.URL(), Token: internalToken,
 		HTTP:        HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 		Reservation: Reservation{DNSNamePattern: "{{ .ClaimName }}.example.com"},
@@ -89,7 +89,7 @@ func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
 			t.Cleanup(sim.Close)
 			sim.AddToken(internalToken, true)
 			sim.AddCustomField("capi_ipam_claim", logic)
-			b, err := newDriver(Config{
+			b, _, err := newDriver(Config{
 				URL: sim.URL(), Token: internalToken,
 				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
@@ -166,7 +166,7 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 			sim.AddToken(internalToken, true)
 			sim.AddCustomField("capi_ipam_claim", "exact")
 			id := sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": marker}})
-			b, err := newDriver(Config{
+			b, _, err := newDriver(Config{
 				URL: sim.URL(), Token: internalToken,
 				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
