@@ -121,13 +121,9 @@ type eaRemoval struct {
 
 func (c *eaRemoval) ObjectType() string { return c.objectType }
 
-// setMarker changes only the marker attribute ("extattrs+" adds or
-// replaces the attributes it names and keeps the others).
-func (d *driver) setMarker(ctx context.Context, ref, marker string) error {
-	return d.change(ctx, ref, d.markerChange(ref, marker))
-}
-
-// markerChange is the change that sets the marker attribute only.
+// markerChange is the change that sets the marker attribute only
+// ("extattrs+" adds or replaces the attributes it names and keeps the
+// others).
 func (d *driver) markerChange(ref, marker string) *eaChange {
 	objectType, _, _ := strings.Cut(ref, "/")
 	return &eaChange{objectType: objectType, Add: map[string]map[string]any{d.cfg.MarkerEA: {"value": marker}}}

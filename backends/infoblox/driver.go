@@ -178,7 +178,7 @@ func (d *driver) Planned(ctx context.Context, claim backends.Claim) ([]object, e
 
 // Adopt writes the claim's marker, noting that the object was planned.
 func (d *driver) Adopt(ctx context.Context, o object, marker string) error {
-	return d.setMarker(ctx, o.Ref, backends.PlannedMarker(marker))
+	return d.change(ctx, o.Ref, d.markerChange(o.Ref, backends.PlannedMarker(marker)))
 }
 
 // InPool: the search is already limited to the pool's network view.

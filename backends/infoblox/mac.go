@@ -17,7 +17,7 @@ import (
 // grid's DHCP hands the machine its address. NIOS refuses a MAC that
 // another fixed address of the same network holds; the claim is then told
 // which record holds it. Retired as a tombstone, the fixed address becomes
-// a reservation again (see remark).
+// a reservation again (see driver.Mark).
 
 // zeroMAC is the MAC NIOS stores on a reservation (match_client RESERVED).
 const zeroMAC = "00:00:00:00:00:00"

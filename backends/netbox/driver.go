@@ -69,13 +69,6 @@ func (d *driver) Verdict(err error) (backends.Verdict, string) {
 	return backends.Refused, a.detail
 }
 
-// Search looks by the marker alone, whatever the scope: a plan a claim
-// adopted carries no tag of the provider's, and the protocol keeps what
-// lies in the pool's sources.
-func (d *driver) Search(ctx context.Context, markers []string, _ backends.Scope) (map[string][]ipRecord, error) {
-	return d.findByMarkers(ctx, markers)
-}
-
 func (d *driver) Get(ctx context.Context, ref string) (ipRecord, bool, error) {
 	id, ok := recordID(ref)
 	if !ok {
@@ -86,14 +79,6 @@ func (d *driver) Get(ctx context.Context, ref string) (ipRecord, bool, error) {
 		return ipRecord{}, false, fmt.Errorf("reading %s: %w", ref, err)
 	}
 	return r, found, nil
-}
-
-// AtAddress looks in the pool's sources, if the pool still validates.
-func (d *driver) AtAddress(ctx context.Context, p preparation, addr netip.Addr) ([]ipRecord, error) {
-	if len(p.sources) == 0 {
-		return nil, nil
-	}
-	return d.findByAddress(ctx, p.sources, addr)
 }
 
 // DropAll deletes the listed IDs in one transaction; IDs already gone are

@@ -66,7 +66,7 @@ const maxPage = 1000
 
 // findByMarker returns the records carrying the marker, oldest first.
 func (d *driver) findByMarker(ctx context.Context, marker string) ([]ipRecord, error) {
-	found, err := d.findByMarkers(ctx, []string{marker})
+	found, err := d.Search(ctx, []string{marker}, backends.InPool)
 	if err != nil {
 		return nil, fmt.Errorf("looking up marker %q: %w", marker, err)
 	}
@@ -81,9 +81,12 @@ const (
 	requestLineMargin = 64
 )
 
-// findByMarkers returns the records carrying each marker, oldest first: one
+// Search returns the records carrying each marker, oldest first: one
 // request for as many markers as fit in its request line (NetBox ORs
-// repeated values of a filter), whatever the pool size.
+// repeated values of a filter), whatever the pool size. It looks by the
+// marker alone, whatever the scope: a plan a claim adopted carries no tag
+// of the provider's, and the protocol keeps what lies in the pool's
+// sources.
 //
 // A claim's record carries its marker, or, on a plan it adopted, its
 // planned marker (backends.PlannedMarker) and no tag of the provider's:
@@ -95,7 +98,7 @@ const (
 // administrator set to "loose" has no lookups and NetBox ignores the filter:
 // the answer then holds records the lookup would not, and the chunk is
 // searched again by exact values, the marker and its planned form.
-func (d *driver) findByMarkers(ctx context.Context, markers []string) (map[string][]ipRecord, error) {
+func (d *driver) Search(ctx context.Context, markers []string, _ backends.Scope) (map[string][]ipRecord, error) {
 	const path = "/api/ipam/ip-addresses/"
 	found := make(map[string][]ipRecord, len(markers))
 	claimOf := map[string]string{}
@@ -238,9 +241,13 @@ func markerChunks(line string, base url.Values, field string, groups [][]string)
 	return chunks
 }
 
-// findByAddress returns the records holding addr in any VRF of the pool's
-// sources, whatever their marker.
-func (d *driver) findByAddress(ctx context.Context, sources []resolvedSource, addr netip.Addr) ([]ipRecord, error) {
+// AtAddress returns the records holding addr in any VRF of the pool's
+// sources, whatever their marker: none if the pool does not validate.
+func (d *driver) AtAddress(ctx context.Context, pool preparation, addr netip.Addr) ([]ipRecord, error) {
+	sources := pool.sources
+	if len(sources) == 0 {
+		return nil, nil
+	}
 	q := url.Values{}
 	q.Set("address", addr.String())
 	q.Set("limit", strconv.Itoa(maxPage))

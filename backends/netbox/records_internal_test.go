@@ -73,7 +73,7 @@ func TestMarkerSearchFindsAnAdoptedRecordOnceWhenAPageOverflows(t *testing.T) {
 		CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker(cut)},
 	})
 
-	found, err := b.findByMarkers(context.Background(), markers)
+	found, err := b.Search(context.Background(), markers, backends.InPool)
 	require.NoError(t, err)
 	assert.Len(t, found[cut], 1, "the adopted record, once")
 }
@@ -102,7 +102,7 @@ func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
 			sim.AddIPAddress("10.0.0.6/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/other"}})
 			sim.AddIPAddress("10.0.0.7/24", netboxsim.IPOptions{})
 
-			found, err := b.findByMarkers(context.Background(), []string{"id/ns/a", "id/ns/b"})
+			found, err := b.Search(context.Background(), []string{"id/ns/a", "id/ns/b"}, backends.InPool)
 			require.NoError(t, err)
 			ids := map[string][]int32{}
 			for m, records := range found {
