@@ -70,7 +70,7 @@ const plannedAdoptions = 4
 // adoptAllPlanned adopts, each on its own and a few at once, the records planned
 // for the pending claims, and returns the claims the pool plans none for.
 func (p *Protocol[P, S, R, Q]) adoptAllPlanned(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) []pendingClaim {
-	if !p.d.Plans(pool) {
+	if !p.o.Plans {
 		return pending
 	}
 	planned := make([]bool, len(pending))
@@ -121,7 +121,7 @@ func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pend
 		case c.claim.Requested.IsValid():
 			requested = append(requested, adoptedClaim[R]{pendingClaim: c, record: kept})
 		default:
-			results[c.index].Value, results[c.index].Err = p.d.Allocation(pool, kept)
+			results[c.index].Value, results[c.index].Err = p.allocation(pool, kept)
 		}
 	}
 	p.settleAdopted(ctx, pool, requested, results)
@@ -218,7 +218,7 @@ func (p *Protocol[P, S, R, Q]) assign(pool P, src S, pending []pendingClaim, cre
 			results[c.index].Err = p.noAnswer(src, c.claim.Marker)
 			continue
 		}
-		results[c.index].Value, results[c.index].Err = p.d.Allocation(pool, r)
+		results[c.index].Value, results[c.index].Err = p.allocation(pool, r)
 	}
 }
 
@@ -256,7 +256,7 @@ func (p *Protocol[P, S, R, Q]) allocateFromSources(ctx context.Context, pool P, 
 		var sf *sourceFull
 		switch {
 		case err == nil:
-			return p.d.Allocation(pool, kept)
+			return p.allocation(pool, kept)
 		case errors.As(err, &sf):
 			full = append(full, p.fullSource(src, sf.err))
 		default:
@@ -310,7 +310,14 @@ func (p *Protocol[P, S, R, Q]) verdict(err error) Verdict {
 	if err == nil {
 		return Done
 	}
-	return p.d.Verdict(err)
+	v, _ := p.d.Verdict(err)
+	return v
+}
+
+// said is what the system said in err, in its own words.
+func (p *Protocol[P, S, R, Q]) said(err error) string {
+	_, said := p.d.Verdict(err)
+	return said
 }
 
 // sourceFull is a source's refusal for want of free addresses.
@@ -320,7 +327,7 @@ func (e *sourceFull) Error() string { return e.err.Error() }
 
 // fullSource describes a full source, in the system's words, for errors.
 func (p *Protocol[P, S, R, Q]) fullSource(src S, err error) string {
-	return fmt.Sprintf("%s (%s: %q)", src, p.d.Name(), p.d.Said(err))
+	return fmt.Sprintf("%s (%s: %q)", src, p.d.Name(), p.said(err))
 }
 
 // noAnswer is an answer that holds no record for the claim: the claim is

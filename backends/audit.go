@@ -20,7 +20,22 @@ func (p *Protocol[P, S, R, Q]) Remark(ctx context.Context, rec Record, marker st
 	if err != nil {
 		return err
 	}
-	return p.d.Hand(ctx, r, marker, rec.MAC)
+	return p.mark(ctx, r, marker, rec.MAC)
+}
+
+// mark sets a record's marker, and has it serve mac where the system's
+// records serve one (see Driver.Mark). A planned record keeps saying that
+// it was planned under its new marker, and the MAC the IPAM team gave it;
+// retired, it goes back to the IPAM team as they planned it (see
+// Driver.Drop): its plan holds the address.
+func (p *Protocol[P, S, R, Q]) mark(ctx context.Context, r R, marker, mac string) error {
+	if v := p.d.View(r); v.Planned {
+		if _, _, tombstone := ParseTombstone(marker); tombstone {
+			return p.d.Drop(ctx, r)
+		}
+		marker, mac = PlannedMarker(marker), v.MAC
+	}
+	return p.d.Mark(ctx, r, marker, mac)
 }
 
 // Delete deletes the record rec names if it still carries rec.Marker; a
@@ -77,7 +92,7 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 	if !found {
 		return Allocation{}, fmt.Errorf("%w: %s lies in none of the pool's sources", ErrOutsidePool, addr)
 	}
-	held, err := p.d.AtAddress(ctx, addr)
+	held, err := p.d.AtAddress(ctx, pool, addr)
 	if err != nil {
 		return Allocation{}, err
 	}
@@ -93,7 +108,7 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 			if r, err = p.owned(ctx, v); err != nil {
 				return Allocation{}, err
 			}
-			if err := p.d.Mark(ctx, r, claim.Marker); err != nil {
+			if err := p.mark(ctx, r, claim.Marker, v.MAC); err != nil {
 				return Allocation{}, err
 			}
 		default:
@@ -103,7 +118,7 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 			}
 			return Allocation{}, fmt.Errorf("%w: %s holds it, with %s", ErrAddressTaken, p.d.Describe(r), owner)
 		}
-		return p.d.Allocation(pool, r)
+		return p.allocation(pool, r)
 	}
 	created, err := p.d.CreateAt(ctx, pool, claim, src, addr)
 	switch {
@@ -112,5 +127,25 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 	case err != nil:
 		return Allocation{}, fmt.Errorf("restoring %s: %w", addr, err)
 	}
-	return p.d.Allocation(pool, created)
+	return p.allocation(pool, created)
+}
+
+// Records lists the records within the pool's sources whose marker begins
+// with prefix (see Backend.Records).
+func (p *Protocol[P, S, R, Q]) Records(ctx context.Context, prefix string) ([]Record, error) {
+	return p.marked(ctx, prefix, InPool)
+}
+
+// Strays lists the records whose marker begins with prefix that lie
+// outside the pool's sources (see Backend.Strays).
+func (p *Protocol[P, S, R, Q]) Strays(ctx context.Context, prefix string) ([]Record, error) {
+	return p.marked(ctx, prefix, Outside)
+}
+
+func (p *Protocol[P, S, R, Q]) marked(ctx context.Context, prefix string, scope Scope) ([]Record, error) {
+	pool, err := p.Prepared(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return p.d.Marked(ctx, pool, prefix, scope)
 }

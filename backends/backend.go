@@ -120,8 +120,9 @@ type Record struct {
 	// (see Claim and docs/planned-records.md). Releasing it removes the
 	// marker and keeps the record, as planned.
 	Planned bool
-	// MAC is the MAC a record handed to another claim serves afterwards
-	// (see Remark); "" for none.
+	// MAC is the MAC the record serves as the system's DHCP answers it;
+	// given to Remark, the one a record handed to another claim serves
+	// afterwards. "" for none.
 	MAC string
 }
 

@@ -6,19 +6,26 @@ import (
 	"net/netip"
 )
 
-// Driver is what the reservation protocol (Protocol) asks of one IPAM
-// system: its requests and answers, nothing of the protocol's rules. P is
-// what a validation prepares (the resolved sources, the IDs requests name),
-// S a resolved source, R a record as the system answers it, Q the request
-// that creates one record.
+// Driver is what the reservation protocol asks of one IPAM system: its
+// requests and answers, nothing of the protocol's rules (New builds the
+// Backend). P is what a validation prepares (the resolved sources, the IDs
+// requests name), S a resolved source, R a record as the system answers
+// it, Q the request that creates one record.
 type Driver[P any, S Source, R, Q any] interface {
+	// Endpoint names the system, as recorded in Reservation.Endpoint.
+	Endpoint() string
 	// Prepare checks the configuration against the system and resolves
-	// what allocation needs (see Backend.Validate).
+	// what allocation needs (see Backend.Validate); the protocol then
+	// checks the prefix length and the gateways of the sources it returns.
 	Prepare(ctx context.Context) (P, error)
 	// Sources are the prepared sources, in the order allocation tries them.
 	Sources(pool P) []S
 	// Count counts the addresses of the prepared sources.
 	Count(ctx context.Context, pool P) (Usage, error)
+	// Unheld returns those of gws, addresses of src, that nothing holds in
+	// src's address space (its VRF, its network view): the system could
+	// hand them to a machine. It may stop at the first.
+	Unheld(ctx context.Context, src S, gws []netip.Addr) ([]netip.Addr, error)
 
 	// Request builds the request that creates the claim's record at the
 	// next free address of src; its error is the claim's alone.
@@ -26,43 +33,48 @@ type Driver[P any, S Source, R, Q any] interface {
 	// Create sends requests to src as one request to the system, which
 	// applies all of them or none, and returns the records it answered.
 	Create(ctx context.Context, src S, requests []Q) ([]R, error)
-	// Verdict says what an error of Create means; Said is the system's
-	// own words in it.
-	Verdict(err error) Verdict
-	Said(err error) string
+	// Verdict says what an error of Create means, and what the system said
+	// in it, in its own words.
+	Verdict(err error) (v Verdict, said string)
 
-	// Search returns the records that carry each marker in scope, each
-	// marker's in the order to keep them: the first is the claim's, the
-	// others duplicates of a retried request.
+	// Search returns the records that carry each marker in scope (InPool
+	// or Everywhere), each marker's in the order to keep them: the first is
+	// the claim's, the others duplicates of a retried request.
 	Search(ctx context.Context, markers []string, scope Scope) (map[string][]R, error)
+	// Marked lists, for an audit, the records whose marker begins with
+	// prefix, in the pool's sources (scope InPool) or outside them (scope
+	// Outside), in one server-filtered and paginated listing.
+	Marked(ctx context.Context, pool P, prefix string, scope Scope) ([]Record, error)
 	// Get reads the record a reference names; found is false when it is
 	// gone.
 	Get(ctx context.Context, ref string) (r R, found bool, err error)
 	// AtAddress lists the pool's records that hold addr, whatever their
-	// marker.
-	AtAddress(ctx context.Context, addr netip.Addr) ([]R, error)
+	// marker. pool is the zero P when the pool does not validate: a
+	// release needs no validation.
+	AtAddress(ctx context.Context, pool P, addr netip.Addr) ([]R, error)
 	// Drop deletes a record; one already gone is no error.
 	Drop(ctx context.Context, r R) error
-	// DropAll deletes records with one request: all of them, or none when
-	// it fails.
+	// DropAll deletes records, none of them planned, with one request:
+	// all of them, or none when it fails.
 	DropAll(ctx context.Context, records []R) error
-	// Mark sets a record's marker (a tombstone retires it).
-	Mark(ctx context.Context, r R, marker string) error
-	// Hand gives a record made for one claim to the claim marker names
-	// (see Backend.Remark): it sets the marker and, where the system's
-	// records serve a machine's MAC, has the record serve mac, that
-	// claim's machine's, or no machine when mac is "".
-	Hand(ctx context.Context, r R, marker, mac string) error
+	// Mark sets the marker of a record the provider made, or of a plan to
+	// the planned form of a marker (the protocol handles plans); a
+	// tombstone retires it (see Backend.Retire). Where the system's
+	// records serve a machine's MAC, the record serves mac from then on,
+	// or no machine when mac is "" (see Backend.Remark); View(r).MAC keeps
+	// the one it serves.
+	Mark(ctx context.Context, r R, marker, mac string) error
 
 	// Unusable says why src, which contains addr, may still not give it
-	// to a claim that requests it (the gateway the machine would get, a
-	// range the system counts as fully used), or "" when it may.
-	Unusable(pool P, src S, addr netip.Addr) string
+	// to a claim that requests it by the system's own rules (a range the
+	// system counts as fully used, a network or broadcast address), or ""
+	// when it may. The gateway the machine would get is the protocol's.
+	Unusable(src S, addr netip.Addr) string
 	// Holders lists whatever holds addr in src's address space (its VRF,
 	// its network view): records of the pool's kind whatever their
 	// marker, and anything else the system counts as using the address.
 	// They come oldest first if CreationOrdered.
-	Holders(ctx context.Context, pool P, src S, addr netip.Addr) ([]R, error)
+	Holders(ctx context.Context, src S, addr netip.Addr) ([]R, error)
 	// CreationOrdered says whether Holders lists records in the order they
 	// were made: then the oldest of records made at once at one address
 	// keeps it, else each yields to the others.
@@ -75,13 +87,11 @@ type Driver[P any, S Source, R, Q any] interface {
 	// Planned lists the records the IPAM team planned for the claim in
 	// the pool's sources (by the name the pool renders for the claim, and
 	// the pool's planned tag, status or attribute), whatever their marker,
-	// in the order to adopt them; none when the pool adopts no planned
-	// records. Every read of a record (View) tells a planned record the
-	// claim adopted (Record.Planned), and Drop, DropAll and Mark return
-	// such a record to the IPAM team instead of deleting or retiring it.
-	Planned(ctx context.Context, pool P, claim Claim) ([]R, error)
-	// Plans says whether the pool adopts planned records at all.
-	Plans(pool P) bool
+	// in the order to adopt them. It is asked only of a pool that adopts
+	// planned records (Options.Plans). Every read of a record (View) tells
+	// a planned record the claim adopted (Record.Planned), and Drop returns
+	// such a record to the IPAM team instead of deleting it.
+	Planned(ctx context.Context, claim Claim) ([]R, error)
 	// Adopt writes the claim's marker on a planned record, saying that it
 	// was planned, and changes nothing the IPAM team set.
 	Adopt(ctx context.Context, r R, marker string) error
@@ -91,7 +101,10 @@ type Driver[P any, S Source, R, Q any] interface {
 	// InPool says whether the pool could have given the record: it lies in
 	// one of the pool's sources (and their VRF).
 	InPool(pool P, r R) bool
-	// Allocation turns a record into the claim's allocation.
+	// Allocation turns a record into the claim's allocation, its address
+	// with the prefix length the system records for its network, in its
+	// scope; the protocol sets the machine's prefix length, the gateway
+	// and the endpoint.
 	Allocation(pool P, r R) (Allocation, error)
 
 	// Describe names a record, Label a marker and Name the system, for
@@ -106,9 +119,14 @@ type Source interface {
 	fmt.Stringer
 	// Contains says whether the source hands out a.
 	Contains(a netip.Addr) bool
+	// Subnet is the network that holds the source's addresses, with the
+	// prefix length the system records for them.
+	Subnet() netip.Prefix
+	// Bounds are the first and last addresses the source hands out.
+	Bounds() (first, last netip.Addr)
 }
 
-// Scope says where a marker search looks.
+// Scope says where a marker search or listing looks.
 type Scope int
 
 const (
@@ -119,6 +137,9 @@ const (
 	// deletes the claim's records there too: the marker names this cluster
 	// and claim, so they are the claim's and nobody else's.
 	Everywhere
+	// Outside: everywhere but the pool's sources (another VRF or network
+	// view, an address no source holds), where an audit looks for strays.
+	Outside
 )
 
 // Verdict is what a system's answer to a create means.

@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 
@@ -93,4 +94,95 @@ func FirstUsable(p netip.Prefix) netip.Addr {
 		return netip.Addr{}
 	}
 	return p.Masked().Addr().Next()
+}
+
+// MachinePrefix is addr, recorded with the prefix length of its network,
+// with the prefix length the machine configures (see MachineBits).
+func MachinePrefix(addr netip.Prefix, prefixLength int) netip.Prefix {
+	return netip.PrefixFrom(addr.Addr(), MachineBits(addr, prefixLength))
+}
+
+// allocation is the driver's allocation of r with the pool's rules: the
+// prefix length the machine configures, its gateway, and the endpoint.
+func (p *Protocol[P, S, R, Q]) allocation(pool P, r R) (Allocation, error) {
+	a, err := p.d.Allocation(pool, r)
+	if err != nil {
+		return Allocation{}, err
+	}
+	a.Address = MachinePrefix(a.Address, p.o.PrefixLength)
+	a.Gateway = p.o.Gateway.For(a.Address)
+	a.Endpoint = p.d.Endpoint()
+	return a, nil
+}
+
+// unusable says why src, which contains addr, may not give it to a claim
+// that requests it: the system's own rules first, then the gateway the
+// machine would get. "" when it may.
+func (p *Protocol[P, S, R, Q]) unusable(src S, addr netip.Addr) string {
+	if why := p.d.Unusable(src, addr); why != "" {
+		return why
+	}
+	machine := MachinePrefix(netip.PrefixFrom(addr, src.Subnet().Bits()), p.o.PrefixLength)
+	if p.o.Gateway.For(machine) == addr {
+		return fmt.Sprintf("it is the gateway the pool gives the machines of %s", machine.Masked())
+	}
+	return ""
+}
+
+// checkSources checks the pool's rules against the sources a validation
+// resolved: the prefix length fits every source's family, and the gateway
+// can never be handed to a machine. An explicit gateway must lie in every
+// source's network; a gateway among a source's addresses, explicit or
+// derived by the rule of allocation (SourceGateways), must be held in the
+// system, which would otherwise consider it free.
+func (p *Protocol[P, S, R, Q]) checkSources(ctx context.Context, pool P) error {
+	sources := p.d.Sources(pool)
+	for _, s := range sources {
+		if err := CheckPrefixLength(p.o.PrefixLength, s.Subnet(), s.String()); err != nil {
+			return err
+		}
+	}
+	if p.o.Gateway.None {
+		return nil
+	}
+	for _, s := range sources {
+		network, gw := s.Subnet(), p.o.Gateway.Address
+		var gws []netip.Addr
+		switch {
+		case gw.IsValid() && !network.Contains(gw):
+			return fmt.Errorf("%w: gateway %s is outside %s (network %s)", ErrInvalidConfig, gw, s, network)
+		case gw.IsValid() && s.Contains(gw):
+			gws = []netip.Addr{gw}
+		case !gw.IsValid():
+			first, last := s.Bounds()
+			var err error
+			if gws, err = SourceGateways(network, first, last, p.o.PrefixLength); err != nil {
+				return err
+			}
+		}
+		if len(gws) == 0 {
+			continue
+		}
+		unheld, err := p.d.Unheld(ctx, s, gws)
+		if err != nil {
+			return fmt.Errorf("looking up the gateways of %s: %w", s, err)
+		}
+		if len(unheld) > 0 {
+			return p.unheldGateway(unheld[0], s)
+		}
+	}
+	return nil
+}
+
+// unheldGateway is the error of a gateway among a source's addresses that
+// nothing holds in the system.
+func (p *Protocol[P, S, R, Q]) unheldGateway(gw netip.Addr, s S) error {
+	what, fix := "gateway "+gw.String(), "set gateway.policy None"
+	if !p.o.Gateway.Address.IsValid() {
+		subnet := netip.PrefixFrom(gw, MachineBits(s.Subnet(), p.o.PrefixLength)).Masked()
+		what += fmt.Sprintf(" (the first usable address of %s, the machines' subnet)", subnet)
+		fix = "set an explicit gateway or gateway.policy None"
+	}
+	return fmt.Errorf("%w: %s lies in %s but nothing holds it in %s, so %s could hand it to a machine; reserve it for the router (for example an address with status reserved, a fixed address or host record), allocate from a range that excludes it, or %s",
+		ErrInvalidConfig, what, s, p.d.Name(), p.d.Name(), fix)
 }

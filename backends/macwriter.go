@@ -3,12 +3,15 @@ package backends
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
-// MACWriter is a backend that can give a record it reserved without a MAC
-// the MAC its machine reported only afterwards (CAPV's VSphereVM reports
-// the MAC vSphere gives a device once the VM is ready, which needs the
-// address): the record becomes a DHCP reservation for that machine.
+// MACWriter gives a record reserved without a MAC the MAC its machine
+// reported only afterwards (CAPV's VSphereVM reports the MAC vSphere gives a
+// device once the VM is ready, which needs the address): the record becomes
+// a DHCP reservation for that machine. A driver whose records serve DHCP
+// (Infoblox's fixed addresses) implements it; every backend offers it
+// (Protocol.WriteMAC), and answers ErrNoMACMatch where its driver does not.
 type MACWriter interface {
 	// WriteMAC makes the record rec names (rec.Reference), which must
 	// still carry rec.Marker, a DHCP reservation for mac. A record that
@@ -25,3 +28,13 @@ type MACWriter interface {
 // ErrNoMACMatch is returned for a record that matches no DHCP client by
 // MAC.
 var ErrNoMACMatch = errors.New("the record matches no DHCP client by MAC")
+
+// WriteMAC is the driver's MACWriter, for a system whose records serve
+// DHCP; ErrNoMACMatch for any other.
+func (p *Protocol[P, S, R, Q]) WriteMAC(ctx context.Context, rec Record, mac string) (string, error) {
+	w, ok := any(p.d).(MACWriter)
+	if !ok {
+		return "", fmt.Errorf("%s: %w", p.d.Endpoint(), ErrNoMACMatch)
+	}
+	return w.WriteMAC(ctx, rec, mac)
+}

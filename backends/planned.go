@@ -39,7 +39,7 @@ func (p *Protocol[P, S, R, Q]) adoptPlanned(ctx context.Context, pool P, claim C
 	if err != nil {
 		return Allocation{}, true, err
 	}
-	alloc, err := p.d.Allocation(pool, r)
+	alloc, err := p.allocation(pool, r)
 	return alloc, true, err
 }
 
@@ -51,14 +51,14 @@ func (p *Protocol[P, S, R, Q]) adoptPlanned(ctx context.Context, pool P, claim C
 // gives (its gateway), which the claim would adopt, be refused by
 // CheckAnswer and give back, again and again.
 func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Claim) (free, taken []R, err error) {
-	records, err := p.d.Planned(ctx, pool, claim)
+	records, err := p.d.Planned(ctx, claim)
 	if err != nil {
 		return nil, nil, fmt.Errorf("looking up the records planned for %s: %w", p.d.Label(claim.Marker), err)
 	}
 	for _, r := range records {
 		v := p.d.View(r)
 		switch {
-		case !p.d.InPool(pool, r), v.Marker != "" && !v.Planned, p.unusable(pool, v.Address.Addr()):
+		case !p.d.InPool(pool, r), v.Marker != "" && !v.Planned, p.neverGives(pool, v.Address.Addr()):
 			continue
 		case v.Marker == "" || v.Marker == claim.Marker:
 			free = append(free, r)
@@ -69,11 +69,11 @@ func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Cla
 	return free, taken, nil
 }
 
-// unusable says whether the first source holding addr never gives it.
-func (p *Protocol[P, S, R, Q]) unusable(pool P, addr netip.Addr) bool {
+// neverGives says whether the first source holding addr never gives it.
+func (p *Protocol[P, S, R, Q]) neverGives(pool P, addr netip.Addr) bool {
 	for _, s := range p.d.Sources(pool) {
 		if s.Contains(addr) {
-			return p.d.Unusable(pool, s, addr) != ""
+			return p.unusable(s, addr) != ""
 		}
 	}
 	return false
@@ -86,7 +86,7 @@ func (p *Protocol[P, S, R, Q]) unusable(pool P, addr netip.Addr) bool {
 func (p *Protocol[P, S, R, Q]) takePlanned(ctx context.Context, claim Claim, r R) (R, error) {
 	var zero R
 	ref := p.d.View(r).Reference
-	unlock := requestedTurns.lock(p.owner.Endpoint() + "|" + ref)
+	unlock := requestedTurns.lock(p.d.Endpoint() + "|" + ref)
 	defer unlock()
 	current, err := p.reread(ctx, ref)
 	if err != nil {

@@ -9,27 +9,56 @@ import (
 )
 
 // Protocol is the reservation protocol both IPAM systems follow, driven
-// through a Driver: validation once and reused, adoption by marker, batched
-// allocation with its fallbacks (allocate.go) and batched release with its
-// settling (release.go). A system's Backend embeds it, so that these rules
-// exist once, and adds what is its own (the audit's listings and repairs).
+// through a Driver: validation once and reused, with the pool's rules
+// checked against what the driver resolved (the prefix length, the
+// gateways: gateway.go); adoption by marker; batched allocation with its
+// fallbacks (allocate.go); batched release with its settling (release.go);
+// and the audit's half (audit.go). It is the Backend of every system: the
+// drivers hold only what differs between them.
 type Protocol[P any, S Source, R, Q any] struct {
-	d Driver[P, S, R, Q]
-	// owner is the Backend embedding the protocol: CheckAnswer releases
-	// through it, and its Endpoint says where a reservation lives.
-	owner       Backend
+	d           Driver[P, S, R, Q]
+	o           Options
 	preparation Prepared[P]
 	allocations *Batcher[Claim, Allocation]
 	releases    *Batcher[releaseCall, struct{}]
 }
 
-// NewProtocol returns the protocol of owner, driven by d, batching as o says.
-func NewProtocol[P any, S Source, R, Q any](owner Backend, d Driver[P, S, R, Q], o BatchOptions) *Protocol[P, S, R, Q] {
-	p := &Protocol[P, S, R, Q]{d: d, owner: owner}
-	p.allocations = NewBatcher(o, "allocate", p.allocateBatch)
-	p.releases = NewBatcher(o, "release", p.releaseBatch)
+// Options are the rules of one pool that the protocol enforces whatever
+// its system: both systems' configurations carry them.
+type Options struct {
+	// Gateway is the pool's gateway rule.
+	Gateway Gateway
+	// PrefixLength, when set, is the prefix length the machines configure,
+	// narrowing or widening the networks of the pool's sources.
+	PrefixLength int
+	// Plans says whether the pool adopts records the IPAM team planned for
+	// its claims (planned.go).
+	Plans bool
+	// Batch bounds batching.
+	Batch BatchOptions
+}
+
+// New returns the Backend of a pool whose system d drives.
+func New[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options) *Protocol[P, S, R, Q] {
+	p := &Protocol[P, S, R, Q]{d: d, o: o}
+	p.allocations = NewBatcher(o.Batch, "allocate", p.allocateBatch)
+	p.releases = NewBatcher(o.Batch, "release", p.releaseBatch)
 	return p
 }
+
+// Open is New for a driver constructor's results: its error, or the
+// Backend.
+func Open[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options, err error) (Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return New(d, o), nil
+}
+
+var _ Backend = (*Protocol[any, Source, any, any])(nil)
+
+// Endpoint names the system the driver talks to.
+func (p *Protocol[P, S, R, Q]) Endpoint() string { return p.d.Endpoint() }
 
 // Validate prepares afresh (see Backend.Validate), then counts.
 func (p *Protocol[P, S, R, Q]) Validate(ctx context.Context) (Usage, error) {
@@ -55,9 +84,14 @@ func (p *Protocol[P, S, R, Q]) count(ctx context.Context, prepared func(context.
 func (p *Protocol[P, S, R, Q]) prepare(ctx context.Context) (P, error) {
 	pool, err := p.d.Prepare(ctx)
 	if err == nil {
-		p.preparation.Set(pool)
+		err = p.checkSources(ctx, pool)
 	}
-	return pool, err
+	if err != nil {
+		var zero P
+		return zero, err
+	}
+	p.preparation.Set(pool)
+	return pool, nil
 }
 
 // Prepared returns what the last validation prepared, validating on first
@@ -88,7 +122,7 @@ func (p *Protocol[P, S, R, Q]) Lookup(ctx context.Context, claim Claim) (Allocat
 	if len(own) == 0 {
 		return Allocation{}, fmt.Errorf("%w: no record in %s carries %s", ErrNotFound, p.d.Name(), p.d.Label(claim.Marker))
 	}
-	return p.d.Allocation(pool, own[0])
+	return p.allocation(pool, own[0])
 }
 
 // Allocate returns the claim's address, reserving the next free one of the
@@ -106,7 +140,7 @@ func (p *Protocol[P, S, R, Q]) Allocate(ctx context.Context, claim Claim) (Alloc
 	if err != nil {
 		return alloc, err
 	}
-	return CheckAnswer(ctx, p.owner, claim, alloc, func(a netip.Addr) bool {
+	return CheckAnswer(ctx, p, claim, alloc, func(a netip.Addr) bool {
 		return slices.ContainsFunc(p.d.Sources(pool), func(s S) bool { return s.Contains(a) })
 	})
 }
@@ -122,7 +156,7 @@ func (p *Protocol[P, S, R, Q]) Release(ctx context.Context, claim Claim, last Re
 // Retire keeps the claim's records as tombstones instead of deleting them.
 func (p *Protocol[P, S, R, Q]) Retire(ctx context.Context, claim Claim, last Reservation, at time.Time) error {
 	tombstone := TombstoneMarker(claim.Marker, at)
-	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.d.Mark(ctx, r, tombstone) })
+	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.mark(ctx, r, tombstone, p.d.View(r).MAC) })
 }
 
 // search is Driver.Search, its error naming what was looked for.

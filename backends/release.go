@@ -46,18 +46,25 @@ func (p *Protocol[P, S, R, Q]) releaseBatch(ctx context.Context, calls []release
 
 // dropAll deletes the found records with one request and returns the
 // references deleted: all of them, or none when the request failed.
+// Planned records go back to the IPAM team one by one first (see Drop).
 func (p *Protocol[P, S, R, Q]) dropAll(ctx context.Context, found map[string][]R) map[string]bool {
 	refs := map[string]bool{}
-	var all []R
+	var deleted []R
 	for _, records := range found {
 		for _, r := range records {
-			if ref := p.d.View(r).Reference; !refs[ref] {
-				refs[ref] = true
-				all = append(all, r)
+			v := p.d.View(r)
+			if refs[v.Reference] {
+				continue
+			}
+			refs[v.Reference] = true
+			if !v.Planned {
+				deleted = append(deleted, r)
+			} else if p.d.Drop(ctx, r) != nil {
+				return nil
 			}
 		}
 	}
-	if len(all) == 0 || p.d.DropAll(ctx, all) != nil {
+	if len(deleted) > 0 && p.d.DropAll(ctx, deleted) != nil {
 		return nil
 	}
 	return refs
@@ -84,7 +91,7 @@ func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Res
 		}
 		released[p.d.View(r).Reference] = true
 	}
-	endpoint := p.owner.Endpoint()
+	endpoint := p.d.Endpoint()
 	// The recorded record is read only when the search did not find it: it
 	// may lie where the search no longer looks, or have been disowned.
 	var notOwned error
@@ -125,7 +132,9 @@ func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Res
 			ErrUnreachable, last.Address, last.Reference, last.Endpoint, endpoint, p.d.Label(claim.Marker), last.Endpoint)
 	case last.Reference == "" && last.Address.IsValid():
 		// Recorded before references were: look the address up.
-		held, err := p.d.AtAddress(ctx, last.Address.Addr())
+		// Without validation if need be: the pool is then the zero one.
+		pool, _ := p.Prepared(ctx)
+		held, err := p.d.AtAddress(ctx, pool, last.Address.Addr())
 		if err != nil || len(held) == 0 {
 			return err
 		}
@@ -153,5 +162,5 @@ func (p *Protocol[P, S, R, Q]) movedHere(r R, claim Claim, last Reservation) boo
 
 func (p *Protocol[P, S, R, Q]) notOwned(r R, claim Claim) error {
 	return fmt.Errorf("%w: %s in %s no longer carries %s (it has %q); it was left in place",
-		ErrNotOwned, p.d.Describe(r), p.owner.Endpoint(), p.d.Label(claim.Marker), p.d.View(r).Marker)
+		ErrNotOwned, p.d.Describe(r), p.d.Endpoint(), p.d.Label(claim.Marker), p.d.View(r).Marker)
 }

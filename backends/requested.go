@@ -45,7 +45,7 @@ func (p *Protocol[P, S, R, Q]) allocateRequested(ctx context.Context, pool P, cl
 	if err != nil {
 		return Allocation{}, err
 	}
-	unlock := requestedTurns.lock(p.owner.Endpoint() + "|" + addr.String())
+	unlock := requestedTurns.lock(p.d.Endpoint() + "|" + addr.String())
 	defer unlock()
 	held, err := p.holders(ctx, pool, src, addr)
 	if err != nil {
@@ -88,7 +88,7 @@ func (p *Protocol[P, S, R, Q]) claimable(r R, claim Claim) bool {
 // IPAM team planned for the claim, if the pool adopts planned records.
 func (p *Protocol[P, S, R, Q]) plannedHolder(ctx context.Context, pool P, claim Claim, held []R) (R, bool, error) {
 	var zero R
-	if !p.d.Plans(pool) || !slices.ContainsFunc(held, func(r R) bool { return p.d.View(r).Marker == "" }) {
+	if !p.o.Plans || !slices.ContainsFunc(held, func(r R) bool { return p.d.View(r).Marker == "" }) {
 		return zero, false, nil
 	}
 	refs, err := p.plannedRefs(ctx, pool, claim)
@@ -112,7 +112,7 @@ func (p *Protocol[P, S, R, Q]) requestedSource(pool P, addr netip.Addr) (S, erro
 		if !s.Contains(addr) {
 			continue
 		}
-		if why := p.d.Unusable(pool, s, addr); why != "" {
+		if why := p.unusable(s, addr); why != "" {
 			return zero, &RequestedUnavailableError{Address: addr, Why: why}
 		}
 		return s, nil
@@ -128,7 +128,7 @@ func (p *Protocol[P, S, R, Q]) requestedSource(pool P, addr netip.Addr) (S, erro
 
 // holders is Driver.Holders, its error naming what was looked for.
 func (p *Protocol[P, S, R, Q]) holders(ctx context.Context, pool P, src S, addr netip.Addr) ([]R, error) {
-	held, err := p.d.Holders(ctx, pool, src, addr)
+	held, err := p.d.Holders(ctx, src, addr)
 	if err != nil {
 		return nil, fmt.Errorf("looking up what holds %s in %s: %w", addr, src, err)
 	}
@@ -168,7 +168,7 @@ func (p *Protocol[P, S, R, Q]) createRequested(ctx context.Context, pool P, clai
 		if held, herr := p.holders(ctx, pool, src, addr); herr == nil && len(held) > 0 {
 			return zero, p.unavailable(addr, held)
 		}
-		return zero, &RequestedUnavailableError{Address: addr, Why: fmt.Sprintf("%s refused to reserve it: %s", p.d.Name(), p.d.Said(err))}
+		return zero, &RequestedUnavailableError{Address: addr, Why: fmt.Sprintf("%s refused to reserve it: %s", p.d.Name(), p.said(err))}
 	}
 	return zero, fmt.Errorf("reserving %s in %s: %w", addr, src, err)
 }
@@ -199,7 +199,7 @@ func (p *Protocol[P, S, R, Q]) settleRequested(ctx context.Context, pool P, clai
 		}
 	}
 	if len(older) == 0 {
-		return p.d.Allocation(pool, r)
+		return p.allocation(pool, r)
 	}
 	if err := p.d.Drop(ctx, r); err != nil {
 		return Allocation{}, fmt.Errorf("releasing %s, made for the claim at an address %s already held: %w",
@@ -218,7 +218,7 @@ func (p *Protocol[P, S, R, Q]) settleAdopted(ctx context.Context, pool P, adopte
 		wg.Go(func() {
 			src, err := p.requestedSource(pool, a.claim.Requested)
 			if err != nil || p.d.View(a.record).Address.Addr() != a.claim.Requested {
-				results[a.index].Value, results[a.index].Err = p.d.Allocation(pool, a.record)
+				results[a.index].Value, results[a.index].Err = p.allocation(pool, a.record)
 				return
 			}
 			results[a.index].Value, results[a.index].Err = p.settleRequested(ctx, pool, a.claim, src, a.record)

@@ -20,17 +20,23 @@ import (
 // WAPI's default limit.
 const auditPage = 1000
 
-// Records lists the pool's objects whose marker begins with prefix: per
-// object type, one paged search with a regular expression on the marker
-// attribute in the pool's network view. Objects outside the pool's sources
-// are dropped here, as WAPI has no filter for "in any of these networks or
-// ranges".
-func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record, error) {
-	sources, err := b.Prepared(ctx)
-	if err != nil {
-		return nil, err
+// Marked lists the objects whose marker begins with prefix: per object
+// type, one paged search with a regular expression on the marker
+// attribute. In the pool's sources: in the pool's network view, objects
+// outside the sources dropped here, as WAPI has no filter for "in any of
+// these networks or ranges". Outside them (in another network view, or at
+// an address none of them holds): the searches name no network view, so
+// they reach wherever the IPAM team may have moved an object.
+func (d *driver) Marked(ctx context.Context, sources []resolvedSource, prefix string, scope backends.Scope) ([]backends.Record, error) {
+	if scope != backends.InPool {
+		return d.listMarked(ctx, prefix, "", func(o object, addr netip.Addr) (netip.Prefix, bool) {
+			if o.NetworkView == d.cfg.NetworkView && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.Contains(addr) }) {
+				return netip.Prefix{}, false
+			}
+			return netip.PrefixFrom(addr, addr.BitLen()), true
+		})
 	}
-	return b.listMarked(ctx, prefix, b.cfg.NetworkView, func(o object, addr netip.Addr) (netip.Prefix, bool) {
+	return d.listMarked(ctx, prefix, d.cfg.NetworkView, func(o object, addr netip.Addr) (netip.Prefix, bool) {
 		for _, s := range sources {
 			if s.Contains(addr) {
 				return netip.PrefixFrom(addr, s.network.Bits()), true
@@ -40,31 +46,14 @@ func (b *Backend) Records(ctx context.Context, prefix string) ([]backends.Record
 	})
 }
 
-// Strays lists the objects whose marker begins with prefix that lie outside
-// the pool's sources: in another network view, or at an address none of
-// them holds. Its searches name no network view, so they reach wherever
-// the IPAM team may have moved an object.
-func (b *Backend) Strays(ctx context.Context, prefix string) ([]backends.Record, error) {
-	sources, err := b.Prepared(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return b.listMarked(ctx, prefix, "", func(o object, addr netip.Addr) (netip.Prefix, bool) {
-		if o.NetworkView == b.cfg.NetworkView && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.Contains(addr) }) {
-			return netip.Prefix{}, false
-		}
-		return netip.PrefixFrom(addr, addr.BitLen()), true
-	})
-}
-
 // listMarked pages through the pool's object types in view ("" for every
 // view) whose marker begins with prefix, keeping those keep accepts, with
 // the prefix length keep gives.
-func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func(object, netip.Addr) (netip.Prefix, bool)) ([]backends.Record, error) {
+func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(object, netip.Addr) (netip.Prefix, bool)) ([]backends.Record, error) {
 	var out []backends.Record
-	for _, t := range b.objectTypes() {
+	for _, t := range d.objectTypes() {
 		search := map[string]string{
-			"*" + b.cfg.MarkerEA + "~": "^" + regexp.QuoteMeta(prefix),
+			"*" + d.cfg.MarkerEA + "~": "^" + regexp.QuoteMeta(prefix),
 			"_paging":                  "1",
 			"_return_as_object":        "1",
 			"_max_results":             strconv.Itoa(auditPage),
@@ -77,11 +66,11 @@ func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func
 				Result     []object `json:"result"`
 				NextPageID string   `json:"next_page_id"`
 			}
-			if err := b.get(ctx, newObject(t, append(b.returnFieldsFor(t), "network_view")...), "", search, &page); err != nil {
-				return nil, fmt.Errorf("listing %s marked %s=%q: %w", t, b.cfg.MarkerEA, prefix+"…", err)
+			if err := d.get(ctx, newObject(t, append(d.returnFieldsFor(t), "network_view")...), "", search, &page); err != nil {
+				return nil, fmt.Errorf("listing %s marked %s=%q: %w", t, d.cfg.MarkerEA, prefix+"…", err)
 			}
 			for _, o := range page.Result {
-				marker, planned := b.markerOf(o)
+				marker, planned := d.markerOf(o)
 				addr, err := o.address()
 				if err != nil || !strings.HasPrefix(marker, prefix) {
 					continue
@@ -99,50 +88,26 @@ func (b *Backend) listMarked(ctx context.Context, prefix, view string, keep func
 	return out, nil
 }
 
-// remark sets the object's marker. A planned object keeps saying so under
-// its new marker; retired, it goes back to the IPAM team as they planned
-// it (adoption wrote nothing but the marker): its plan holds the address.
-// A fixed address of the provider's own that is retired holds its address
-// for no one: it becomes a reservation again (match_client RESERVED, the
-// zero MAC, as NIOS stores reservations), so that the grid's DHCP no
-// longer serves it to the machine that is gone, and the MAC is free for
-// that machine's next fixed address.
-func (b *Backend) remark(ctx context.Context, o object, marker string) error {
-	_, _, tombstone := backends.ParseTombstone(marker)
-	if _, planned := b.markerOf(o); planned {
-		if tombstone {
-			return b.unplan(ctx, o.Ref)
-		}
-		marker = backends.PlannedMarker(marker)
+// Drop deletes the object, or returns a planned one to the IPAM team.
+func (d *driver) Drop(ctx context.Context, o object) error {
+	if _, planned := d.markerOf(o); planned {
+		return d.unplan(ctx, o.Ref)
 	}
-	change := b.markerChange(o.Ref, marker)
-	if objectType, _, _ := strings.Cut(o.Ref, "/"); tombstone && objectType == "fixedaddress" {
-		change.Mac, change.MatchClient = zeroMAC, "RESERVED"
-	}
-	return b.change(ctx, o.Ref, change)
-}
-
-// dropObject deletes the object, or returns a planned one to the IPAM
-// team.
-func (b *Backend) dropObject(ctx context.Context, o object) error {
-	if _, planned := b.markerOf(o); planned {
-		return b.unplan(ctx, o.Ref)
-	}
-	return b.deleteObject(ctx, o.Ref)
+	return d.deleteObject(ctx, o.Ref)
 }
 
 // unplan returns a planned object to the IPAM team as it was before a
 // claim adopted it: without the marker attribute ("extattrs-" removes the
 // attributes it names and keeps the others).
-func (b *Backend) unplan(ctx context.Context, ref string) error {
+func (d *driver) unplan(ctx context.Context, ref string) error {
 	objectType, _, _ := strings.Cut(ref, "/")
-	change := &eaRemoval{objectType: objectType, Remove: map[string]map[string]any{b.cfg.MarkerEA: {}}}
-	req, err := b.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
+	change := &eaRemoval{objectType: objectType, Remove: map[string]map[string]any{d.cfg.MarkerEA: {}}}
+	req, err := d.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
 	if err != nil {
 		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
 	}
-	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: b.http}).SendRequest(req); err != nil && !errors.Is(err, backends.ErrNotFound) {
-		return fmt.Errorf("returning the planned %s to the IPAM team (removing %s): %w", ref, b.cfg.MarkerEA, err)
+	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: d.http}).SendRequest(req); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("returning the planned %s to the IPAM team (removing %s): %w", ref, d.cfg.MarkerEA, err)
 	}
 	return nil
 }
@@ -156,28 +121,24 @@ type eaRemoval struct {
 
 func (c *eaRemoval) ObjectType() string { return c.objectType }
 
-// setMarker changes only the marker attribute ("extattrs+" adds or
-// replaces the attributes it names and keeps the others).
-func (b *Backend) setMarker(ctx context.Context, ref, marker string) error {
-	return b.change(ctx, ref, b.markerChange(ref, marker))
-}
-
-// markerChange is the change that sets the marker attribute only.
-func (b *Backend) markerChange(ref, marker string) *eaChange {
+// markerChange is the change that sets the marker attribute only
+// ("extattrs+" adds or replaces the attributes it names and keeps the
+// others).
+func (d *driver) markerChange(ref, marker string) *eaChange {
 	objectType, _, _ := strings.Cut(ref, "/")
-	return &eaChange{objectType: objectType, Add: map[string]map[string]any{b.cfg.MarkerEA: {"value": marker}}}
+	return &eaChange{objectType: objectType, Add: map[string]map[string]any{d.cfg.MarkerEA: {"value": marker}}}
 }
 
 // change sends one PUT of change to ref.
-func (b *Backend) change(ctx context.Context, ref string, change *eaChange) error {
-	req, err := b.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
+func (d *driver) change(ctx context.Context, ref string, change *eaChange) error {
+	req, err := d.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
 	if err != nil {
 		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
 	}
 	// Not resent blindly (see WithoutResend): the next attempt reads the
 	// object again and checks its marker.
-	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: b.http}).SendRequest(req); err != nil {
-		what := fmt.Sprintf("%s=%q", b.cfg.MarkerEA, change.Add[b.cfg.MarkerEA]["value"])
+	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: d.http}).SendRequest(req); err != nil {
+		what := fmt.Sprintf("%s=%q", d.cfg.MarkerEA, change.Add[d.cfg.MarkerEA]["value"])
 		if change.MatchClient != "" {
 			what += fmt.Sprintf(", match_client %s and mac %s", change.MatchClient, change.Mac)
 		}
@@ -198,16 +159,16 @@ type eaChange struct {
 
 func (c *eaChange) ObjectType() string { return c.objectType }
 
-// createAt creates the claim's object at addr. The grid's refusal because
+// CreateAt creates the claim's fixed address or host record at addr. The grid's refusal because
 // another DHCP object (a fixed address, a host address with DHCP) holds
 // the address is an ErrAddressTaken; another conflict (say, a host name
 // that exists) stays an ErrConflict.
-func (b *Backend) createAt(ctx context.Context, claim backends.Claim, addr netip.Addr) (object, error) {
-	body, err := b.newObjectAt(claim, addr.Is6(), addr.String())
+func (d *driver) CreateAt(ctx context.Context, _ []resolvedSource, claim backends.Claim, _ resolvedSource, addr netip.Addr) (object, error) {
+	body, err := d.newObjectAt(claim, addr.Is6(), addr.String())
 	if err != nil {
 		return object{}, err
 	}
-	created, err := b.create(ctx, body, b.returnFieldsFor(b.objectTypeFor(addr)))
+	created, err := d.create(ctx, body, d.returnFieldsFor(d.objectTypeFor(addr)))
 	if errors.Is(err, backends.ErrConflict) && (strings.Contains(wapiText(err), addr.String()) || strings.Contains(wapiText(err), "in use")) {
 		return object{}, fmt.Errorf("%w: %w", backends.ErrAddressTaken, err)
 	}

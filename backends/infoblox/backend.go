@@ -7,15 +7,15 @@ import (
 	"net/netip"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
+	"go4.org/netipx"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-// Backend is one Infoblox pool. It is safe for concurrent use.
-type Backend struct {
-	// The reservation protocol, driven through WAPI (driver.go).
-	*protocol
-
+// driver is the grid as the reservation protocol (backends.Protocol)
+// drives it (driver.go): a claim alone costs plain WAPI calls, claims of a
+// batch share request objects (request.go). It is safe for concurrent use.
+type driver struct {
 	cfg     Config
 	http    *http.Client
 	hostCfg ibclient.HostConfig
@@ -27,8 +27,6 @@ type Backend struct {
 	// builder builds reads; it holds only the host and credentials.
 	builder *ibclient.WapiRequestBuilder
 }
-
-type protocol = backends.Protocol[[]resolvedSource, resolvedSource, object, newRecord]
 
 // resolvedSource is a source as the grid holds it: network is the network
 // holding the source (the range's network for a range).
@@ -45,6 +43,25 @@ func (s resolvedSource) nextAvailable(view string) string {
 	return fmt.Sprintf("func:nextavailableip:%s-%s,%s", s.Start, s.End, view)
 }
 
+// Subnet is the network holding the source.
+func (s resolvedSource) Subnet() netip.Prefix { return s.network }
+
+// Bounds are the first and last addresses the source hands out: a range's
+// bounds, or a network's addresses without, in IPv4, the network and
+// broadcast addresses.
+func (s resolvedSource) Bounds() (netip.Addr, netip.Addr) {
+	if !s.Network.IsValid() {
+		return s.Start, s.End
+	}
+	p := s.Network.Masked()
+	first := p.Addr()
+	last := netipx.PrefixLastIP(p)
+	if first.Is4() && p.Bits() < 31 {
+		first, last = first.Next(), last.Prev()
+	}
+	return first, last
+}
+
 // Contains says whether the source hands out a.
 func (s resolvedSource) Contains(a netip.Addr) bool {
 	if s.Network.IsValid() {
@@ -53,20 +70,26 @@ func (s resolvedSource) Contains(a netip.Addr) bool {
 	return !a.Less(s.Start) && !s.End.Less(a)
 }
 
-var _ backends.Backend = (*Backend)(nil)
+// New checks cfg and returns the backend of an Infoblox pool. It makes no
+// request.
+func New(cfg Config) (backends.Backend, error) {
+	return backends.Open(newDriver(cfg))
+}
 
-// New checks cfg and returns a Backend. It makes no request.
-func New(cfg Config) (*Backend, error) {
+// newDriver checks cfg and returns its driver and the rules the protocol
+// enforces for it.
+func newDriver(cfg Config) (*driver, backends.Options, error) {
 	cfg.setDefaults()
+	o := backends.Options{Gateway: cfg.Gateway, PrefixLength: cfg.PrefixLength, Plans: cfg.Planned != nil, Batch: cfg.Batch}
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	// The client's own transport is not used (see the package comment).
 	httpClient, err := backends.HTTPClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, cfg.clientCertificate())
 	if err != nil {
-		return nil, err
+		return nil, o, err
 	}
-	b := &Backend{
+	d := &driver{
 		cfg: cfg,
 		hostCfg: ibclient.HostConfig{
 			Scheme:  cfg.Scheme,
@@ -77,81 +100,63 @@ func New(cfg Config) (*Backend, error) {
 		authCfg: ibclient.AuthConfig{Username: cfg.Username, Password: cfg.Password},
 		http:    httpClient,
 	}
-	b.builder, _ = ibclient.NewWapiRequestBuilder(b.hostCfg, b.authCfg)
-	b.protocol = backends.NewProtocol[[]resolvedSource, resolvedSource, object, newRecord](b, driver{b}, cfg.Batch)
-	if b.name, err = backends.ParsePattern("name", cfg.Reservation.NamePattern); err != nil {
-		return nil, err
+	d.builder, _ = ibclient.NewWapiRequestBuilder(d.hostCfg, d.authCfg)
+	if d.name, err = backends.ParsePattern("name", cfg.Reservation.NamePattern); err != nil {
+		return nil, o, err
 	}
-	if b.comment, err = backends.ParsePattern("comment", cfg.Reservation.CommentPattern); err != nil {
-		return nil, err
+	if d.comment, err = backends.ParsePattern("comment", cfg.Reservation.CommentPattern); err != nil {
+		return nil, o, err
 	}
-	return b, nil
+	return d, o, nil
 }
 
-// prepare checks the credentials, makes sure the marker's extensible
+// Prepare checks the credentials, makes sure the marker's extensible
 // attribute definition exists, resolves the sources afresh and checks the
-// gateway, the DNS zone and the extra extensible attributes.
-func (b *Backend) prepare(ctx context.Context) ([]resolvedSource, error) {
-	if err := b.ensureMarkerDefinition(ctx); err != nil {
+// DNS zone and the extra extensible attributes.
+func (d *driver) Prepare(ctx context.Context) ([]resolvedSource, error) {
+	if err := d.ensureMarkerDefinition(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.checkDefinitions(ctx); err != nil {
+	if err := d.checkDefinitions(ctx); err != nil {
 		return nil, err
 	}
-	if err := b.checkNetworkView(ctx); err != nil {
+	if err := d.checkNetworkView(ctx); err != nil {
 		return nil, err
 	}
-	sources, err := b.resolveSources(ctx)
+	sources, err := d.resolveSources(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.checkZone(ctx); err != nil {
-		return nil, err
-	}
-	for _, s := range sources {
-		if err := backends.CheckPrefixLength(b.cfg.PrefixLength, s.network, s.Source.String()); err != nil {
-			return nil, err
-		}
-	}
-	if err := b.checkGateway(ctx, sources); err != nil {
+	if err := d.checkZone(ctx); err != nil {
 		return nil, err
 	}
 	return sources, nil
 }
 
 // Endpoint is the grid's WAPI base URL.
-func (b *Backend) Endpoint() string {
-	return fmt.Sprintf("%s://%s:%d/wapi/v%s", b.cfg.Scheme, b.cfg.urlHost(), b.cfg.Port, b.cfg.WAPIVersion)
+func (d *driver) Endpoint() string {
+	return fmt.Sprintf("%s://%s:%d/wapi/v%s", d.cfg.Scheme, d.cfg.urlHost(), d.cfg.Port, d.cfg.WAPIVersion)
 }
 
-// toAllocation turns an object into the claim's allocation.
-func (b *Backend) toAllocation(o object, sources []resolvedSource) (backends.Allocation, error) {
+// Allocation is the object's address with the prefix length of the
+// network holding it, in the pool's network view.
+func (d *driver) Allocation(sources []resolvedSource, o object) (backends.Allocation, error) {
 	addr, err := o.address()
 	if err != nil {
 		return backends.Allocation{}, err
 	}
-	network, ok := b.networkOf(o, addr, sources)
+	network, ok := d.networkOf(o, addr, sources)
 	if !ok {
 		return backends.Allocation{}, fmt.Errorf("%w: %s holds %s, which lies in none of the pool's networks", backends.ErrInvalidConfig, o.Ref, addr)
 	}
-	bits := network.Bits()
-	if b.cfg.PrefixLength > 0 {
-		bits = b.cfg.PrefixLength
-	}
-	prefix, err := addr.Prefix(bits)
-	if err != nil {
-		return backends.Allocation{}, fmt.Errorf("%w: prefix length %d for %s: %v", backends.ErrInvalidConfig, bits, addr, err)
-	}
-	p := netip.PrefixFrom(addr, prefix.Bits())
-	_, planned := b.markerOf(o)
-	// The address's own subnet: prefixLength may narrow the network.
-	return backends.Allocation{Address: p, Gateway: b.cfg.Gateway.For(p), Reference: o.Ref, Endpoint: b.Endpoint(),
-		Scope: "view/" + b.cfg.NetworkView, Planned: planned, MAC: o.dhcpMAC()}, nil
+	_, planned := d.markerOf(o)
+	return backends.Allocation{Address: netip.PrefixFrom(addr, network.Bits()), Reference: o.Ref,
+		Scope: "view/" + d.cfg.NetworkView, Planned: planned, MAC: o.dhcpMAC()}, nil
 }
 
 // networkOf finds the network holding addr: a source's network, or the one
 // the grid names on a fixed address.
-func (b *Backend) networkOf(o object, addr netip.Addr, sources []resolvedSource) (netip.Prefix, bool) {
+func (d *driver) networkOf(o object, addr netip.Addr, sources []resolvedSource) (netip.Prefix, bool) {
 	for _, s := range sources {
 		if s.network.Contains(addr) {
 			return s.network, true

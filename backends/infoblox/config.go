@@ -1,5 +1,6 @@
-// Package infoblox implements backends.Backend on Infoblox NIOS's WAPI,
-// through infoblox-go-client.
+// Package infoblox is the driver (backends.Driver) of Infoblox NIOS's WAPI,
+// through infoblox-go-client, from which New builds a pool's
+// backends.Backend.
 //
 // Every object it creates (a fixed address or a host record) carries the
 // claim's reservation marker in an extensible attribute. Allocation asks the

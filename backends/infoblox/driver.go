@@ -17,12 +17,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
-// driver is the grid as the reservation protocol (backends.Protocol) drives
-// it: a claim alone costs plain WAPI calls, claims of a batch share request
-// objects (request.go).
-type driver struct{ *Backend }
-
-var _ backends.Driver[[]resolvedSource, resolvedSource, object, newRecord] = driver{}
+var _ backends.Driver[[]resolvedSource, resolvedSource, object, newRecord] = (*driver)(nil)
 
 // newRecord is the object to create for a claim in a source.
 type newRecord struct {
@@ -33,15 +28,9 @@ type newRecord struct {
 	data map[string]any
 }
 
-func (d driver) Prepare(ctx context.Context) ([]resolvedSource, error) { return d.prepare(ctx) }
+func (d *driver) Sources(sources []resolvedSource) []resolvedSource { return sources }
 
-func (d driver) Sources(sources []resolvedSource) []resolvedSource { return sources }
-
-func (d driver) Count(ctx context.Context, sources []resolvedSource) (backends.Usage, error) {
-	return d.usage(ctx, sources)
-}
-
-func (d driver) Request(_ []resolvedSource, claim backends.Claim, src resolvedSource) (newRecord, error) {
+func (d *driver) Request(_ []resolvedSource, claim backends.Claim, src resolvedSource) (newRecord, error) {
 	obj, err := d.newObject(claim, src)
 	if err != nil {
 		return newRecord{}, err
@@ -57,7 +46,7 @@ func (d driver) Request(_ []resolvedSource, claim backends.Claim, src resolvedSo
 // Create POSTs one object at the next available address of src, or, for
 // several, a request object of such POSTs; the grid answers with the
 // objects made.
-func (d driver) Create(ctx context.Context, src resolvedSource, requests []newRecord) ([]object, error) {
+func (d *driver) Create(ctx context.Context, src resolvedSource, requests []newRecord) ([]object, error) {
 	fields := d.returnFieldsFor(requests[0].objectType)
 	if len(requests) == 1 {
 		created, err := d.create(ctx, requests[0].object, fields)
@@ -88,22 +77,20 @@ func (d driver) Create(ctx context.Context, src resolvedSource, requests []newRe
 // Verdict: the grid refuses a request whose source has no address left
 // ("Cannot find 1 available IP address(es)"); any other answer below 500 is
 // its own refusal, applied to nothing.
-func (d driver) Verdict(err error) backends.Verdict {
+func (d *driver) Verdict(err error) (backends.Verdict, string) {
 	var we *wapiError
 	switch {
 	case errors.Is(err, backends.ErrExhausted):
-		return backends.Full
+		return backends.Full, wapiText(err)
 	case errors.As(err, &we) && we.status < http.StatusInternalServerError:
-		return backends.Refused
+		return backends.Refused, wapiText(err)
 	}
-	return backends.Unanswered
+	return backends.Unanswered, wapiText(err)
 }
-
-func (d driver) Said(err error) string { return wapiText(err) }
 
 // Search sends one plain search per object type for a lone marker, and a
 // request object of them for several.
-func (d driver) Search(ctx context.Context, markers []string, scope backends.Scope) (map[string][]object, error) {
+func (d *driver) Search(ctx context.Context, markers []string, scope backends.Scope) (map[string][]object, error) {
 	if len(markers) != 1 {
 		return d.findByMarkers(ctx, markers, scope)
 	}
@@ -114,33 +101,12 @@ func (d driver) Search(ctx context.Context, markers []string, scope backends.Sco
 	return map[string][]object{markers[0]: found}, nil
 }
 
-func (d driver) Get(ctx context.Context, ref string) (object, bool, error) {
-	return d.getByRef(ctx, ref)
-}
-
-func (d driver) AtAddress(ctx context.Context, addr netip.Addr) ([]object, error) {
-	return d.findByAddress(ctx, addr)
-}
-
-// Drop deletes the object, or returns a planned one to the IPAM team.
-func (d driver) Drop(ctx context.Context, o object) error { return d.dropObject(ctx, o) }
-
 // DropAll deletes with one request object: a reference already gone fails
-// the whole transaction. Planned objects go back to the IPAM team one by
-// one first.
-func (d driver) DropAll(ctx context.Context, objects []object) error {
-	var ops []*ibclient.RequestBody
-	for _, o := range objects {
-		if _, planned := d.markerOf(o); planned {
-			if err := d.unplan(ctx, o.Ref); err != nil {
-				return err
-			}
-			continue
-		}
-		ops = append(ops, &ibclient.RequestBody{Method: http.MethodDelete, Object: o.Ref})
-	}
-	if len(ops) == 0 {
-		return nil
+// the whole transaction.
+func (d *driver) DropAll(ctx context.Context, objects []object) error {
+	ops := make([]*ibclient.RequestBody, len(objects))
+	for i, o := range objects {
+		ops[i] = &ibclient.RequestBody{Method: http.MethodDelete, Object: o.Ref}
 	}
 	// Deletions by reference are not resent blindly (see WithoutResend):
 	// the objects are searched for again.
@@ -148,53 +114,42 @@ func (d driver) DropAll(ctx context.Context, objects []object) error {
 	return err
 }
 
-func (d driver) Mark(ctx context.Context, o object, marker string) error {
-	return d.remark(ctx, o, marker)
-}
-
-// Hand sets the object's marker attribute. A fixed address of the
+// Mark sets the object's marker attribute. A fixed address of the
 // provider's own handed to another claim serves that claim's machine, mac,
 // from then on: the MAC it was made with is that of the machine it was
 // answered for, which does not use the address, and which the grid's DHCP
 // would otherwise serve it to. If the grid refuses mac (another fixed
-// address holds it), the record serves no machine.
-func (d driver) Hand(ctx context.Context, o object, marker, mac string) error {
-	_, planned := d.markerOf(o)
-	_, _, tombstone := backends.ParseTombstone(marker)
-	objectType, _, _ := strings.Cut(o.Ref, "/")
-	if planned || tombstone || objectType != "fixedaddress" || o.dhcpMAC() == mac {
-		// A plan keeps the MAC the IPAM team gave it; remark resets a
-		// tombstone's.
-		return d.remark(ctx, o, marker)
-	}
+// address holds it), the record serves no machine. One that is retired
+// holds its address for no one: it becomes a reservation again
+// (match_client RESERVED, the zero MAC, as NIOS stores reservations), so
+// that the grid's DHCP no longer serves it to the machine that is gone,
+// and the MAC is free for that machine's next fixed address.
+func (d *driver) Mark(ctx context.Context, o object, marker, mac string) error {
 	change := d.markerChange(o.Ref, marker)
-	if mac != "" {
-		change.Mac, change.MatchClient = mac, "MAC_ADDRESS"
-		err := d.change(ctx, o.Ref, change)
-		if !errors.Is(err, backends.ErrMACAddressInUse) {
-			return err
+	_, _, tombstone := backends.ParseTombstone(marker)
+	if objectType, _, _ := strings.Cut(o.Ref, "/"); objectType == "fixedaddress" && (tombstone || o.dhcpMAC() != mac) {
+		if !tombstone && mac != "" {
+			change.Mac, change.MatchClient = mac, "MAC_ADDRESS"
+			err := d.change(ctx, o.Ref, change)
+			if !errors.Is(err, backends.ErrMACAddressInUse) {
+				return err
+			}
 		}
+		change.Mac, change.MatchClient = zeroMAC, "RESERVED"
 	}
-	change.Mac, change.MatchClient = zeroMAC, "RESERVED"
 	return d.change(ctx, o.Ref, change)
 }
 
-func (d driver) View(o object) backends.Record {
+func (d *driver) View(o object) backends.Record {
 	addr, _ := o.address()
 	marker, planned := d.markerOf(o)
-	return backends.Record{Address: netip.PrefixFrom(addr, addr.BitLen()), Marker: marker, Reference: o.Ref, Planned: planned}
+	return backends.Record{Address: netip.PrefixFrom(addr, addr.BitLen()), Marker: marker, Reference: o.Ref, Planned: planned, MAC: o.dhcpMAC()}
 }
-
-// Plans: the pool adopts planned objects.
-func (d driver) Plans([]resolvedSource) bool { return d.cfg.Planned != nil }
 
 // Planned searches the pool's object types in its network view for the
 // name the pool renders for the claim, or for the extensible attribute
 // that holds it.
-func (d driver) Planned(ctx context.Context, _ []resolvedSource, claim backends.Claim) ([]object, error) {
-	if d.cfg.Planned == nil {
-		return nil, nil
-	}
+func (d *driver) Planned(ctx context.Context, claim backends.Claim) ([]object, error) {
 	name, err := d.name.Render(claim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: name pattern: %v", backends.ErrInvalidConfig, err)
@@ -222,23 +177,19 @@ func (d driver) Planned(ctx context.Context, _ []resolvedSource, claim backends.
 }
 
 // Adopt writes the claim's marker, noting that the object was planned.
-func (d driver) Adopt(ctx context.Context, o object, marker string) error {
-	return d.setMarker(ctx, o.Ref, backends.PlannedMarker(marker))
+func (d *driver) Adopt(ctx context.Context, o object, marker string) error {
+	return d.change(ctx, o.Ref, d.markerChange(o.Ref, backends.PlannedMarker(marker)))
 }
 
 // InPool: the search is already limited to the pool's network view.
-func (d driver) InPool(sources []resolvedSource, o object) bool {
+func (d *driver) InPool(sources []resolvedSource, o object) bool {
 	addr, err := o.address()
 	return err == nil && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.Contains(addr) })
 }
 
-func (d driver) Allocation(sources []resolvedSource, o object) (backends.Allocation, error) {
-	return d.toAllocation(o, sources)
-}
-
 // Describe names an object and its address, with its network's prefix
 // length where the grid gave it, as the IPAM team reads it.
-func (d driver) Describe(o object) string {
+func (d *driver) Describe(o object) string {
 	addr, err := o.address()
 	if err != nil {
 		return o.Ref
@@ -249,25 +200,15 @@ func (d driver) Describe(o object) string {
 	return fmt.Sprintf("%s (%s)", o.Ref, addr)
 }
 
-func (d driver) Label(marker string) string { return fmt.Sprintf("%s=%q", d.cfg.MarkerEA, marker) }
+func (d *driver) Label(marker string) string { return fmt.Sprintf("%s=%q", d.cfg.MarkerEA, marker) }
 
-func (d driver) Name() string { return "the grid" }
+func (d *driver) Name() string { return "the grid" }
 
-// Unusable: a network's network and broadcast addresses (IPv4), and the
-// gateway the machine would get.
-func (d driver) Unusable(_ []resolvedSource, src resolvedSource, addr netip.Addr) string {
+// Unusable: a network's network and broadcast addresses (IPv4).
+func (d *driver) Unusable(src resolvedSource, addr netip.Addr) string {
 	n := src.network.Masked()
 	if addr.Is4() && n.Bits() < 31 && (addr == n.Addr() || addr == netipx.PrefixLastIP(n)) {
 		return fmt.Sprintf("it is the network or broadcast address of network %s", n)
-	}
-	bits := n.Bits()
-	if d.cfg.PrefixLength > 0 {
-		bits = d.cfg.PrefixLength
-	}
-	if p, err := addr.Prefix(bits); err == nil {
-		if gw := d.cfg.Gateway.For(netip.PrefixFrom(addr, p.Bits())); gw == addr {
-			return fmt.Sprintf("it is the gateway the pool gives the machines of %s", p)
-		}
 	}
 	return ""
 }
@@ -278,7 +219,7 @@ func (d driver) Unusable(_ []resolvedSource, src resolvedSource, addr netip.Addr
 // and host records among them, which may carry a marker. They come in the
 // order of their references: NIOS records no creation time on them (see
 // CreationOrdered).
-func (d driver) Holders(ctx context.Context, _ []resolvedSource, _ resolvedSource, addr netip.Addr) ([]object, error) {
+func (d *driver) Holders(ctx context.Context, _ resolvedSource, addr netip.Addr) ([]object, error) {
 	var entries []struct {
 		Objects []string `json:"objects"`
 		Status  string   `json:"status"`
@@ -302,7 +243,7 @@ func (d driver) Holders(ctx context.Context, _ []resolvedSource, _ resolvedSourc
 	for _, ref := range refs {
 		switch objectType, _, _ := strings.Cut(ref, "/"); objectType {
 		case "fixedaddress", "ipv6fixedaddress", "record:host":
-			o, found, err := d.getByRef(ctx, ref)
+			o, found, err := d.Get(ctx, ref)
 			if err != nil {
 				return nil, err
 			}
@@ -323,9 +264,4 @@ func (d driver) Holders(ctx context.Context, _ []resolvedSource, _ resolvedSourc
 // CreationOrdered: a reference says nothing of when its object was made.
 // NIOS refuses a second fixed address at an address; host records without
 // DHCP may share one, and a claim's then yields to any other.
-func (d driver) CreationOrdered() bool { return false }
-
-// CreateAt creates the claim's fixed address or host record at addr.
-func (d driver) CreateAt(ctx context.Context, _ []resolvedSource, claim backends.Claim, _ resolvedSource, addr netip.Addr) (object, error) {
-	return d.createAt(ctx, claim, addr)
-}
+func (d *driver) CreationOrdered() bool { return false }

@@ -48,7 +48,7 @@ func config(sim *wapisim.Server, networks ...string) infoblox.Config {
 	return cfg
 }
 
-func newBackend(t testing.TB, cfg infoblox.Config) *infoblox.Backend {
+func newBackend(t testing.TB, cfg infoblox.Config) backends.Backend {
 	t.Helper()
 	b, err := infoblox.New(cfg)
 	require.NoError(t, err)

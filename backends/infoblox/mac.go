@@ -17,7 +17,7 @@ import (
 // grid's DHCP hands the machine its address. NIOS refuses a MAC that
 // another fixed address of the same network holds; the claim is then told
 // which record holds it. Retired as a tombstone, the fixed address becomes
-// a reservation again (see remark).
+// a reservation again (see driver.Mark).
 
 // zeroMAC is the MAC NIOS stores on a reservation (match_client RESERVED).
 const zeroMAC = "00:00:00:00:00:00"
@@ -31,7 +31,7 @@ var macInUseText = regexp.MustCompile(`(?i)MAC address (\S+) is used in two fixe
 
 // explainMACInUse adds to the grid's refusal of obj's MAC the records that
 // hold it, as the IPAM team finds them; any other error is returned as is.
-func (b *Backend) explainMACInUse(ctx context.Context, obj ibclient.IBObject, err error) error {
+func (d *driver) explainMACInUse(ctx context.Context, obj ibclient.IBObject, err error) error {
 	fa, ok := obj.(*ibclient.FixedAddress)
 	if !errors.Is(err, backends.ErrMACAddressInUse) || !ok || fa.Mac == nil {
 		return err
@@ -42,11 +42,11 @@ func (b *Backend) explainMACInUse(ctx context.Context, obj ibclient.IBObject, er
 		held = m[2]
 	}
 	var found []object
-	search := map[string]string{"mac": mac, "network_view": b.cfg.NetworkView}
-	if lookupErr := b.get(ctx, newObject("fixedaddress", b.returnFieldsFor("fixedaddress")...), "", search, &found); lookupErr != nil {
+	search := map[string]string{"mac": mac, "network_view": d.cfg.NetworkView}
+	if lookupErr := d.get(ctx, newObject("fixedaddress", d.returnFieldsFor("fixedaddress")...), "", search, &found); lookupErr != nil {
 		// The refusal stands on its own; the lookup only names the holder.
 		return fmt.Errorf("MAC address %s is held by another fixed address of network view %s (looking it up failed: %v): %w",
-			mac, b.cfg.NetworkView, lookupErr, err)
+			mac, d.cfg.NetworkView, lookupErr, err)
 	}
 	var holders []string
 	for _, o := range found {
@@ -57,8 +57,8 @@ func (b *Backend) explainMACInUse(ctx context.Context, obj ibclient.IBObject, er
 		if o.Name != "" {
 			h += ", name " + o.Name
 		}
-		if m := o.ExtAttrs.get(b.cfg.MarkerEA); m != "" {
-			h += fmt.Sprintf(", %s=%q", b.cfg.MarkerEA, m)
+		if m := o.ExtAttrs.get(d.cfg.MarkerEA); m != "" {
+			h += fmt.Sprintf(", %s=%q", d.cfg.MarkerEA, m)
 		}
 		holders = append(holders, h+")")
 	}
@@ -66,5 +66,5 @@ func (b *Backend) explainMACInUse(ctx context.Context, obj ibclient.IBObject, er
 		holders = append(holders, "fixed address "+held)
 	}
 	return fmt.Errorf("MAC address %s is held by %s in network view %s; the grid gives one MAC one fixed address per network: %w",
-		mac, strings.Join(holders, ", "), b.cfg.NetworkView, err)
+		mac, strings.Join(holders, ", "), d.cfg.NetworkView, err)
 }

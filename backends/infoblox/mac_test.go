@@ -23,7 +23,7 @@ func withMAC(name, mac string) backends.Claim {
 // plannedDHCPReservation is a backend of a pool that adopts plans named
 // after the machine, and the IPAM team's fixed address planned for machine
 // db-0 with MAC 52:54:00:00:00:99.
-func plannedDHCPReservation(t *testing.T) (*wapisim.Server, *infoblox.Backend, string) {
+func plannedDHCPReservation(t *testing.T) (*wapisim.Server, backends.Backend, string) {
 	t.Helper()
 	sim := newSim(t, "10.0.0.0/24")
 	cfg := config(sim, "10.0.0.0/24")

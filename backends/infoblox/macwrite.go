@@ -12,27 +12,25 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
-var _ backends.MACWriter = (*Backend)(nil)
-
 // WriteMAC gives an IPv4 fixed address of the claim's, reserved without a
 // MAC (match_client RESERVED), the machine's MAC with match_client
 // MAC_ADDRESS, so that the grid's DHCP serves the address to it. The
 // object is read first: only a fixed address that still carries the
 // marker and no MAC is written; a plan keeps whatever the IPAM team gave
 // it, and a MAC already there is never replaced.
-func (b *Backend) WriteMAC(ctx context.Context, rec backends.Record, mac string) (string, error) {
+func (d *driver) WriteMAC(ctx context.Context, rec backends.Record, mac string) (string, error) {
 	if objectType, _, _ := strings.Cut(rec.Reference, "/"); objectType != "fixedaddress" {
 		return "", fmt.Errorf("%s: %w", rec.Reference, backends.ErrNoMACMatch)
 	}
-	o, found, err := b.getByRef(ctx, rec.Reference)
+	o, found, err := d.Get(ctx, rec.Reference)
 	switch {
 	case err != nil:
 		return "", err
 	case !found:
 		return "", fmt.Errorf("fixed address %s: %w", rec.Reference, backends.ErrNotFound)
 	}
-	if marker, _ := b.markerOf(o); marker != rec.Marker {
-		return "", fmt.Errorf("fixed address %s carries %s=%q, not %q: %w", rec.Reference, b.cfg.MarkerEA, marker, rec.Marker,
+	if marker, _ := d.markerOf(o); marker != rec.Marker {
+		return "", fmt.Errorf("fixed address %s carries %s=%q, not %q: %w", rec.Reference, d.cfg.MarkerEA, marker, rec.Marker,
 			backends.ErrNotOwned)
 	}
 	if o.IPv4Addr == "" {
@@ -41,18 +39,18 @@ func (b *Backend) WriteMAC(ctx context.Context, rec backends.Record, mac string)
 	if carried := o.dhcpMAC(); carried != "" {
 		return carried, nil
 	}
-	if _, planned := b.markerOf(o); planned {
+	if _, planned := d.markerOf(o); planned {
 		// A plan without a MAC stays as the IPAM team made it.
 		return "", nil
 	}
 	change := &macChange{Mac: mac, MatchClient: "MAC_ADDRESS"}
-	req, err := b.builder.BuildRequest(ibclient.UPDATE, change, rec.Reference, nil)
+	req, err := d.builder.BuildRequest(ibclient.UPDATE, change, rec.Reference, nil)
 	if err != nil {
 		return "", fmt.Errorf("building a WAPI request for %s: %w", rec.Reference, err)
 	}
 	// Not resent blindly: the next attempt reads the object again.
-	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: b.http}).SendRequest(req); err != nil {
-		err = b.explainMACInUse(ctx, &ibclient.FixedAddress{Mac: &mac}, err)
+	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: d.http}).SendRequest(req); err != nil {
+		err = d.explainMACInUse(ctx, &ibclient.FixedAddress{Mac: &mac}, err)
 		if errors.Is(err, backends.ErrMACAddressInUse) {
 			return "", err
 		}

@@ -57,7 +57,8 @@ func TestWriteMAC(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sim := newSim(t, "10.0.0.0/24")
-			b := newBackend(t, config(sim, "10.0.0.0/24"))
+			b, ok := newBackend(t, config(sim, "10.0.0.0/24")).(backendWithWriter)
+			require.True(t, ok, "an Infoblox backend writes MACs")
 			rec := tt.prepare(t, b)
 			carried, err := b.WriteMAC(context.Background(), rec, mac)
 			if tt.wantErr != nil {

@@ -16,23 +16,23 @@ import (
 // records, of the pool's network view, carrying the claim's marker.
 
 // objectTypes are the WAPI types the pool's objects have.
-func (b *Backend) objectTypes() []string {
-	if b.cfg.Reservation.ObjectType == HostRecord {
+func (d *driver) objectTypes() []string {
+	if d.cfg.Reservation.ObjectType == HostRecord {
 		return []string{"record:host"}
 	}
 	var types []string
-	if slices.ContainsFunc(b.cfg.Sources, func(s Source) bool { return sourceAddr(s).Is4() }) {
+	if slices.ContainsFunc(d.cfg.Sources, func(s Source) bool { return sourceAddr(s).Is4() }) {
 		types = append(types, "fixedaddress")
 	}
-	if slices.ContainsFunc(b.cfg.Sources, func(s Source) bool { return sourceAddr(s).Is6() }) {
+	if slices.ContainsFunc(d.cfg.Sources, func(s Source) bool { return sourceAddr(s).Is6() }) {
 		types = append(types, "ipv6fixedaddress")
 	}
 	return types
 }
 
-func (b *Backend) objectTypeFor(a netip.Addr) string {
+func (d *driver) objectTypeFor(a netip.Addr) string {
 	switch {
-	case b.cfg.Reservation.ObjectType == HostRecord:
+	case d.cfg.Reservation.ObjectType == HostRecord:
 		return "record:host"
 	case a.Is4():
 		return "fixedaddress"
@@ -50,7 +50,7 @@ func sourceAddr(s Source) netip.Addr {
 
 // returnFieldsFor names the fields read from objects of a type; NIOS
 // refuses fields the type lacks.
-func (b *Backend) returnFieldsFor(objectType string) []string {
+func (d *driver) returnFieldsFor(objectType string) []string {
 	switch objectType {
 	case "fixedaddress":
 		return []string{"name", "network", "ipv4addr", "extattrs", "mac", "match_client"}
@@ -61,29 +61,29 @@ func (b *Backend) returnFieldsFor(objectType string) []string {
 }
 
 // newObject builds the object to create for the claim in src.
-func (b *Backend) newObject(claim backends.Claim, src resolvedSource) (ibclient.IBObject, error) {
-	return b.newObjectAt(claim, src.network.Addr().Is6(), src.nextAvailable(b.cfg.NetworkView))
+func (d *driver) newObject(claim backends.Claim, src resolvedSource) (ibclient.IBObject, error) {
+	return d.newObjectAt(claim, src.network.Addr().Is6(), src.nextAvailable(d.cfg.NetworkView))
 }
 
 // newObjectAt builds the object to create for the claim at address: an
 // address, or a func:nextavailableip argument.
-func (b *Backend) newObjectAt(claim backends.Claim, ipv6 bool, next string) (ibclient.IBObject, error) {
-	name, err := b.name.Render(claim)
+func (d *driver) newObjectAt(claim backends.Claim, ipv6 bool, next string) (ibclient.IBObject, error) {
+	name, err := d.name.Render(claim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: name pattern: %v", backends.ErrInvalidConfig, err)
 	}
-	comment, err := b.comment.Render(claim)
+	comment, err := d.comment.Render(claim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: comment pattern: %v", backends.ErrInvalidConfig, err)
 	}
 	comment = backends.Truncate(comment, maxComment)
-	eas := ibclient.EA{b.cfg.MarkerEA: claim.Marker}
-	for k, v := range b.cfg.Reservation.ExtensibleAttributes {
+	eas := ibclient.EA{d.cfg.MarkerEA: claim.Marker}
+	for k, v := range d.cfg.Reservation.ExtensibleAttributes {
 		eas[k] = v
 	}
-	if b.cfg.Reservation.ObjectType == HostRecord {
+	if d.cfg.Reservation.ObjectType == HostRecord {
 		dnsOn, dnsView := false, ""
-		if dns := b.cfg.Reservation.DNS; dns != nil {
+		if dns := d.cfg.Reservation.DNS; dns != nil {
 			dnsOn, dnsView = true, dns.View
 			name = name + "." + dns.Zone
 		}
@@ -97,14 +97,14 @@ func (b *Backend) newObjectAt(claim backends.Claim, ipv6 bool, next string) (ibc
 		} else {
 			v4 = []ibclient.HostRecordIpv4Addr{{Ipv4Addr: &next}}
 		}
-		rec := ibclient.NewHostRecord(b.cfg.NetworkView, name, "", "", v4, v6, eas, dnsOn, dnsView, "", "", false, 0, comment, nil, false)
+		rec := ibclient.NewHostRecord(d.cfg.NetworkView, name, "", "", v4, v6, eas, dnsOn, dnsView, "", "", false, 0, comment, nil, false)
 		// Leave TTLs and disabling to the grid's defaults.
 		rec.UseTtl, rec.Ttl, rec.Disable = nil, nil, nil
 		return rec, nil
 	}
 
 	fa := ibclient.NewEmptyFixedAddress(ipv6)
-	fa.NetviewName = b.cfg.NetworkView
+	fa.NetviewName = d.cfg.NetworkView
 	fa.Name = &name
 	fa.Comment = comment
 	fa.Ea = eas

@@ -22,11 +22,11 @@ import (
 // is by reference: infoblox-go-client's ReleaseIP reports success when its
 // lookup fails.
 
-// getByRef reads the object a reference names, with the fields of its type.
-func (b *Backend) getByRef(ctx context.Context, ref string) (object, bool, error) {
+// Get reads the object a reference names, with the fields of its type.
+func (d *driver) Get(ctx context.Context, ref string) (object, bool, error) {
 	objectType, _, _ := strings.Cut(ref, "/")
 	var o object
-	err := b.get(ctx, newObject(objectType, b.returnFieldsFor(objectType)...), ref, nil, &o)
+	err := d.get(ctx, newObject(objectType, d.returnFieldsFor(objectType)...), ref, nil, &o)
 	switch {
 	case errors.Is(err, backends.ErrNotFound):
 		return object{}, false, nil
@@ -36,8 +36,8 @@ func (b *Backend) getByRef(ctx context.Context, ref string) (object, bool, error
 	return o, true, nil
 }
 
-func (b *Backend) deleteObject(ctx context.Context, ref string) error {
-	conn, err := b.connector(backendhttp.WithoutResend(ctx))
+func (d *driver) deleteObject(ctx context.Context, ref string) error {
+	conn, err := d.connector(backendhttp.WithoutResend(ctx))
 	if err != nil {
 		return fmt.Errorf("creating a WAPI connector: %w", err)
 	}
@@ -51,22 +51,22 @@ func (b *Backend) deleteObject(ctx context.Context, ref string) error {
 // server-side extensible attribute search per type, whatever the network
 // size, matching the marker and its planned form with one expression.
 // Results are sorted by address.
-func (b *Backend) findByMarker(ctx context.Context, marker string, scope backends.Scope) ([]object, error) {
+func (d *driver) findByMarker(ctx context.Context, marker string, scope backends.Scope) ([]object, error) {
 	var found []object
-	values := b.markerValues(marker)
+	values := d.markerValues(marker)
 	pattern := "^" + regexp.QuoteMeta(marker) + "(" + regexp.QuoteMeta(strings.TrimPrefix(backends.PlannedMarker(marker), marker)) + ")?$"
-	for _, t := range b.objectTypes() {
+	for _, t := range d.objectTypes() {
 		var page []object
-		search := map[string]string{"*" + b.cfg.MarkerEA + "~": pattern}
+		search := map[string]string{"*" + d.cfg.MarkerEA + "~": pattern}
 		if scope == backends.InPool {
-			search["network_view"] = b.cfg.NetworkView
+			search["network_view"] = d.cfg.NetworkView
 		}
-		if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &page); err != nil {
-			return nil, fmt.Errorf("searching %s for %s~=%q: %w", t, b.cfg.MarkerEA, pattern, err)
+		if err := d.get(ctx, newObject(t, d.returnFieldsFor(t)...), "", search, &page); err != nil {
+			return nil, fmt.Errorf("searching %s for %s~=%q: %w", t, d.cfg.MarkerEA, pattern, err)
 		}
 		for _, o := range page {
 			// An object is only ours if it says so exactly.
-			if slices.Contains(values, o.ExtAttrs.get(b.cfg.MarkerEA)) {
+			if slices.Contains(values, o.ExtAttrs.get(d.cfg.MarkerEA)) {
 				found = append(found, o)
 			}
 		}
@@ -77,45 +77,45 @@ func (b *Backend) findByMarker(ctx context.Context, marker string, scope backend
 
 // findByMarkers searches the pool's object types for each marker with one
 // request object; each marker's objects are sorted by address.
-func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope backends.Scope) (map[string][]object, error) {
-	types := b.objectTypes()
+func (d *driver) findByMarkers(ctx context.Context, markers []string, scope backends.Scope) (map[string][]object, error) {
+	types := d.objectTypes()
 	if len(markers) == 0 || len(types) == 0 {
 		return map[string][]object{}, nil
 	}
 	var ops []*ibclient.RequestBody
 	var values []string
 	for _, m := range markers {
-		values = append(values, b.markerValues(m)...)
+		values = append(values, d.markerValues(m)...)
 	}
 	for _, m := range values {
 		for _, t := range types {
-			search := map[string]any{"*" + b.cfg.MarkerEA: m}
+			search := map[string]any{"*" + d.cfg.MarkerEA: m}
 			if scope == backends.InPool {
-				search["network_view"] = b.cfg.NetworkView
+				search["network_view"] = d.cfg.NetworkView
 			}
 			ops = append(ops, &ibclient.RequestBody{
 				Method: http.MethodGet,
 				Object: t,
 				Data:   search,
-				Args:   map[string]string{"_return_fields": strings.Join(b.returnFieldsFor(t), ",")},
+				Args:   map[string]string{"_return_fields": strings.Join(d.returnFieldsFor(t), ",")},
 			})
 		}
 	}
-	answers, err := b.sendRequest(ctx, ops)
+	answers, err := d.sendRequest(ctx, ops)
 	if err != nil {
-		return nil, fmt.Errorf("searching %s for %s: %w", strings.Join(types, " and "), b.cfg.MarkerEA, err)
+		return nil, fmt.Errorf("searching %s for %s: %w", strings.Join(types, " and "), d.cfg.MarkerEA, err)
 	}
 	found := map[string][]object{}
 	for i, a := range answers {
 		value := values[i/len(types)]
 		var page []object
 		if err := json.Unmarshal(a, &page); err != nil {
-			return nil, fmt.Errorf("%w: decoding the search for %s=%q: %v", backends.ErrUnavailable, b.cfg.MarkerEA, value, err)
+			return nil, fmt.Errorf("%w: decoding the search for %s=%q: %v", backends.ErrUnavailable, d.cfg.MarkerEA, value, err)
 		}
 		for _, o := range page {
 			// The search is exact, but an object is only ours if it says so.
-			if o.ExtAttrs.get(b.cfg.MarkerEA) == value {
-				marker, _ := b.markerOf(o)
+			if o.ExtAttrs.get(d.cfg.MarkerEA) == value {
+				marker, _ := d.markerOf(o)
 				found[marker] = append(found[marker], o)
 			}
 		}
@@ -130,20 +130,21 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string, scope bac
 // claim: its marker, and its marker on a planned object it adopted, which
 // the claim keeps whatever the pool's spec says now (a pool may stop
 // adopting plans).
-func (b *Backend) markerValues(marker string) []string {
+func (d *driver) markerValues(marker string) []string {
 	return []string{marker, backends.PlannedMarker(marker)}
 }
 
-// findByAddress returns the pool's objects that hold addr.
-func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]object, error) {
-	t := b.objectTypeFor(addr)
+// AtAddress returns the pool's objects that hold addr: a search in the
+// pool's network view, which needs no validation.
+func (d *driver) AtAddress(ctx context.Context, _ []resolvedSource, addr netip.Addr) ([]object, error) {
+	t := d.objectTypeFor(addr)
 	field := "ipv4addr"
 	if addr.Is6() {
 		field = "ipv6addr"
 	}
 	var found []object
-	search := map[string]string{field: addr.String(), "network_view": b.cfg.NetworkView}
-	if err := b.get(ctx, newObject(t, b.returnFieldsFor(t)...), "", search, &found); err != nil {
+	search := map[string]string{field: addr.String(), "network_view": d.cfg.NetworkView}
+	if err := d.get(ctx, newObject(t, d.returnFieldsFor(t)...), "", search, &found); err != nil {
 		return nil, fmt.Errorf("searching %s for %s: %w", t, addr, err)
 	}
 	return found, nil

@@ -18,12 +18,12 @@ import (
 
 // sendRequest sends operations as one request object, built by the
 // client's request builder, and returns one answer per operation.
-func (b *Backend) sendRequest(ctx context.Context, ops []*ibclient.RequestBody) ([]json.RawMessage, error) {
-	req, err := b.builder.BuildRequest(ibclient.CREATE, ibclient.NewMultiRequest(ops), "", nil)
+func (d *driver) sendRequest(ctx context.Context, ops []*ibclient.RequestBody) ([]json.RawMessage, error) {
+	req, err := d.builder.BuildRequest(ibclient.CREATE, ibclient.NewMultiRequest(ops), "", nil)
 	if err != nil {
 		return nil, fmt.Errorf("building a WAPI request object: %w", err)
 	}
-	body, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req)
+	body, err := (&requestor{ctx: ctx, client: d.http}).SendRequest(req)
 	if err != nil {
 		return nil, err
 	}

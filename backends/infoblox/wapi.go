@@ -178,16 +178,16 @@ func newObject(objectType string, returnFields ...string) *wapiObject {
 // decodes the answer into out. It does not go through Connector.GetObject,
 // which repeats every search that found nothing with _proxy_search=GM and so
 // doubles the cost of each miss.
-func (b *Backend) get(ctx context.Context, obj *wapiObject, ref string, search map[string]string, out any) error {
+func (d *driver) get(ctx context.Context, obj *wapiObject, ref string, search map[string]string, out any) error {
 	var params *ibclient.QueryParams
 	if ref == "" {
 		params = ibclient.NewQueryParams(false, search)
 	}
-	req, err := b.builder.BuildRequest(ibclient.GET, obj, ref, params)
+	req, err := d.builder.BuildRequest(ibclient.GET, obj, ref, params)
 	if err != nil {
 		return fmt.Errorf("building a WAPI request for %s: %w", obj.objectType, err)
 	}
-	body, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req)
+	body, err := (&requestor{ctx: ctx, client: d.http}).SendRequest(req)
 	if err != nil {
 		return err
 	}
@@ -201,17 +201,17 @@ func (b *Backend) get(ctx context.Context, obj *wapiObject, ref string, search m
 // answers a POST with the object when _return_fields is given, which saves
 // reading it back. The client's Connector.CreateObject sends no return
 // fields, so the request is built by the client and sent here.
-func (b *Backend) create(ctx context.Context, obj ibclient.IBObject, returnFields []string) (object, error) {
-	req, err := b.builder.BuildRequest(ibclient.CREATE, obj, "", nil)
+func (d *driver) create(ctx context.Context, obj ibclient.IBObject, returnFields []string) (object, error) {
+	req, err := d.builder.BuildRequest(ibclient.CREATE, obj, "", nil)
 	if err != nil {
 		return object{}, fmt.Errorf("building a WAPI request for %s: %w", obj.ObjectType(), err)
 	}
 	q := req.URL.Query()
 	q.Set("_return_fields", strings.Join(returnFields, ","))
 	req.URL.RawQuery = q.Encode()
-	body, err := (&requestor{ctx: ctx, client: b.http}).SendRequest(req)
+	body, err := (&requestor{ctx: ctx, client: d.http}).SendRequest(req)
 	if err != nil {
-		return object{}, b.explainMACInUse(ctx, obj, err)
+		return object{}, d.explainMACInUse(ctx, obj, err)
 	}
 	var created object
 	if err := json.Unmarshal(body, &created); err != nil || created.Ref == "" {
@@ -221,9 +221,9 @@ func (b *Backend) create(ctx context.Context, obj ibclient.IBObject, returnField
 }
 
 // connector returns an infoblox-go-client Connector bound to ctx, for writes.
-func (b *Backend) connector(ctx context.Context) (*ibclient.Connector, error) {
-	return ibclient.NewConnector(b.hostCfg, b.authCfg, ibclient.TransportConfig{},
-		&ibclient.WapiRequestBuilder{}, &requestor{ctx: ctx, client: b.http})
+func (d *driver) connector(ctx context.Context) (*ibclient.Connector, error) {
+	return ibclient.NewConnector(d.hostCfg, d.authCfg, ibclient.TransportConfig{},
+		&ibclient.WapiRequestBuilder{}, &requestor{ctx: ctx, client: d.http})
 }
 
 // eaValues decodes "extattrs": {"Name": {"value": ...}}.
@@ -248,8 +248,8 @@ func (e eaValues) get(name string) string {
 
 // markerOf is the claim's marker an object carries, and whether the IPAM
 // team planned it (see backends.PlannedMarker).
-func (b *Backend) markerOf(o object) (marker string, planned bool) {
-	marker, planned = backends.ParsePlanned(o.ExtAttrs.get(b.cfg.MarkerEA))
+func (d *driver) markerOf(o object) (marker string, planned bool) {
+	marker, planned = backends.ParsePlanned(o.ExtAttrs.get(d.cfg.MarkerEA))
 	return marker, planned
 }
 

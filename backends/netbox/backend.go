@@ -15,11 +15,12 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-// Backend is a NetBox pool. Create it with New.
-type Backend struct {
-	// The reservation protocol, driven through NetBox (driver.go).
-	*protocol
-
+// driver is NetBox as the reservation protocol (backends.Protocol) drives
+// it (driver.go): NetBox allocates every object of an available-ips list
+// in one transaction under one lock on the parent, filters by several
+// values of a custom field at once, and deletes a list of IDs in one
+// request: a burst of claims costs a few requests instead of two per claim.
+type driver struct {
 	cfg     Config
 	api     *netbox.APIClient
 	http    *http.Client
@@ -29,8 +30,6 @@ type Backend struct {
 	dnsName     backends.Pattern
 	description backends.Pattern
 }
-
-type protocol = backends.Protocol[preparation, resolvedSource, ipRecord, netbox.IPAddressRequest]
 
 // preparation is what validation resolves. NetBox IDs do not change, so
 // allocation needs no lookups beyond the marker search.
@@ -46,66 +45,56 @@ type references struct {
 	tenantID int32
 }
 
-var _ backends.Backend = (*Backend)(nil)
+// New checks cfg and returns the backend of a NetBox pool. It makes no
+// request.
+func New(cfg Config) (backends.Backend, error) {
+	return backends.Open(newDriver(cfg))
+}
 
-// New checks cfg and returns a Backend. It makes no request.
-func New(cfg Config) (*Backend, error) {
+// newDriver checks cfg and returns its driver and the rules the protocol
+// enforces for it.
+func newDriver(cfg Config) (*driver, backends.Options, error) {
 	cfg.setDefaults()
+	o := backends.Options{Gateway: cfg.Gateway, PrefixLength: cfg.PrefixLength, Plans: cfg.Planned != nil, Batch: cfg.Batch}
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, o, err
 	}
 	httpClient, err := backends.HTTPClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, nil)
 	if err != nil {
-		return nil, err
+		return nil, o, err
 	}
-	b := &Backend{
+	d := &driver{
 		cfg:     cfg,
 		http:    httpClient,
 		api:     newAPIClient(&cfg, httpClient),
 		baseURL: strings.TrimRight(cfg.URL, "/"),
 		auth:    authorization(cfg.Token),
 	}
-	b.protocol = backends.NewProtocol[preparation, resolvedSource, ipRecord, netbox.IPAddressRequest](b, driver{b}, cfg.Batch)
-	if b.dnsName, err = backends.ParsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
-		return nil, err
+	if d.dnsName, err = backends.ParsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
+		return nil, o, err
 	}
-	if b.description, err = backends.ParsePattern("description", cfg.Reservation.DescriptionPattern); err != nil {
-		return nil, err
+	if d.description, err = backends.ParsePattern("description", cfg.Reservation.DescriptionPattern); err != nil {
+		return nil, o, err
 	}
-	return b, nil
+	return d, o, nil
 }
 
-// prepare checks the credentials, makes sure the provider's tag and marker
-// field exist, resolves the sources afresh and checks the gateway.
-func (b *Backend) prepare(ctx context.Context) (preparation, error) {
-	refs, err := b.ensureSetup(ctx)
+// Prepare checks the credentials, makes sure the provider's tag and marker
+// field exist and resolves the sources afresh.
+func (d *driver) Prepare(ctx context.Context) (preparation, error) {
+	refs, err := d.ensureSetup(ctx)
 	if err != nil {
 		return preparation{}, err
 	}
-	sources, err := b.resolveSources(ctx)
+	sources, err := d.resolveSources(ctx)
 	if err != nil {
-		return preparation{}, err
-	}
-	for _, s := range sources {
-		if err := backends.CheckPrefixLength(b.cfg.PrefixLength, s.network, s.display); err != nil {
-			return preparation{}, err
-		}
-	}
-	if err := b.checkGateway(ctx, sources); err != nil {
 		return preparation{}, err
 	}
 	return preparation{sources: sources, refs: refs}, nil
 }
 
-// prepared returns the resolved sources and references, resolving them on
-// first use.
-func (b *Backend) prepared(ctx context.Context) ([]resolvedSource, *references, error) {
-	p, err := b.Prepared(ctx)
-	return p.sources, p.refs, err
-}
-
 // Endpoint is NetBox's base URL.
-func (b *Backend) Endpoint() string { return b.baseURL }
+func (d *driver) Endpoint() string { return d.baseURL }
 
 // inSources says whether the pool could have given the record: it lies in
 // one of sources, VRF included.
@@ -125,14 +114,13 @@ func recordID(ref string) (int32, bool) {
 
 const recordRefPrefix = "ipam/ip-addresses/"
 
-// deleteRecord deletes the record, or returns a planned one to the IPAM
-// team.
-func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
+// Drop deletes the record, or returns a planned one to the IPAM team.
+func (d *driver) Drop(ctx context.Context, r ipRecord) error {
 	if r.planned {
-		return b.unplan(ctx, r)
+		return d.unplan(ctx, r)
 	}
-	err := b.conditionally(ctx, r, func(r ipRecord) error {
-		_, err := b.send(ctx, http.MethodDelete, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, nil, nil, r.etag)
+	err := d.conditionally(ctx, r, func(r ipRecord) error {
+		_, err := d.send(ctx, http.MethodDelete, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, nil, nil, r.etag)
 		return err
 	})
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
@@ -141,24 +129,26 @@ func (b *Backend) deleteRecord(ctx context.Context, r ipRecord) error {
 	return nil
 }
 
-// ipRequest builds the IP address request for a claim.
-func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAddressRequest, error) {
+// Request builds the IP address request for a claim, the same whatever
+// the source.
+func (d *driver) Request(pool preparation, claim backends.Claim, _ resolvedSource) (netbox.IPAddressRequest, error) {
+	refs := pool.refs
 	req := netbox.IPAddressRequest{
 		Tags:         slices.Clone(refs.tags),
 		CustomFields: map[string]any{},
 	}
-	for k, v := range b.cfg.Reservation.CustomFields {
+	for k, v := range d.cfg.Reservation.CustomFields {
 		req.CustomFields[k] = v
 	}
 	// Last, so nothing can overwrite it (Config.validate refuses it too).
-	req.CustomFields[b.cfg.MarkerField] = claim.Marker
-	status, err := netbox.NewIPAddressStatusValueFromValue(b.cfg.Reservation.Status)
+	req.CustomFields[d.cfg.MarkerField] = claim.Marker
+	status, err := netbox.NewIPAddressStatusValueFromValue(d.cfg.Reservation.Status)
 	if err != nil {
 		return req, fmt.Errorf("%w: status: %v", backends.ErrInvalidConfig, err)
 	}
 	req.Status = status
-	if b.cfg.Reservation.Role != "" {
-		role, err := netbox.NewIPAddressRoleValueFromValue(b.cfg.Reservation.Role)
+	if d.cfg.Reservation.Role != "" {
+		role, err := netbox.NewIPAddressRoleValueFromValue(d.cfg.Reservation.Role)
 		if err != nil {
 			return req, fmt.Errorf("%w: role: %v", backends.ErrInvalidConfig, err)
 		}
@@ -168,7 +158,7 @@ func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAd
 		id := refs.tenantID
 		req.Tenant = *netbox.NewNullableASNRangeRequestTenant(&netbox.ASNRangeRequestTenant{Int32: &id})
 	}
-	if dns, err := b.dnsName.Render(claim); err != nil {
+	if dns, err := d.dnsName.Render(claim); err != nil {
 		return req, fmt.Errorf("%w: dns name pattern: %v", backends.ErrInvalidConfig, err)
 	} else if dns != "" {
 		if err := backends.CheckDNSName("dns name", dns, backends.MaxDNSName); err != nil {
@@ -176,7 +166,7 @@ func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAd
 		}
 		req.DnsName = &dns
 	}
-	desc, err := b.description.Render(claim)
+	desc, err := d.description.Render(claim)
 	if err != nil {
 		return req, fmt.Errorf("%w: description pattern: %v", backends.ErrInvalidConfig, err)
 	}
@@ -185,32 +175,19 @@ func (b *Backend) ipRequest(claim backends.Claim, refs *references) (netbox.IPAd
 	return req, nil
 }
 
-// toAllocation turns a record into the address, prefix length and gateway
-// the IPAddress carries.
-func (b *Backend) toAllocation(r ipRecord) (backends.Allocation, error) {
+// Allocation is the record's address with the mask NetBox records, in its
+// VRF.
+func (d *driver) Allocation(_ preparation, r ipRecord) (backends.Allocation, error) {
 	p, err := netip.ParsePrefix(r.Address)
 	if err != nil {
 		return backends.Allocation{}, fmt.Errorf("NetBox IP address %d has an unparsable address %q: %w", r.ID, r.Address, err)
 	}
-	p = b.machinePrefix(p)
 	return backends.Allocation{
 		Address:   p,
-		Gateway:   b.cfg.Gateway.For(p),
 		Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID),
-		Endpoint:  b.baseURL,
 		Scope:     vrfScope(vrfIDOf(r.VRF)),
 		Planned:   r.planned,
 	}, nil
-}
-
-// machinePrefix is the address with the prefix length the machine
-// configures: the pool's prefixLength where it sets one, else the one
-// NetBox records.
-func (b *Backend) machinePrefix(p netip.Prefix) netip.Prefix {
-	if b.cfg.PrefixLength > 0 && b.cfg.PrefixLength <= p.Addr().BitLen() {
-		return netip.PrefixFrom(p.Addr(), b.cfg.PrefixLength)
-	}
-	return p
 }
 
 // vrfScope names a VRF as an allocation's scope; 0 is the global table.

@@ -39,16 +39,16 @@ func newAPIClient(cfg *Config, httpClient *http.Client) *netbox.APIClient {
 
 // getJSON sends a GET the generated client cannot express (custom-field
 // filters, vrf_id=null) and decodes the answer into out.
-func (b *Backend) getJSON(ctx context.Context, path string, query url.Values, out any) error {
-	return b.sendJSON(ctx, http.MethodGet, path, query, nil, out)
+func (d *driver) getJSON(ctx context.Context, path string, query url.Values, out any) error {
+	return d.sendJSON(ctx, http.MethodGet, path, query, nil, out)
 }
 
 // sendJSON sends a request with body (when not nil) encoded as JSON and
 // decodes the answer into out (when not nil). The audit's writes go this way:
 // they carry fields, such as an explicit address, that the pool's request
 // type has not.
-func (b *Backend) sendJSON(ctx context.Context, method, path string, query url.Values, body, out any) error {
-	_, err := b.send(ctx, method, path, query, body, out, "")
+func (d *driver) sendJSON(ctx context.Context, method, path string, query url.Values, body, out any) error {
+	_, err := d.send(ctx, method, path, query, body, out, "")
 	return err
 }
 
@@ -56,8 +56,8 @@ func (b *Backend) sendJSON(ctx context.Context, method, path string, query url.V
 // ""), returning the answer's ETag: NetBox 4.6 and later refuse a write
 // to an object that changed since the read that gave ifMatch with 412,
 // and earlier releases ignore the header.
-func (b *Backend) send(ctx context.Context, method, path string, query url.Values, body, out any, ifMatch string) (string, error) {
-	u := b.baseURL + path
+func (d *driver) send(ctx context.Context, method, path string, query url.Values, body, out any, ifMatch string) (string, error) {
+	u := d.baseURL + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
@@ -74,16 +74,16 @@ func (b *Backend) send(ctx context.Context, method, path string, query url.Value
 	if err != nil {
 		return "", fmt.Errorf("building request: %w", err)
 	}
-	req.Header.Set("Authorization", b.auth)
+	req.Header.Set("Authorization", d.auth)
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", b.cfg.UserAgent)
+	req.Header.Set("User-Agent", d.cfg.UserAgent)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if ifMatch != "" {
 		req.Header.Set("If-Match", ifMatch)
 	}
-	resp, err := b.http.Do(req)
+	resp, err := d.http.Do(req)
 	if err != nil {
 		return "", classify(op, nil, err)
 	}
@@ -115,14 +115,14 @@ var errChangedSinceRead = errors.New("changed since it was read")
 // again: an edit of another field (a description, say) must not stop a
 // release, and a record whose marker changed (another cluster's, or the
 // IPAM team's, now) is never written (ErrNotOwned).
-func (b *Backend) conditionally(ctx context.Context, r ipRecord, write func(ipRecord) error) error {
+func (d *driver) conditionally(ctx context.Context, r ipRecord, write func(ipRecord) error) error {
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		err := write(r)
 		if !errors.Is(err, errChangedSinceRead) {
 			return err
 		}
-		fresh, found, readErr := b.getRecord(ctx, r.ID)
+		fresh, found, readErr := d.getRecord(ctx, r.ID)
 		switch {
 		case readErr != nil:
 			return fmt.Errorf("reading IP address %d (%s) again: %w", r.ID, r.Address, readErr)

@@ -1,4 +1,5 @@
-// Package netbox implements backends.Backend on NetBox's REST API.
+// Package netbox is the driver (backends.Driver) of NetBox's REST API, from
+// which New builds a pool's backends.Backend.
 //
 // Every IP address it creates carries the provider's tag and, in a text custom
 // field, the claim's reservation marker. Allocation asks NetBox for the next

@@ -14,30 +14,13 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-// driver is NetBox as the reservation protocol (backends.Protocol) drives
-// it. NetBox allocates every object of an available-ips list in one
-// transaction under one lock on the parent, filters by several values of a
-// custom field at once, and deletes a list of IDs in one request: a burst
-// of claims costs a few requests instead of two per claim.
-type driver struct{ *Backend }
+var _ backends.Driver[preparation, resolvedSource, ipRecord, netbox.IPAddressRequest] = (*driver)(nil)
 
-var _ backends.Driver[preparation, resolvedSource, ipRecord, netbox.IPAddressRequest] = driver{}
-
-func (d driver) Prepare(ctx context.Context) (preparation, error) { return d.prepare(ctx) }
-
-func (d driver) Sources(p preparation) []resolvedSource { return p.sources }
-
-func (d driver) Count(ctx context.Context, p preparation) (backends.Usage, error) {
-	return d.usage(ctx, p.sources)
-}
-
-func (d driver) Request(p preparation, claim backends.Claim, _ resolvedSource) (netbox.IPAddressRequest, error) {
-	return d.ipRequest(claim, p.refs)
-}
+func (d *driver) Sources(p preparation) []resolvedSource { return p.sources }
 
 // Create asks NetBox for the next free addresses of one source, one per
 // request, in one transaction.
-func (d driver) Create(ctx context.Context, src resolvedSource, requests []netbox.IPAddressRequest) ([]ipRecord, error) {
+func (d *driver) Create(ctx context.Context, src resolvedSource, requests []netbox.IPAddressRequest) ([]ipRecord, error) {
 	var created []netbox.IPAddress
 	var resp *http.Response
 	var err error
@@ -73,33 +56,20 @@ func (a *answer) Unwrap() error { return a.err }
 
 // Verdict: 409 is NetBox's "no free address"; any other 3xx or 4xx is its
 // own refusal, applied to nothing.
-func (d driver) Verdict(err error) backends.Verdict {
+func (d *driver) Verdict(err error) (backends.Verdict, string) {
 	var a *answer
 	switch {
-	case !errors.As(err, &a) || a.status >= http.StatusInternalServerError || a.status < http.StatusMultipleChoices:
-		return backends.Unanswered
+	case !errors.As(err, &a):
+		return backends.Unanswered, err.Error()
+	case a.status >= http.StatusInternalServerError || a.status < http.StatusMultipleChoices:
+		return backends.Unanswered, a.detail
 	case a.status == http.StatusConflict:
-		return backends.Full
+		return backends.Full, a.detail
 	}
-	return backends.Refused
+	return backends.Refused, a.detail
 }
 
-func (d driver) Said(err error) string {
-	var a *answer
-	if errors.As(err, &a) {
-		return a.detail
-	}
-	return err.Error()
-}
-
-// Search looks by the marker alone, whatever the scope: a plan a claim
-// adopted carries no tag of the provider's, and the protocol keeps what
-// lies in the pool's sources.
-func (d driver) Search(ctx context.Context, markers []string, _ backends.Scope) (map[string][]ipRecord, error) {
-	return d.findByMarkers(ctx, markers)
-}
-
-func (d driver) Get(ctx context.Context, ref string) (ipRecord, bool, error) {
+func (d *driver) Get(ctx context.Context, ref string) (ipRecord, bool, error) {
 	id, ok := recordID(ref)
 	if !ok {
 		return ipRecord{}, false, nil
@@ -111,56 +81,24 @@ func (d driver) Get(ctx context.Context, ref string) (ipRecord, bool, error) {
 	return r, found, nil
 }
 
-// AtAddress looks in the pool's sources, if the pool still validates.
-func (d driver) AtAddress(ctx context.Context, addr netip.Addr) ([]ipRecord, error) {
-	if _, _, err := d.prepared(ctx); err != nil {
-		return nil, nil
-	}
-	return d.findByAddress(ctx, addr)
-}
-
-func (d driver) Drop(ctx context.Context, r ipRecord) error { return d.deleteRecord(ctx, r) }
-
 // DropAll deletes the listed IDs in one transaction; IDs already gone are
-// no error. Planned records go back to the IPAM team one by one first.
-func (d driver) DropAll(ctx context.Context, records []ipRecord) error {
-	var ids []map[string]int32
-	for _, r := range records {
-		if r.planned {
-			if err := d.unplan(ctx, r); err != nil {
-				return err
-			}
-			continue
-		}
-		ids = append(ids, map[string]int32{"id": r.ID})
-	}
-	if len(ids) == 0 {
-		return nil
+// no error.
+func (d *driver) DropAll(ctx context.Context, records []ipRecord) error {
+	ids := make([]map[string]int32, len(records))
+	for i, r := range records {
+		ids[i] = map[string]int32{"id": r.ID}
 	}
 	return d.sendJSON(ctx, http.MethodDelete, "/api/ipam/ip-addresses/", nil, ids, nil)
 }
 
-func (d driver) Mark(ctx context.Context, r ipRecord, marker string) error {
-	return d.remarkRecord(ctx, r, marker)
-}
-
-// Hand re-marks: NetBox's records serve no MAC.
-func (d driver) Hand(ctx context.Context, r ipRecord, marker, _ string) error {
-	return d.remarkRecord(ctx, r, marker)
-}
-
-func (d driver) View(r ipRecord) backends.Record {
+func (d *driver) View(r ipRecord) backends.Record {
 	p, _ := netip.ParsePrefix(r.Address)
 	return backends.Record{Address: p, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID), Planned: r.planned}
 }
 
-func (d driver) InPool(p preparation, r ipRecord) bool { return inSources(r, p.sources) }
+func (d *driver) InPool(p preparation, r ipRecord) bool { return inSources(r, p.sources) }
 
-func (d driver) Allocation(_ preparation, r ipRecord) (backends.Allocation, error) {
-	return d.toAllocation(r)
-}
-
-func (d driver) Describe(r ipRecord) string {
+func (d *driver) Describe(r ipRecord) string {
 	vrf := "global"
 	if r.VRF != nil {
 		vrf = r.VRF.Name
@@ -168,14 +106,14 @@ func (d driver) Describe(r ipRecord) string {
 	return fmt.Sprintf("NetBox IP address %d (%s, VRF %s)", r.ID, r.Address, vrf)
 }
 
-func (d driver) Label(marker string) string { return fmt.Sprintf("marker %q", marker) }
+func (d *driver) Label(marker string) string { return fmt.Sprintf("marker %q", marker) }
 
-func (d driver) Name() string { return "NetBox" }
+func (d *driver) Name() string { return "NetBox" }
 
 // getRecord reads one IP address; found is false when it is gone.
-func (b *Backend) getRecord(ctx context.Context, id int32) (ipRecord, bool, error) {
+func (d *driver) getRecord(ctx context.Context, id int32) (ipRecord, bool, error) {
 	var r ipRecord
-	etag, err := b.send(ctx, http.MethodGet, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, nil, &r, "")
+	etag, err := d.send(ctx, http.MethodGet, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, nil, &r, "")
 	r.etag = etag
 	switch {
 	case errors.Is(err, backends.ErrNotFound):
@@ -183,20 +121,15 @@ func (b *Backend) getRecord(ctx context.Context, id int32) (ipRecord, bool, erro
 	case err != nil:
 		return ipRecord{}, false, err
 	}
-	b.readMarker(&r)
+	d.readMarker(&r)
 	return r, true, nil
 }
 
 // Unusable: a range NetBox marks populated holds no free address by
-// NetBox's rule (and NetBox refuses an IP address inside it), and the
-// gateway is the machine's, not a machine's.
-func (d driver) Unusable(_ preparation, src resolvedSource, addr netip.Addr) string {
+// NetBox's rule (and NetBox refuses an IP address inside it).
+func (d *driver) Unusable(src resolvedSource, _ netip.Addr) string {
 	if src.populated {
 		return fmt.Sprintf("it lies in %s, which NetBox marks populated: every address of it counts as used", src)
-	}
-	p := d.machinePrefix(netip.PrefixFrom(addr, src.network.Bits()))
-	if gw := d.cfg.Gateway.For(p); gw == addr {
-		return fmt.Sprintf("it is the gateway the pool gives the machines of %s", p.Masked())
 	}
 	return ""
 }
@@ -204,7 +137,7 @@ func (d driver) Unusable(_ preparation, src resolvedSource, addr netip.Addr) str
 // Holders lists the IP addresses at addr in the source's VRF (or global
 // table), whatever their mask, status or role, oldest first: NetBox's
 // address filter without a mask matches the host.
-func (d driver) Holders(ctx context.Context, _ preparation, src resolvedSource, addr netip.Addr) ([]ipRecord, error) {
+func (d *driver) Holders(ctx context.Context, src resolvedSource, addr netip.Addr) ([]ipRecord, error) {
 	q := url.Values{}
 	q.Set("address", addr.String())
 	q.Set("vrf_id", vrfFilter(src.vrfID))
@@ -221,24 +154,12 @@ func (d driver) Holders(ctx context.Context, _ preparation, src resolvedSource, 
 }
 
 // CreationOrdered: NetBox's IDs grow with every record made.
-func (d driver) CreationOrdered() bool { return true }
-
-// CreateAt creates the IP address at addr, with the source's mask and in
-// its VRF, carrying what an available-ips request would.
-func (d driver) CreateAt(ctx context.Context, p preparation, claim backends.Claim, src resolvedSource, addr netip.Addr) (ipRecord, error) {
-	return d.createAt(ctx, claim, p.refs, src, addr)
-}
-
-// Plans: the pool says how the IPAM team marks planned records.
-func (d driver) Plans(preparation) bool { return d.cfg.Planned != nil }
+func (d *driver) CreationOrdered() bool { return true }
 
 // Planned lists the IP addresses whose DNS name is the one the pool renders
 // for the claim, with the pool's planned tag and status, oldest first:
 // NetBox filters by all three.
-func (d driver) Planned(ctx context.Context, _ preparation, claim backends.Claim) ([]ipRecord, error) {
-	if d.cfg.Planned == nil {
-		return nil, nil
-	}
+func (d *driver) Planned(ctx context.Context, claim backends.Claim) ([]ipRecord, error) {
 	name, err := d.dnsName.Render(claim)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dnsName pattern: %v", backends.ErrInvalidConfig, err)
@@ -269,7 +190,7 @@ func (d driver) Planned(ctx context.Context, _ preparation, claim backends.Claim
 // Adopt writes the claim's marker, noting that the record was planned, and
 // nothing else: no tag of the provider's either (the marker search does
 // without it).
-func (d driver) Adopt(ctx context.Context, r ipRecord, marker string) error {
+func (d *driver) Adopt(ctx context.Context, r ipRecord, marker string) error {
 	patch := map[string]any{"custom_fields": map[string]any{d.cfg.MarkerField: backends.PlannedMarker(marker)}}
 	if err := d.sendJSON(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil); err != nil {
 		return fmt.Errorf("marking IP address %d (%s) %q: %w", r.ID, r.Address, marker, err)
@@ -279,10 +200,10 @@ func (d driver) Adopt(ctx context.Context, r ipRecord, marker string) error {
 
 // unplan returns a planned record to the IPAM team as it was before a claim
 // adopted it: without the marker.
-func (b *Backend) unplan(ctx context.Context, r ipRecord) error {
-	patch := map[string]any{"custom_fields": map[string]any{b.cfg.MarkerField: nil}}
-	err := b.conditionally(ctx, r, func(r ipRecord) error {
-		_, err := b.send(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil, r.etag)
+func (d *driver) unplan(ctx context.Context, r ipRecord) error {
+	patch := map[string]any{"custom_fields": map[string]any{d.cfg.MarkerField: nil}}
+	err := d.conditionally(ctx, r, func(r ipRecord) error {
+		_, err := d.send(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil, r.etag)
 		return err
 	})
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {

@@ -42,7 +42,7 @@ func prefixSources(cidrs ...string) []netbox.Source {
 	return out
 }
 
-func newBackend(t testing.TB, sim *netboxsim.Server, mutate ...func(*netbox.Config)) *netbox.Backend {
+func newBackend(t testing.TB, sim *netboxsim.Server, mutate ...func(*netbox.Config)) backends.Backend {
 	t.Helper()
 	cfg := netbox.Config{
 		URL: sim.URL(), Token: token,
@@ -481,7 +481,7 @@ func TestBackendsRacingToSetUpAFreshNetBoxBothSucceed(t *testing.T) {
 	a := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
 	b := newBackend(t, sim, withSources(prefixSources("10.1.0.0/24")...))
 	var wg sync.WaitGroup
-	for _, backend := range []*netbox.Backend{a, b} {
+	for _, backend := range []backends.Backend{a, b} {
 		wg.Go(func() {
 			_, err := backend.Validate(context.Background())
 			assert.NoError(t, err)

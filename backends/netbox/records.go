@@ -49,8 +49,8 @@ type ipRecord struct {
 
 // readMarker fills the record's marker, and whether it was planned, from
 // its marker field.
-func (b *Backend) readMarker(r *ipRecord) {
-	r.Marker, r.planned = backends.ParsePlanned(markerValue(r.CustomFields, b.cfg.MarkerField))
+func (d *driver) readMarker(r *ipRecord) {
+	r.Marker, r.planned = backends.ParsePlanned(markerValue(r.CustomFields, d.cfg.MarkerField))
 }
 
 func recordFromAPI(ip netbox.IPAddress) ipRecord {
@@ -65,8 +65,8 @@ func recordFromAPI(ip netbox.IPAddress) ipRecord {
 const maxPage = 1000
 
 // findByMarker returns the records carrying the marker, oldest first.
-func (b *Backend) findByMarker(ctx context.Context, marker string) ([]ipRecord, error) {
-	found, err := b.findByMarkers(ctx, []string{marker})
+func (d *driver) findByMarker(ctx context.Context, marker string) ([]ipRecord, error) {
+	found, err := d.Search(ctx, []string{marker}, backends.InPool)
 	if err != nil {
 		return nil, fmt.Errorf("looking up marker %q: %w", marker, err)
 	}
@@ -81,9 +81,12 @@ const (
 	requestLineMargin = 64
 )
 
-// findByMarkers returns the records carrying each marker, oldest first: one
+// Search returns the records carrying each marker, oldest first: one
 // request for as many markers as fit in its request line (NetBox ORs
-// repeated values of a filter), whatever the pool size.
+// repeated values of a filter), whatever the pool size. It looks by the
+// marker alone, whatever the scope: a plan a claim adopted carries no tag
+// of the provider's, and the protocol keeps what lies in the pool's
+// sources.
 //
 // A claim's record carries its marker, or, on a plan it adopted, its
 // planned marker (backends.PlannedMarker) and no tag of the provider's:
@@ -95,7 +98,7 @@ const (
 // administrator set to "loose" has no lookups and NetBox ignores the filter:
 // the answer then holds records the lookup would not, and the chunk is
 // searched again by exact values, the marker and its planned form.
-func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[string][]ipRecord, error) {
+func (d *driver) Search(ctx context.Context, markers []string, _ backends.Scope) (map[string][]ipRecord, error) {
 	const path = "/api/ipam/ip-addresses/"
 	found := make(map[string][]ipRecord, len(markers))
 	claimOf := map[string]string{}
@@ -106,22 +109,22 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[stri
 	base := url.Values{}
 	base.Set("limit", strconv.Itoa(maxPage))
 	base.Set("ordering", "id")
-	line := http.MethodGet + " " + b.baseURL + path + "? HTTP/1.1"
-	prefixField := "cf_" + b.cfg.MarkerField + "__isw"
-	exactField := "cf_" + b.cfg.MarkerField
+	line := http.MethodGet + " " + d.baseURL + path + "? HTTP/1.1"
+	prefixField := "cf_" + d.cfg.MarkerField + "__isw"
+	exactField := "cf_" + d.cfg.MarkerField
 	// A record is found once however many searches return it: keep would
 	// take a second copy of the claim's own record for a duplicate and
 	// release it under the claim.
 	seen := map[int32]bool{}
 	add := func(records []ipRecord) {
 		for _, r := range records {
-			raw := markerValue(r.CustomFields, b.cfg.MarkerField)
+			raw := markerValue(r.CustomFields, d.cfg.MarkerField)
 			m, ok := claimOf[raw]
 			if !ok || seen[r.ID] {
 				continue
 			}
 			seen[r.ID] = true
-			b.readMarker(&r)
+			d.readMarker(&r)
 			found[m] = append(found[m], r)
 		}
 	}
@@ -129,17 +132,17 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[stri
 		q := maps.Clone(base)
 		q[prefixField] = chunk
 		var p page[ipRecord]
-		if err := b.getJSON(ctx, path, q, &p); err != nil {
+		if err := d.getJSON(ctx, path, q, &p); err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(p.Results, func(r ipRecord) bool { return !startsWithAny(markerValue(r.CustomFields, b.cfg.MarkerField), chunk) }) {
+		if slices.ContainsFunc(p.Results, func(r ipRecord) bool { return !startsWithAny(markerValue(r.CustomFields, d.cfg.MarkerField), chunk) }) {
 			// The lookup was ignored: search by exact values.
 			var values []string
 			for _, m := range chunk {
 				values = append(values, m, backends.PlannedMarker(m))
 			}
 			for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
-				records, err := b.searchAll(ctx, base, exactField, exact)
+				records, err := d.searchAll(ctx, base, exactField, exact)
 				if err != nil {
 					return nil, err
 				}
@@ -149,7 +152,7 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[stri
 		}
 		if p.Count > int64(len(p.Results)) {
 			// More records than a page: page through this chunk's.
-			records, err := b.searchAll(ctx, base, prefixField, chunk)
+			records, err := d.searchAll(ctx, base, prefixField, chunk)
 			if err != nil {
 				return nil, err
 			}
@@ -166,7 +169,7 @@ func (b *Backend) findByMarkers(ctx context.Context, markers []string) (map[stri
 
 // searchAll pages through the IP addresses whose field matches one of
 // values.
-func (b *Backend) searchAll(ctx context.Context, base url.Values, field string, values []string) ([]ipRecord, error) {
+func (d *driver) searchAll(ctx context.Context, base url.Values, field string, values []string) ([]ipRecord, error) {
 	const path = "/api/ipam/ip-addresses/"
 	var out []ipRecord
 	for offset := 0; ; offset += maxPage {
@@ -174,7 +177,7 @@ func (b *Backend) searchAll(ctx context.Context, base url.Values, field string, 
 		q[field] = values
 		q.Set("offset", strconv.Itoa(offset))
 		var p page[ipRecord]
-		if err := b.getJSON(ctx, path, q, &p); err != nil {
+		if err := d.getJSON(ctx, path, q, &p); err != nil {
 			return nil, err
 		}
 		out = append(out, p.Results...)
@@ -238,25 +241,25 @@ func markerChunks(line string, base url.Values, field string, groups [][]string)
 	return chunks
 }
 
-// findByAddress returns the records holding addr in any VRF of the pool's
-// sources, whatever their marker.
-func (b *Backend) findByAddress(ctx context.Context, addr netip.Addr) ([]ipRecord, error) {
-	sources, _, err := b.prepared(ctx)
-	if err != nil {
-		return nil, err
+// AtAddress returns the records holding addr in any VRF of the pool's
+// sources, whatever their marker: none if the pool does not validate.
+func (d *driver) AtAddress(ctx context.Context, pool preparation, addr netip.Addr) ([]ipRecord, error) {
+	sources := pool.sources
+	if len(sources) == 0 {
+		return nil, nil
 	}
 	q := url.Values{}
 	q.Set("address", addr.String())
 	q.Set("limit", strconv.Itoa(maxPage))
 	var p page[ipRecord]
-	if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
 		return nil, fmt.Errorf("looking up address %s: %w", addr, err)
 	}
 	var held []ipRecord
 	for _, r := range p.Results {
 		for _, s := range sources {
 			if s.vrfID == vrfIDOf(r.VRF) && s.Contains(addr) {
-				b.readMarker(&r)
+				d.readMarker(&r)
 				held = append(held, r)
 				break
 			}

@@ -29,7 +29,7 @@ func TestMarkerSearchFindsAnAdoptedRecordOnceWhenAPageOverflows(t *testing.T) {
 	t.Cleanup(sim.Close)
 	sim.AddToken(internalToken, true)
 	sim.AddCustomField("capi_ipam_claim", "exact")
-	b, err := New(Config{
+	b, _, err := newDriver(Config{
 		URL: sim.URL(), Token: internalToken,
 		HTTP:        HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 		Reservation: Reservation{DNSNamePattern: "{{ .ClaimName }}.example.com"},
@@ -73,7 +73,7 @@ func TestMarkerSearchFindsAnAdoptedRecordOnceWhenAPageOverflows(t *testing.T) {
 		CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker(cut)},
 	})
 
-	found, err := b.findByMarkers(context.Background(), markers)
+	found, err := b.Search(context.Background(), markers, backends.InPool)
 	require.NoError(t, err)
 	assert.Len(t, found[cut], 1, "the adopted record, once")
 }
@@ -89,7 +89,7 @@ func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
 			t.Cleanup(sim.Close)
 			sim.AddToken(internalToken, true)
 			sim.AddCustomField("capi_ipam_claim", logic)
-			b, err := New(Config{
+			b, _, err := newDriver(Config{
 				URL: sim.URL(), Token: internalToken,
 				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
@@ -102,7 +102,7 @@ func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
 			sim.AddIPAddress("10.0.0.6/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/other"}})
 			sim.AddIPAddress("10.0.0.7/24", netboxsim.IPOptions{})
 
-			found, err := b.findByMarkers(context.Background(), []string{"id/ns/a", "id/ns/b"})
+			found, err := b.Search(context.Background(), []string{"id/ns/a", "id/ns/b"}, backends.InPool)
 			require.NoError(t, err)
 			ids := map[string][]int32{}
 			for m, records := range found {
@@ -125,7 +125,7 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		edit    func(*netboxsim.IPAddress)
-		write   func(*Backend, context.Context, ipRecord) error
+		write   func(*driver, context.Context, ipRecord) error
 		wantErr error
 		// kept: the record is still there afterwards, with this marker.
 		kept string
@@ -133,20 +133,20 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 		{
 			name:    "a deletion after the marker changed",
 			edit:    func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-b/ns/claim" },
-			write:   func(b *Backend, ctx context.Context, r ipRecord) error { return b.deleteRecord(ctx, r) },
+			write:   func(b *driver, ctx context.Context, r ipRecord) error { return b.Drop(ctx, r) },
 			wantErr: backends.ErrNotOwned,
 			kept:    "mgmt-b/ns/claim",
 		},
 		{
 			name:  "a deletion after the description changed",
 			edit:  func(ip *netboxsim.IPAddress) { ip.Description = "edited by the IPAM team" },
-			write: func(b *Backend, ctx context.Context, r ipRecord) error { return b.deleteRecord(ctx, r) },
+			write: func(b *driver, ctx context.Context, r ipRecord) error { return b.Drop(ctx, r) },
 		},
 		{
 			name: "a re-mark after the marker changed",
 			edit: func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-b/ns/claim" },
-			write: func(b *Backend, ctx context.Context, r ipRecord) error {
-				return b.remarkRecord(ctx, r, "mgmt-a/ns/other")
+			write: func(b *driver, ctx context.Context, r ipRecord) error {
+				return b.Mark(ctx, r, "mgmt-a/ns/other", "")
 			},
 			wantErr: backends.ErrNotOwned,
 			kept:    "mgmt-b/ns/claim",
@@ -154,8 +154,8 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 		{
 			name: "a re-mark after the description changed",
 			edit: func(ip *netboxsim.IPAddress) { ip.Description = "edited by the IPAM team" },
-			write: func(b *Backend, ctx context.Context, r ipRecord) error {
-				return b.remarkRecord(ctx, r, "mgmt-a/ns/other")
+			write: func(b *driver, ctx context.Context, r ipRecord) error {
+				return b.Mark(ctx, r, "mgmt-a/ns/other", "")
 			},
 			kept: "mgmt-a/ns/other",
 		},
@@ -166,7 +166,7 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 			sim.AddToken(internalToken, true)
 			sim.AddCustomField("capi_ipam_claim", "exact")
 			id := sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": marker}})
-			b, err := New(Config{
+			b, _, err := newDriver(Config{
 				URL: sim.URL(), Token: internalToken,
 				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},

@@ -29,19 +29,19 @@ type customFieldObject struct {
 // provider's tag and marker field (created when the token may), the pool's
 // extra tags and custom fields, and its tenant. Its first request also proves
 // the token works.
-func (b *Backend) ensureSetup(ctx context.Context) (*references, error) {
+func (d *driver) ensureSetup(ctx context.Context) (*references, error) {
 	refs := &references{}
-	tags, err := b.ensureTags(ctx)
+	tags, err := d.ensureTags(ctx)
 	if err != nil {
 		return nil, err
 	}
 	refs.tags = tags
-	if err := b.ensureCustomFields(ctx); err != nil {
+	if err := d.ensureCustomFields(ctx); err != nil {
 		return nil, err
 	}
-	if slug := b.cfg.Reservation.TenantSlug; slug != "" {
+	if slug := d.cfg.Reservation.TenantSlug; slug != "" {
 		var p page[brief]
-		if err := b.getJSON(ctx, "/api/tenancy/tenants/", url.Values{"slug": {slug}}, &p); err != nil {
+		if err := d.getJSON(ctx, "/api/tenancy/tenants/", url.Values{"slug": {slug}}, &p); err != nil {
 			return nil, fmt.Errorf("looking up tenant %q: %w", slug, err)
 		}
 		tenant, err := exactlyOne(p.Results, fmt.Sprintf("tenant %q", slug))
@@ -53,26 +53,26 @@ func (b *Backend) ensureSetup(ctx context.Context) (*references, error) {
 	return refs, nil
 }
 
-func (b *Backend) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, error) {
-	wanted := append([]string{b.cfg.Tag}, b.cfg.Reservation.Tags...)
+func (d *driver) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, error) {
+	wanted := append([]string{d.cfg.Tag}, d.cfg.Reservation.Tags...)
 	lookup := slices.Clone(wanted)
-	if b.cfg.Planned != nil && b.cfg.Planned.Tag != "" {
-		lookup = append(lookup, b.cfg.Planned.Tag)
+	if d.cfg.Planned != nil && d.cfg.Planned.Tag != "" {
+		lookup = append(lookup, d.cfg.Planned.Tag)
 	}
 	var p page[brief]
-	if err := b.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": lookup, "limit": {"1000"}}, &p); err != nil {
+	if err := d.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": lookup, "limit": {"1000"}}, &p); err != nil {
 		return nil, fmt.Errorf("looking up tags: %w", err)
 	}
 	found := map[string]brief{}
 	for _, t := range p.Results {
 		found[t.Slug] = t
 	}
-	if _, ok := found[b.cfg.Tag]; !ok {
-		t, err := b.createTag(ctx)
+	if _, ok := found[d.cfg.Tag]; !ok {
+		t, err := d.createTag(ctx)
 		if errors.Is(err, backends.ErrInvalidConfig) {
 			// Another replica or pool may have created it meanwhile.
 			var again page[brief]
-			if b.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": {b.cfg.Tag}}, &again) == nil && len(again.Results) == 1 {
+			if d.getJSON(ctx, "/api/extras/tags/", url.Values{"slug": {d.cfg.Tag}}, &again) == nil && len(again.Results) == 1 {
 				t, err = again.Results[0], nil
 			}
 		}
@@ -81,9 +81,9 @@ func (b *Backend) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, er
 		}
 		found[t.Slug] = t
 	}
-	if b.cfg.Planned != nil && b.cfg.Planned.Tag != "" {
-		if _, ok := found[b.cfg.Planned.Tag]; !ok {
-			return nil, fmt.Errorf("%w: tag %q, which marks the records the IPAM team plans, does not exist in NetBox", backends.ErrNotFound, b.cfg.Planned.Tag)
+	if d.cfg.Planned != nil && d.cfg.Planned.Tag != "" {
+		if _, ok := found[d.cfg.Planned.Tag]; !ok {
+			return nil, fmt.Errorf("%w: tag %q, which marks the records the IPAM team plans, does not exist in NetBox", backends.ErrNotFound, d.cfg.Planned.Tag)
 		}
 	}
 	tags := make([]netbox.NestedTagRequest, 0, len(wanted))
@@ -97,30 +97,30 @@ func (b *Backend) ensureTags(ctx context.Context) ([]netbox.NestedTagRequest, er
 	return tags, nil
 }
 
-func (b *Backend) createTag(ctx context.Context) (brief, error) {
-	req := netbox.NewTagRequest(b.cfg.Tag, b.cfg.Tag)
+func (d *driver) createTag(ctx context.Context) (brief, error) {
+	req := netbox.NewTagRequest(d.cfg.Tag, d.cfg.Tag)
 	req.SetDescription("IP addresses reserved by Cluster API for an IPAddressClaim")
 	req.SetObjectTypes([]string{"ipam.ipaddress"})
-	_, resp, err := b.api.ExtrasAPI.ExtrasTagsCreate(ctx).TagRequest(*req).Execute()
+	_, resp, err := d.api.ExtrasAPI.ExtrasTagsCreate(ctx).TagRequest(*req).Execute()
 	if err = createError(resp, err); err != nil {
-		err = classify("creating tag "+b.cfg.Tag, resp, err)
+		err = classify("creating tag "+d.cfg.Tag, resp, err)
 		if errors.Is(err, backends.ErrForbidden) {
 			return brief{}, fmt.Errorf("%w: tag %q does not exist and the token may not create it; create it in NetBox (Customization > Tags) or grant extras.add_tag: %v",
-				backends.ErrSetupRequired, b.cfg.Tag, err)
+				backends.ErrSetupRequired, d.cfg.Tag, err)
 		}
 		return brief{}, err
 	}
-	return brief{Name: b.cfg.Tag, Slug: b.cfg.Tag}, nil
+	return brief{Name: d.cfg.Tag, Slug: d.cfg.Tag}, nil
 }
 
-func (b *Backend) ensureCustomFields(ctx context.Context) error {
-	names := []string{b.cfg.MarkerField}
-	for name := range b.cfg.Reservation.CustomFields {
+func (d *driver) ensureCustomFields(ctx context.Context) error {
+	names := []string{d.cfg.MarkerField}
+	for name := range d.cfg.Reservation.CustomFields {
 		names = append(names, name)
 	}
 	slices.Sort(names[1:])
 	var p page[customFieldObject]
-	if err := b.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": names, "limit": {"1000"}}, &p); err != nil {
+	if err := d.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": names, "limit": {"1000"}}, &p); err != nil {
 		return fmt.Errorf("looking up custom fields: %w", err)
 	}
 	found := map[string]customFieldObject{}
@@ -130,12 +130,12 @@ func (b *Backend) ensureCustomFields(ctx context.Context) error {
 	for _, name := range names {
 		cf, ok := found[name]
 		switch {
-		case !ok && name == b.cfg.MarkerField:
-			err := b.createMarkerField(ctx)
+		case !ok && name == d.cfg.MarkerField:
+			err := d.createMarkerField(ctx)
 			if errors.Is(err, backends.ErrInvalidConfig) {
 				// Another replica or pool may have created it meanwhile.
 				var again page[customFieldObject]
-				if b.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": {name}}, &again) == nil && len(again.Results) == 1 {
+				if d.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": {name}}, &again) == nil && len(again.Results) == 1 {
 					err = nil
 				}
 			}
@@ -148,7 +148,7 @@ func (b *Backend) ensureCustomFields(ctx context.Context) error {
 		case !slices.Contains(cf.ObjectTypes, "ipam.ipaddress"):
 			return fmt.Errorf("%w: custom field %q does not apply to IP addresses; add ipam.ipaddress to its object types", backends.ErrSetupRequired, name)
 		}
-		if name != b.cfg.MarkerField {
+		if name != d.cfg.MarkerField {
 			continue
 		}
 		if cf.Type.Value != "text" {
@@ -162,18 +162,18 @@ func (b *Backend) ensureCustomFields(ctx context.Context) error {
 	return nil
 }
 
-func (b *Backend) createMarkerField(ctx context.Context) error {
-	req := netbox.NewWritableCustomFieldRequest([]string{"ipam.ipaddress"}, b.cfg.MarkerField)
+func (d *driver) createMarkerField(ctx context.Context) error {
+	req := netbox.NewWritableCustomFieldRequest([]string{"ipam.ipaddress"}, d.cfg.MarkerField)
 	req.SetType(netbox.PATCHEDWRITABLECUSTOMFIELDREQUESTTYPE_TEXT)
 	req.SetFilterLogic(netbox.PATCHEDWRITABLECUSTOMFIELDREQUESTFILTERLOGIC_EXACT)
 	req.SetLabel("Cluster API claim")
 	req.SetDescription("The IPAddressClaim holding this address, as [<identity>/]<namespace>/<name>. Set by the Cluster API IPAM provider; remove it to keep the address when the claim is deleted.")
-	_, resp, err := b.api.ExtrasAPI.ExtrasCustomFieldsCreate(ctx).WritableCustomFieldRequest(*req).Execute()
+	_, resp, err := d.api.ExtrasAPI.ExtrasCustomFieldsCreate(ctx).WritableCustomFieldRequest(*req).Execute()
 	if err = createError(resp, err); err != nil {
-		err = classify("creating custom field "+b.cfg.MarkerField, resp, err)
+		err = classify("creating custom field "+d.cfg.MarkerField, resp, err)
 		if errors.Is(err, backends.ErrForbidden) {
 			return fmt.Errorf("%w: custom field %q does not exist and the token may not create it; create it in NetBox (type text, object type IP address, filter logic exact) or grant extras.add_customfield: %v",
-				backends.ErrSetupRequired, b.cfg.MarkerField, err)
+				backends.ErrSetupRequired, d.cfg.MarkerField, err)
 		}
 		return err
 	}

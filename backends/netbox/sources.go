@@ -35,6 +35,12 @@ func (s resolvedSource) Contains(a netip.Addr) bool {
 
 func (s resolvedSource) String() string { return s.display }
 
+// Subnet is the prefix, or the network of a range's start address.
+func (s resolvedSource) Subnet() netip.Prefix { return s.network }
+
+// Bounds are the first and last addresses NetBox may hand out.
+func (s resolvedSource) Bounds() (netip.Addr, netip.Addr) { return s.first, s.last }
+
 type prefixObject struct {
 	ID     int32  `json:"id"`
 	Prefix string `json:"prefix"`
@@ -51,14 +57,14 @@ type rangeObject struct {
 }
 
 // resolveSources finds every source in NetBox.
-func (b *Backend) resolveSources(ctx context.Context) ([]resolvedSource, error) {
+func (d *driver) resolveSources(ctx context.Context) ([]resolvedSource, error) {
 	vrfIDs := map[string]int32{}
-	resolved := make([]resolvedSource, 0, len(b.cfg.Sources))
-	for _, s := range b.cfg.Sources {
+	resolved := make([]resolvedSource, 0, len(d.cfg.Sources))
+	for _, s := range d.cfg.Sources {
 		vrfID, ok := vrfIDs[s.VRF]
 		if !ok && s.VRF != "" {
 			var err error
-			if vrfID, err = b.findVRF(ctx, s.VRF); err != nil {
+			if vrfID, err = d.findVRF(ctx, s.VRF); err != nil {
 				return nil, err
 			}
 			vrfIDs[s.VRF] = vrfID
@@ -66,9 +72,9 @@ func (b *Backend) resolveSources(ctx context.Context) ([]resolvedSource, error) 
 		var r resolvedSource
 		var err error
 		if s.Kind == SourcePrefix {
-			r, err = b.resolvePrefix(ctx, s, vrfID)
+			r, err = d.resolvePrefix(ctx, s, vrfID)
 		} else {
-			r, err = b.resolveRange(ctx, s, vrfID)
+			r, err = d.resolveRange(ctx, s, vrfID)
 		}
 		if err != nil {
 			return nil, err
@@ -78,9 +84,9 @@ func (b *Backend) resolveSources(ctx context.Context) ([]resolvedSource, error) 
 	return resolved, nil
 }
 
-func (b *Backend) findVRF(ctx context.Context, name string) (int32, error) {
+func (d *driver) findVRF(ctx context.Context, name string) (int32, error) {
 	var p page[brief]
-	if err := b.getJSON(ctx, "/api/ipam/vrfs/", url.Values{"name": {name}}, &p); err != nil {
+	if err := d.getJSON(ctx, "/api/ipam/vrfs/", url.Values{"name": {name}}, &p); err != nil {
 		return 0, fmt.Errorf("looking up VRF %q: %w", name, err)
 	}
 	vrf, err := exactlyOne(p.Results, fmt.Sprintf("VRF %q", name))
@@ -101,16 +107,16 @@ func exactlyOne[T any](found []T, what string) (T, error) {
 	}
 }
 
-func (b *Backend) resolvePrefix(ctx context.Context, s Source, vrfID int32) (resolvedSource, error) {
+func (d *driver) resolvePrefix(ctx context.Context, s Source, vrfID int32) (resolvedSource, error) {
 	var obj prefixObject
 	if s.ID != 0 {
-		if err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/prefixes/%d/", s.ID), nil, &obj); err != nil {
+		if err := d.getJSON(ctx, fmt.Sprintf("/api/ipam/prefixes/%d/", s.ID), nil, &obj); err != nil {
 			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
 		}
 	} else {
 		q := url.Values{"prefix": {s.CIDR.String()}, "vrf_id": {vrfFilter(vrfID)}}
 		var p page[prefixObject]
-		if err := b.getJSON(ctx, "/api/ipam/prefixes/", q, &p); err != nil {
+		if err := d.getJSON(ctx, "/api/ipam/prefixes/", q, &p); err != nil {
 			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
 		}
 		var err error
@@ -145,16 +151,16 @@ func (b *Backend) resolvePrefix(ctx context.Context, s Source, vrfID int32) (res
 	return r, nil
 }
 
-func (b *Backend) resolveRange(ctx context.Context, s Source, vrfID int32) (resolvedSource, error) {
+func (d *driver) resolveRange(ctx context.Context, s Source, vrfID int32) (resolvedSource, error) {
 	var obj rangeObject
 	if s.ID != 0 {
-		if err := b.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-ranges/%d/", s.ID), nil, &obj); err != nil {
+		if err := d.getJSON(ctx, fmt.Sprintf("/api/ipam/ip-ranges/%d/", s.ID), nil, &obj); err != nil {
 			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
 		}
 	} else {
 		q := url.Values{"start_address": {s.Start.String()}, "end_address": {s.End.String()}, "vrf_id": {vrfFilter(vrfID)}}
 		var p page[rangeObject]
-		if err := b.getJSON(ctx, "/api/ipam/ip-ranges/", q, &p); err != nil {
+		if err := d.getJSON(ctx, "/api/ipam/ip-ranges/", q, &p); err != nil {
 			return resolvedSource{}, fmt.Errorf("looking up %s: %w", s, err)
 		}
 		var matches []rangeObject
@@ -187,59 +193,17 @@ func (b *Backend) resolveRange(ctx context.Context, s Source, vrfID int32) (reso
 	return r, nil
 }
 
-// checkGateway makes sure an allocation can never be handed the gateway: an
-// explicit gateway must lie in every source's network, and a gateway inside a
-// source must be recorded in NetBox, or NetBox would consider it free.
-func (b *Backend) checkGateway(ctx context.Context, sources []resolvedSource) error {
-	if b.cfg.Gateway.None {
-		return nil
-	}
-	for _, s := range sources {
-		gw := b.cfg.Gateway.Address
-		if gw.IsValid() {
-			if !s.network.Contains(gw) {
-				return fmt.Errorf("%w: gateway %s is outside %s (network %s)", backends.ErrInvalidConfig, gw, s.display, s.network)
-			}
-		} else {
-			// The gateways allocation gives the source's addresses.
-			gws, err := backends.SourceGateways(s.network, s.first, s.last, b.cfg.PrefixLength)
-			if err != nil {
-				return err
-			}
-			if err := b.checkRecorded(ctx, gws, s); err != nil {
-				return err
-			}
-			continue
-		}
-		if !s.Contains(gw) {
-			continue
-		}
-		q := url.Values{"address": {gw.String()}, "vrf_id": {vrfFilter(s.vrfID)}, "limit": {"1"}}
-		var p page[ipRecord]
-		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
-			return fmt.Errorf("looking up gateway %s: %w", gw, err)
-		}
-		if p.Count == 0 {
-			return fmt.Errorf("%w: gateway %s lies in %s but is not recorded in NetBox, so NetBox could hand it out; record it (for example with status reserved) or set gateway.policy None",
-				backends.ErrInvalidConfig, gw, s.display)
-		}
-	}
-	return nil
-}
-
-// checkRecorded makes sure NetBox records every gateway of gws, with one
-// request: NetBox's address filter takes several values.
-func (b *Backend) checkRecorded(ctx context.Context, gws []netip.Addr, s resolvedSource) error {
-	if len(gws) == 0 {
-		return nil
-	}
+// Unheld asks, with one request, which of gws NetBox records in the
+// source's VRF: its address filter takes several values, and matches the
+// host whatever the mask.
+func (d *driver) Unheld(ctx context.Context, s resolvedSource, gws []netip.Addr) ([]netip.Addr, error) {
 	q := url.Values{"vrf_id": {vrfFilter(s.vrfID)}, "limit": {strconv.Itoa(maxPage)}}
 	for _, gw := range gws {
 		q.Add("address", gw.String())
 	}
 	var p page[ipRecord]
-	if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
-		return fmt.Errorf("looking up the gateways of %s: %w", s.display, err)
+	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		return nil, err
 	}
 	recorded := map[netip.Addr]bool{}
 	for _, r := range p.Results {
@@ -247,20 +211,20 @@ func (b *Backend) checkRecorded(ctx context.Context, gws []netip.Addr, s resolve
 			recorded[a.Addr()] = true
 		}
 	}
+	var unheld []netip.Addr
 	for _, gw := range gws {
 		if !recorded[gw] {
-			return fmt.Errorf("%w: gateway %s (the first usable address of %s, the machines' subnet in %s) is not recorded in NetBox, so NetBox could hand it out; record it (for example with status reserved), set an explicit gateway or gateway.policy None",
-				backends.ErrInvalidConfig, gw, netip.PrefixFrom(gw, backends.MachineBits(s.network, b.cfg.PrefixLength)).Masked(), s.display)
+			unheld = append(unheld, gw)
 		}
 	}
-	return nil
+	return unheld, nil
 }
 
-// usage counts each source's records with one request per source: the
+// Count counts each source's records with one request per source: the
 // addresses under a prefix, or under the CIDRs that cover a range.
-func (b *Backend) usage(ctx context.Context, sources []resolvedSource) (backends.Usage, error) {
+func (d *driver) Count(ctx context.Context, pool preparation) (backends.Usage, error) {
 	var u backends.Usage
-	for _, s := range sources {
+	for _, s := range pool.sources {
 		u.Total = backends.SaturatingAdd(u.Total, s.total)
 		if s.populated {
 			u.Used = backends.SaturatingAdd(u.Used, s.total)
@@ -275,7 +239,7 @@ func (b *Backend) usage(ctx context.Context, sources []resolvedSource) (backends
 			}
 		}
 		var p page[ipRecord]
-		if err := b.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
 			return backends.Usage{}, fmt.Errorf("counting addresses of %s: %w", s.display, err)
 		}
 		u.Used = backends.SaturatingAdd(u.Used, min(p.Count, s.total))

@@ -18,7 +18,10 @@ import (
 // give no gateway, so a pool over them with nothing recorded validates and
 // hands out every address without one; a source narrowed to /30s gives each
 // /30 its own first usable address, so with nothing recorded validation
-// names that gateway. cidr is a /27 the case carves its networks from.
+// names that gateway. A claim requesting an address gets the same: in a /31
+// or /32 every address is a machine's, and in a /30 of a narrowed source
+// the first usable address is the gateway, never a machine's. cidr is a
+// /27 the case carves its networks from.
 func gatewayAgreesAtValidationAndAllocation(t *testing.T, h Harness, cidr string) {
 	parts := subnets(cidr, 29)
 	for n, tc := range []struct {
@@ -27,10 +30,13 @@ func gatewayAgreesAtValidationAndAllocation(t *testing.T, h Harness, cidr string
 		prefixLength int
 		bits         int
 		addresses    int
+		// requested is the address the first claim requests: the one a
+		// gateway rule of /30s and wider would take.
+		requested netip.Addr
 	}{
-		{"/31", subnets(parts[0], 31)[0], 0, 31, 2},
-		{"/32", subnets(parts[0], 32)[4], 0, 32, 1},
-		{"/29 narrowed to /31s", parts[1], 31, 31, 6},
+		{"/31", subnets(parts[0], 31)[0], 0, 31, 2, nth(parts[0], 1)},
+		{"/32", subnets(parts[0], 32)[4], 0, 32, 1, nth(parts[0], 4)},
+		{"/29 narrowed to /31s", parts[1], 31, 31, 6, nth(parts[1], 3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -40,8 +46,15 @@ func gatewayAgreesAtValidationAndAllocation(t *testing.T, h Harness, cidr string
 			network := netip.MustParsePrefix(tc.network)
 			seen := map[netip.Addr]bool{}
 			for i := range tc.addresses {
-				alloc, err := b.Allocate(ctx, claim(fmt.Sprintf("gw-%d-%d", n, i)))
+				c := claim(fmt.Sprintf("gw-%d-%d", n, i))
+				if i == 0 {
+					c = requesting(c.Name, tc.requested)
+				}
+				alloc, err := b.Allocate(ctx, c)
 				require.NoError(t, err)
+				if i == 0 {
+					assert.Equal(t, tc.requested, alloc.Address.Addr(), "a requested address of a subnet without a gateway")
+				}
 				assert.True(t, network.Contains(alloc.Address.Addr()), "%s outside %s", alloc.Address, network)
 				assert.Equal(t, tc.bits, alloc.Address.Bits(), "the machine's prefix length")
 				assert.False(t, alloc.Gateway.IsValid(), "%s: a /%d subnet has no gateway, got %s", alloc.Address, tc.bits, alloc.Gateway)
@@ -55,5 +68,19 @@ func gatewayAgreesAtValidationAndAllocation(t *testing.T, h Harness, cidr string
 		_, err := b.Validate(context.Background())
 		require.ErrorIs(t, err, backends.ErrInvalidConfig, "each /30's first usable address is a gateway nothing holds")
 		assert.Contains(t, err.Error(), nth(parts[2], 1).String(), "validation names the gateway allocation gives the first /30")
+	})
+	t.Run("/29 narrowed to /30s, gateways held", func(t *testing.T) {
+		ctx := context.Background()
+		b := h.NarrowedPool(t, parts[3], 30)
+		validated(t, b)
+		gateway := nth(parts[3], 5)
+		_, err := b.Allocate(ctx, requesting("gw-requested-gateway", gateway))
+		var unavailable *backends.RequestedUnavailableError
+		require.ErrorAs(t, err, &unavailable, "the second /30's gateway is no machine's")
+		assert.Contains(t, unavailable.Why, "gateway", "refused as the gateway, before whoever holds it")
+		alloc, err := b.Allocate(ctx, requesting("gw-requested-beside", gateway.Next()))
+		require.NoError(t, err)
+		assert.Equal(t, 30, alloc.Address.Bits(), "the machine's prefix length")
+		assert.Equal(t, gateway, alloc.Gateway, "the gateway of its own /30")
 	})
 }

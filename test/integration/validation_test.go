@@ -104,7 +104,7 @@ func TestBadPoolInputGivesAClearCondition(t *testing.T) {
 					s.Gateway.Address = "10.40.0.254"
 				})
 			},
-			reason: v1alpha1.InvalidConfigurationReason, inMessage: "not recorded in NetBox",
+			reason: v1alpha1.InvalidConfigurationReason, inMessage: "nothing holds it in NetBox",
 		},
 		{
 			name: "gateway derived after prefixLength narrows the source, not recorded",
