@@ -179,7 +179,7 @@ func jitter(uid types.UID, max time.Duration) time.Duration {
 // policy allows, and records what it found.
 func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	backend, err := r.Backends.For(ctx, r.Kind, pool)
+	backend, err := r.Backends.Auditor(ctx, r.Kind, pool)
 	var records []backends.Record
 	if err == nil {
 		records, err = backend.Records(ctx, r.Identity+"/")

@@ -77,7 +77,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, 
 	if err != nil || later != nil {
 		return ptr.Deref(later, ctrl.Result{}), err
 	}
-	backend, err := r.Backends.For(ctx, s.kind, s.pool)
+	backend, err := r.Backends.Reserver(ctx, s.kind, s.pool)
 	if err != nil {
 		return r.allocationFailed(s.claim, err)
 	}
@@ -108,7 +108,7 @@ func waitingForAnswer(s *scope, reason string, what string) {
 type allocationAnswer struct {
 	// backend is the pool's backend the reservation went through, as
 	// built from the pool's spec and Secret at the time.
-	backend backends.Backend
+	backend backends.Reserver
 	alloc   backends.Allocation
 }
 
@@ -118,7 +118,7 @@ func (r *ClaimReconciler) answeredBeforeAChange(ctx context.Context, s *scope, a
 	if answer.backend == nil {
 		return false
 	}
-	current, err := r.Backends.For(ctx, s.kind, s.pool)
+	current, err := r.Backends.Reserver(ctx, s.kind, s.pool)
 	return err == nil && current != answer.backend
 }
 

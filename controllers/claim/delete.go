@@ -88,7 +88,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1.IPAddress) (bool, error) {
 	log := ctrl.LoggerFrom(ctx)
 	var (
-		backend backends.Backend
+		backend backends.Reserver
 		last    backends.Reservation
 		err     error
 	)
@@ -103,7 +103,7 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1
 		backend, last, err = call.value.backend, call.value.last, call.err
 	default:
 		last = shared.RecordedReservation(s.claim, address)
-		if backend, err = r.Backends.For(ctx, s.kind, s.pool); err == nil {
+		if backend, err = r.Backends.Reserver(ctx, s.kind, s.pool); err == nil {
 			r.startRelease(ctx, s, backend, last)
 			return false, nil
 		}
@@ -144,14 +144,14 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1
 
 // releaseAnswer is a background release's answer.
 type releaseAnswer struct {
-	backend backends.Backend
+	backend backends.Reserver
 	last    backends.Reservation
 }
 
 // startRelease releases the claim's record in the background, or keeps it
 // as a tombstone for the pool's grace period, which the audit deletes once
 // the period is over.
-func (r *ClaimReconciler) startRelease(ctx context.Context, s *scope, backend backends.Backend, last backends.Reservation) {
+func (r *ClaimReconciler) startRelease(ctx context.Context, s *scope, backend backends.Reserver, last backends.Reservation) {
 	grace := time.Duration(0)
 	if d := s.pool.GetRelease().GracePeriod; d != nil {
 		grace = d.Duration

@@ -107,7 +107,7 @@ func parseRequested(s string) (netip.Addr, error) {
 // backend: its Allocate, or allocateRequested for a claim that requests an
 // address. It reads the claim and pool now: the call may run after the
 // reconcile has moved on.
-func (r *ClaimReconciler) reservation(s *scope, backend backends.Backend, claim backends.Claim) func(context.Context) (backends.Allocation, error) {
+func (r *ClaimReconciler) reservation(s *scope, backend backends.Reserver, claim backends.Claim) func(context.Context) (backends.Allocation, error) {
 	req := requestOf(s.claim, s.pool)
 	if req.err == nil && !req.addr.IsValid() {
 		return func(ctx context.Context) (backends.Allocation, error) { return backend.Allocate(ctx, claim) }
@@ -140,7 +140,7 @@ type requested struct {
 //     the same system and scope is never bound: the record just made for
 //     the claim is handed to that IPAddress's claim (see handToHolder), and
 //     the claim told which IPAddress holds it.
-func (r *ClaimReconciler) allocateRequested(ctx context.Context, backend backends.Backend, claim backends.Claim, asked requested) (backends.Allocation, error) {
+func (r *ClaimReconciler) allocateRequested(ctx context.Context, backend backends.Reserver, claim backends.Claim, asked requested) (backends.Allocation, error) {
 	if asked.req.err != nil {
 		return backends.Allocation{}, asked.req.err
 	}
@@ -197,7 +197,7 @@ func (r *ClaimReconciler) allocateRequested(ctx context.Context, backend backend
 // record again. It says whether the record was handed over: a holder
 // claim being deleted keeps nothing, and the requesting claim keeps its
 // record until the holder's IPAddress is gone.
-func (r *ClaimReconciler) handToHolder(ctx context.Context, backend backends.Backend, asked requested, claim backends.Claim, alloc backends.Allocation,
+func (r *ClaimReconciler) handToHolder(ctx context.Context, backend backends.Reserver, asked requested, claim backends.Claim, alloc backends.Allocation,
 	holder *ipamv1.IPAddress) (bool, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
 	holderClaim, err := r.giveToHolder(ctx, backend, asked.pool, recordOf(claim, alloc), claim.MAC, holder, fmt.Sprintf(

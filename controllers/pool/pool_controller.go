@@ -191,7 +191,7 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool shared.Pool) 
 	status := pool.GetPoolStatus()
 	wasReady := conditions.IsTrue(pool, v1alpha1.ReadyCondition)
 
-	backend, err := r.Backends.For(ctx, r.Kind, pool)
+	backend, err := r.Backends.Prober(ctx, r.Kind, pool)
 	if err != nil {
 		return r.failed(ctx, pool, err)
 	}

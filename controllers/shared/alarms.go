@@ -45,7 +45,9 @@ type Alarms struct {
 // refusal is the last refused request of a pool's claims, with the backend
 // (pool spec and Secret version) that sent it.
 type refusal struct {
-	backend backends.Backend
+	// backend is compared by identity only: the claim reconciler holds it
+	// as a Reserver, the pool reconciler as a Prober.
+	backend any
 	err     error
 	at      time.Time
 }
@@ -66,7 +68,7 @@ func IsRefusal(err error) bool {
 
 // Refused records that backend's request for claim was refused with err and
 // has the pool reconciled at once.
-func (c *Alarms) Refused(kind PoolKind, pool Pool, backend backends.Backend, claim *ipamv1.IPAddressClaim, err error) {
+func (c *Alarms) Refused(kind PoolKind, pool Pool, backend backends.Reserver, claim *ipamv1.IPAddressClaim, err error) {
 	c.mu.Lock()
 	c.byPool[pool.GetUID()] = refusal{backend: backend, at: time.Now(),
 		err: fmt.Errorf("the IPAM system refused the request of claim %s/%s: %w", claim.Namespace, claim.Name, err)}
@@ -133,14 +135,14 @@ func (c *Alarms) notify(kind PoolKind, pool Pool) {
 // one made with this very backend, within maxAge. A new backend (new
 // credentials or spec) or an old refusal is forgotten, and the pool is
 // validated as usual.
-func (c *Alarms) Current(pool Pool, backend backends.Backend, maxAge time.Duration) error {
+func (c *Alarms) Current(pool Pool, backend backends.Prober, maxAge time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.byPool[pool.GetUID()]
 	if !ok {
 		return nil
 	}
-	if r.backend != backend || time.Since(r.at) >= maxAge {
+	if r.backend != any(backend) || time.Since(r.at) >= maxAge {
 		delete(c.byPool, pool.GetUID())
 		return nil
 	}

@@ -57,7 +57,23 @@ func (b *Backends) secretKey(kind PoolKind, pool Pool) client.ObjectKey {
 	return client.ObjectKey{Namespace: ns, Name: kind.SecretName(pool)}
 }
 
-// For returns the pool's backend.
+// Prober returns the pool's backend as the pool reconciler uses it.
+func (b *Backends) Prober(ctx context.Context, kind PoolKind, pool Pool) (backends.Prober, error) {
+	return b.For(ctx, kind, pool)
+}
+
+// Reserver returns the pool's backend as the claim reconciler uses it.
+func (b *Backends) Reserver(ctx context.Context, kind PoolKind, pool Pool) (backends.Reserver, error) {
+	return b.For(ctx, kind, pool)
+}
+
+// Auditor returns the pool's backend as the audit uses it.
+func (b *Backends) Auditor(ctx context.Context, kind PoolKind, pool Pool) (backends.Auditor, error) {
+	return b.For(ctx, kind, pool)
+}
+
+// For returns the pool's backend, whole; each reconciler takes the part it
+// uses (Prober, Reserver, Auditor).
 func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.Backend, error) {
 	key := b.secretKey(kind, pool)
 	meta, err := b.secretMetadata(ctx, key)
