@@ -6,10 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
-
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/featuregate"
@@ -22,6 +18,9 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/cachetransform"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 )

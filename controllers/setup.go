@@ -5,18 +5,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/claim"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
-
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/claim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/eventrecorder"
 )

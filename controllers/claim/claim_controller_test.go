@@ -4,13 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/cache"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
 )
 
 func TestCacheBehindUntilWhatTheManagerWroteIsSeen(t *testing.T) {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
@@ -19,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 )
 
 // The manager may patch Secrets only to add or remove this finalizer: the

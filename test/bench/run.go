@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +22,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )

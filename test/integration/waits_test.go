@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 )
 
 // TestAClaimWaitingForAHeldAddressBacksOff: a claim whose requested address
