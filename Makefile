@@ -75,11 +75,13 @@ LEAST_PRIVILEGE_RUN ?= ^(TestLostIPAddressHandsItsRecordToTheClaim|TestAHandOver
 
 .PHONY: test-real-netbox
 test-real-netbox: ## Run the integration suite, the clusterctl move round trip, the Metal3 and CAPV end-to-end tests and a short chaos run against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts; then test-real-netbox-least-privilege.
-	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/ ./test/gc/ ./test/move/; \
-	(cd test/metal3e2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...); \
-	(cd test/capve2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...); \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real $(CHAOS_SHORT_FLAGS)
+	@# Every suite runs against the one NetBox; any that fails fails the target.
+	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; failed=""; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./test/integration/ ./test/conformance/ ./test/gc/ ./test/move/ || failed="$$failed suites"; \
+	(cd test/metal3e2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...) || failed="$$failed metal3e2e"; \
+	(cd test/capve2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...) || failed="$$failed capve2e"; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real $(CHAOS_SHORT_FLAGS) || failed="$$failed chaos"; \
+	if [ -n "$$failed" ]; then echo "test-real-netbox failed:$$failed"; exit 1; fi
 	@$(MAKE) --no-print-directory test-real-netbox-least-privilege
 
 # A NetBox of its own: the suites seed by get-or-create, so a planned record
