@@ -69,6 +69,10 @@ func benchMain() int {
 	)
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
+	if *writeSamples < 1 {
+		// The cost per write divides by the writes made.
+		return failure(fmt.Errorf("-write-samples must be at least 1, got %d", *writeSamples))
+	}
 	workers, err := parseInts(*workersFlag)
 	if err != nil {
 		return failure(err)
