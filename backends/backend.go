@@ -83,6 +83,11 @@ type Reserver interface {
 	// otherwise). A record that is gone is not an error. A claim whose
 	// IPAddress another writer created first drops its own reservation.
 	Delete(ctx context.Context, rec Record) error
+
+	// MACWriter writes the MAC a machine reported after its claim was
+	// bound into the record reserved without one; ErrNoMACMatch where the
+	// system's records serve no DHCP.
+	MACWriter
 }
 
 // Auditor is what the audit asks: list the pool's records and this

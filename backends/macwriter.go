@@ -10,8 +10,9 @@ import (
 // reported only afterwards (CAPV's VSphereVM reports the MAC vSphere gives a
 // device once the VM is ready, which needs the address): the record becomes
 // a DHCP reservation for that machine. A driver whose records serve DHCP
-// (Infoblox's fixed addresses) implements it; every backend offers it
-// (Protocol.WriteMAC), and answers ErrNoMACMatch where its driver does not.
+// (Infoblox's fixed addresses) implements it; every backend offers it, as
+// part of Reserver (Protocol.WriteMAC), and answers ErrNoMACMatch where its
+// driver does not.
 type MACWriter interface {
 	// WriteMAC makes the record rec names (rec.Reference), which must
 	// still carry rec.Marker, a DHCP reservation for mac. A record that

@@ -75,19 +75,15 @@ func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, s *scope, addres
 		ctrl.LoggerFrom(ctx).V(4).Info("Waiting for the machine to report the MAC its fixed address gets")
 		return nil
 	}
-	backend, err := r.Backends.For(ctx, kind, pool)
+	backend, err := r.Backends.Reserver(ctx, kind, pool)
 	if err != nil {
 		return fmt.Errorf("connecting to write the machine's MAC: %w", err)
-	}
-	writer, ok := backend.(backends.MACWriter)
-	if !ok {
-		return nil
 	}
 	rec := backends.Record{
 		Reference: address.Annotations[v1alpha1.ReservationRecordAnnotation],
 		Marker:    address.Annotations[v1alpha1.ReservationMarkerAnnotation],
 	}
-	return r.writeMAC(ctx, claim, pool, writer, rec, found)
+	return r.writeMAC(ctx, claim, pool, backend, rec, found)
 }
 
 // writeMAC writes the machine's MAC found into the claim's record rec and

@@ -3,7 +3,6 @@ package shared
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -189,14 +188,9 @@ func (i *instrumented) Restore(ctx context.Context, c backends.Claim, address ne
 	return timed(i, "restore", func() (backends.Allocation, error) { return i.Backend.Restore(ctx, c, address) })
 }
 
-// WriteMAC passes the backend's MACWriter through, timed as its other
-// operations.
+// WriteMAC is the backend's, timed as its other operations.
 func (i *instrumented) WriteMAC(ctx context.Context, rec backends.Record, mac string) (string, error) {
-	writer, ok := i.Backend.(backends.MACWriter)
-	if !ok {
-		return "", fmt.Errorf("the %s backend writes no MAC: %w", i.name, backends.ErrNoMACMatch)
-	}
-	return timed(i, "write_mac", func() (string, error) { return writer.WriteMAC(ctx, rec, mac) })
+	return timed(i, "write_mac", func() (string, error) { return i.Backend.WriteMAC(ctx, rec, mac) })
 }
 
 // outcome names the class of an operation's result; the set is fixed, so the
