@@ -13,7 +13,6 @@ import (
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // auditPage is how many objects one page of an audit's listing holds:
@@ -66,7 +65,7 @@ func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(
 				Result     []object `json:"result"`
 				NextPageID string   `json:"next_page_id"`
 			}
-			if err := d.get(ctx, newObject(t, append(d.returnFieldsFor(t), "network_view")...), "", search, &page); err != nil {
+			if err := d.get(ctx, newObject(t, d.returnFieldsFor(t)...), "", search, &page); err != nil {
 				return nil, fmt.Errorf("listing %s marked %s=%q: %w", t, d.cfg.MarkerEA, prefix+"…", err)
 			}
 			for _, o := range page.Result {
@@ -88,26 +87,24 @@ func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(
 	return out, nil
 }
 
-// Drop deletes the object, or returns a planned one to the IPAM team.
+// Drop deletes the object, or returns a planned one to the IPAM team, if
+// it is still the object that was read (see guarded.go).
 func (d *driver) Drop(ctx context.Context, o object) error {
 	if _, planned := d.markerOf(o); planned {
-		return d.unplan(ctx, o.Ref)
+		return d.unplan(ctx, o)
 	}
-	return d.deleteObject(ctx, o.Ref)
+	return d.deleteGuarded(ctx, o)
 }
 
 // unplan returns a planned object to the IPAM team as it was before a
 // claim adopted it: without the marker attribute ("extattrs-" removes the
 // attributes it names and keeps the others).
-func (d *driver) unplan(ctx context.Context, ref string) error {
-	objectType, _, _ := strings.Cut(ref, "/")
+func (d *driver) unplan(ctx context.Context, o object) error {
+	objectType, _, _ := strings.Cut(o.Ref, "/")
 	change := &eaRemoval{objectType: objectType, Remove: map[string]map[string]any{d.cfg.MarkerEA: {}}}
-	req, err := d.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
-	if err != nil {
-		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
-	}
-	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: d.http}).SendRequest(req); err != nil && !errors.Is(err, backends.ErrNotFound) {
-		return fmt.Errorf("returning the planned %s to the IPAM team (removing %s): %w", ref, d.cfg.MarkerEA, err)
+	err := d.changeGuarded(ctx, o, change, func(now object) bool { return now.ExtAttrs.get(d.cfg.MarkerEA) == "" })
+	if err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("returning the planned %s to the IPAM team (removing %s): %w", o.Ref, d.cfg.MarkerEA, err)
 	}
 	return nil
 }
@@ -129,20 +126,19 @@ func (d *driver) markerChange(ref, marker string) *eaChange {
 	return &eaChange{objectType: objectType, Add: map[string]map[string]any{d.cfg.MarkerEA: {"value": marker}}}
 }
 
-// change sends one PUT of change to ref.
-func (d *driver) change(ctx context.Context, ref string, change *eaChange) error {
-	req, err := d.builder.BuildRequest(ibclient.UPDATE, change, ref, nil)
-	if err != nil {
-		return fmt.Errorf("building a WAPI request for %s: %w", ref, err)
+// change sends one PUT of change to o, if it is still the object that was
+// read (see guarded.go).
+func (d *driver) change(ctx context.Context, o object, change *eaChange) error {
+	value := change.Add[d.cfg.MarkerEA]["value"]
+	applied := func(now object) bool {
+		return now.ExtAttrs.get(d.cfg.MarkerEA) == value && (change.MatchClient == "" || now.MatchClient == change.MatchClient)
 	}
-	// Not resent blindly (see WithoutResend): the next attempt reads the
-	// object again and checks its marker.
-	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: d.http}).SendRequest(req); err != nil {
-		what := fmt.Sprintf("%s=%q", d.cfg.MarkerEA, change.Add[d.cfg.MarkerEA]["value"])
+	if err := d.changeGuarded(ctx, o, change, applied); err != nil {
+		what := fmt.Sprintf("%s=%q", d.cfg.MarkerEA, value)
 		if change.MatchClient != "" {
 			what += fmt.Sprintf(", match_client %s and mac %s", change.MatchClient, change.Mac)
 		}
-		return fmt.Errorf("setting %s on %s: %w", what, ref, err)
+		return fmt.Errorf("setting %s on %s: %w", what, o.Ref, err)
 	}
 	return nil
 }

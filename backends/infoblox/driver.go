@@ -14,7 +14,6 @@ import (
 	"go4.org/netipx"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 var _ backends.Driver[[]resolvedSource, resolvedSource, object, newRecord] = (*driver)(nil)
@@ -101,17 +100,15 @@ func (d *driver) Search(ctx context.Context, markers []string, scope backends.Sc
 	return map[string][]object{markers[0]: found}, nil
 }
 
-// DropAll deletes with one request object: a reference already gone fails
-// the whole transaction.
+// DropAll deletes with one guarded request object (see guarded.go): an
+// object already gone, or no longer the one read, fails the whole
+// transaction, and the protocol settles each record on its own.
 func (d *driver) DropAll(ctx context.Context, objects []object) error {
-	ops := make([]*ibclient.RequestBody, len(objects))
+	writes := make([]guardedWrite, len(objects))
 	for i, o := range objects {
-		ops[i] = &ibclient.RequestBody{Method: http.MethodDelete, Object: o.Ref}
+		writes[i] = guardedWrite{object: o, method: http.MethodDelete}
 	}
-	// Deletions by reference are not resent blindly (see WithoutResend):
-	// the objects are searched for again.
-	_, err := d.sendRequest(backendhttp.WithoutResend(ctx), ops)
-	return err
+	return d.sendGuarded(ctx, writes)
 }
 
 // Mark sets the object's marker attribute. A fixed address of the
@@ -130,14 +127,14 @@ func (d *driver) Mark(ctx context.Context, o object, marker, mac string) error {
 	if objectType, _, _ := strings.Cut(o.Ref, "/"); objectType == "fixedaddress" && (tombstone || o.dhcpMAC() != mac) {
 		if !tombstone && mac != "" {
 			change.Mac, change.MatchClient = mac, "MAC_ADDRESS"
-			err := d.change(ctx, o.Ref, change)
+			err := d.change(ctx, o, change)
 			if !errors.Is(err, backends.ErrMACAddressInUse) {
 				return err
 			}
 		}
 		change.Mac, change.MatchClient = zeroMAC, "RESERVED"
 	}
-	return d.change(ctx, o.Ref, change)
+	return d.change(ctx, o, change)
 }
 
 func (d *driver) View(o object) backends.Record {
@@ -178,7 +175,7 @@ func (d *driver) Planned(ctx context.Context, claim backends.Claim) ([]object, e
 
 // Adopt writes the claim's marker, noting that the object was planned.
 func (d *driver) Adopt(ctx context.Context, o object, marker string) error {
-	return d.change(ctx, o.Ref, d.markerChange(o.Ref, backends.PlannedMarker(marker)))
+	return d.change(ctx, o, d.markerChange(o.Ref, backends.PlannedMarker(marker)))
 }
 
 // InPool: the search is already limited to the pool's network view.

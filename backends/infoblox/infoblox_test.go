@@ -85,8 +85,9 @@ func TestCallsPerClaimLife(t *testing.T) {
 
 	sim.ResetCalls()
 	require.NoError(t, b.Release(ctx, claim("a"), alloc.Reservation()))
-	assert.Equal(t, 2, len(sim.Calls()), "marker search and DELETE by reference: %v", sim.Calls())
-	assert.Equal(t, 1, sim.CountObjectCalls("DELETE", "fixedaddress"))
+	assert.Equal(t, 2, len(sim.Calls()), "marker search and a guarded DELETE (one request object): %v", sim.Calls())
+	assert.Equal(t, 1, sim.CountObjectCalls("POST", "request"))
+	assert.Empty(t, markedWith(sim, "fixedaddress", "ns/a"), "the record is deleted")
 }
 
 func TestFixedAddressIsAReservationStampedWithTheClaim(t *testing.T) {

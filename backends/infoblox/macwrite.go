@@ -9,7 +9,6 @@ import (
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // WriteMAC gives an IPv4 fixed address of the claim's, reserved without a
@@ -44,12 +43,10 @@ func (d *driver) WriteMAC(ctx context.Context, rec backends.Record, mac string) 
 		return "", nil
 	}
 	change := &macChange{Mac: mac, MatchClient: "MAC_ADDRESS"}
-	req, err := d.builder.BuildRequest(ibclient.UPDATE, change, rec.Reference, nil)
+	// Guarded (see guarded.go): written only while the object carries the
+	// marker it was read with; a lost answer is settled by reading it.
+	err = d.changeGuarded(ctx, o, change, func(now object) bool { return now.dhcpMAC() == mac })
 	if err != nil {
-		return "", fmt.Errorf("building a WAPI request for %s: %w", rec.Reference, err)
-	}
-	// Not resent blindly: the next attempt reads the object again.
-	if _, err := (&requestor{ctx: backendhttp.WithoutResend(ctx), client: d.http}).SendRequest(req); err != nil {
 		err = d.explainMACInUse(ctx, &ibclient.FixedAddress{Mac: &mac}, err)
 		if errors.Is(err, backends.ErrMACAddressInUse) {
 			return "", err

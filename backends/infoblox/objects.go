@@ -49,15 +49,16 @@ func sourceAddr(s Source) netip.Addr {
 }
 
 // returnFieldsFor names the fields read from objects of a type; NIOS
-// refuses fields the type lacks.
+// refuses fields the type lacks. The network view tells apart objects at
+// one address in several views (see guarded.go, Marked).
 func (d *driver) returnFieldsFor(objectType string) []string {
 	switch objectType {
 	case "fixedaddress":
-		return []string{"name", "network", "ipv4addr", "extattrs", "mac", "match_client"}
+		return []string{"name", "network", "network_view", "ipv4addr", "extattrs", "mac", "match_client"}
 	case "ipv6fixedaddress":
-		return []string{"name", "network", "ipv6addr", "extattrs"}
+		return []string{"name", "network", "network_view", "ipv6addr", "extattrs"}
 	}
-	return []string{"name", "ipv4addrs", "ipv6addrs", "extattrs"}
+	return []string{"name", "network_view", "ipv4addrs", "ipv6addrs", "extattrs"}
 }
 
 // newObject builds the object to create for the claim in src.

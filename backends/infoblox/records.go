@@ -15,12 +15,13 @@ import (
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
-// The grid's objects as the backend finds, reads and deletes them. Deletion
-// is by reference: infoblox-go-client's ReleaseIP reports success when its
-// lookup fails.
+// The grid's objects as the backend finds and reads them. They are deleted
+// and changed by guarded writes (guarded.go), never through
+// infoblox-go-client's Connector: its makeRequest sends every request that
+// failed a second time (with _proxy_search=GM), so a deletion whose answer
+// was lost went out again, to whatever object held the address by then.
 
 // Get reads the object a reference names, with the fields of its type.
 func (d *driver) Get(ctx context.Context, ref string) (object, bool, error) {
@@ -34,17 +35,6 @@ func (d *driver) Get(ctx context.Context, ref string) (object, bool, error) {
 		return object{}, false, fmt.Errorf("reading %s: %w", ref, err)
 	}
 	return o, true, nil
-}
-
-func (d *driver) deleteObject(ctx context.Context, ref string) error {
-	conn, err := d.connector(backendhttp.WithoutResend(ctx))
-	if err != nil {
-		return fmt.Errorf("creating a WAPI connector: %w", err)
-	}
-	if _, err := conn.DeleteObject(ref); err != nil && !errors.Is(err, backends.ErrNotFound) {
-		return fmt.Errorf("deleting %s: %w", ref, err)
-	}
-	return nil
 }
 
 // findByMarker searches the pool's object types for the marker: one

@@ -17,7 +17,8 @@ import (
 // deletions) instead of two per claim.
 
 // sendRequest sends operations as one request object, built by the
-// client's request builder, and returns one answer per operation.
+// client's request builder, and returns one answer per operation whose
+// answer is not discarded.
 func (d *driver) sendRequest(ctx context.Context, ops []*ibclient.RequestBody) ([]json.RawMessage, error) {
 	req, err := d.builder.BuildRequest(ibclient.CREATE, ibclient.NewMultiRequest(ops), "", nil)
 	if err != nil {
@@ -27,10 +28,16 @@ func (d *driver) sendRequest(ctx context.Context, ops []*ibclient.RequestBody) (
 	if err != nil {
 		return nil, err
 	}
+	answered := 0
+	for _, op := range ops {
+		if !op.Discard {
+			answered++
+		}
+	}
 	var answers []json.RawMessage
-	if err := json.Unmarshal(body, &answers); err != nil || len(answers) != len(ops) {
+	if err := json.Unmarshal(body, &answers); err != nil || len(answers) != answered {
 		return nil, fmt.Errorf("%w: %s: the grid answered %d results to %d operations (%v)",
-			backends.ErrUnavailable, describe(req), len(answers), len(ops), err)
+			backends.ErrUnavailable, describe(req), len(answers), answered, err)
 	}
 	return answers, nil
 }

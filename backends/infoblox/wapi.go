@@ -220,7 +220,10 @@ func (d *driver) create(ctx context.Context, obj ibclient.IBObject, returnFields
 	return created, nil
 }
 
-// connector returns an infoblox-go-client Connector bound to ctx, for writes.
+// connector returns an infoblox-go-client Connector bound to ctx, for the
+// marker definition only: its Connector resends every failed request once
+// (see records.go), which a creation that answers a conflict the second
+// time can bear; writes to objects go through guarded.go.
 func (d *driver) connector(ctx context.Context) (*ibclient.Connector, error) {
 	return ibclient.NewConnector(d.hostCfg, d.authCfg, ibclient.TransportConfig{},
 		&ibclient.WapiRequestBuilder{}, &requestor{ctx: ctx, client: d.http})
@@ -263,7 +266,6 @@ type object struct {
 	IPv4Addrs []hostV4 `json:"ipv4addrs"`
 	IPv6Addrs []hostV6 `json:"ipv6addrs"`
 	ExtAttrs  eaValues `json:"extattrs"`
-	// NetworkView is read only where a search spans every view.
 	NetworkView string `json:"network_view"`
 	// Mac and MatchClient: an IPv4 fixed address's DHCP match.
 	Mac         string `json:"mac"`

@@ -159,6 +159,17 @@ func (h *netboxHarness) RaceWrites(_ testing.TB, w Write, n int) *httpfault.Gath
 	return g
 }
 
+// LoseNextDeletion loses the answer of the next deletion of IP addresses,
+// one or a list.
+func (h *netboxHarness) LoseNextDeletion(_ testing.TB, then func()) {
+	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Then: then, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/"})
+}
+
+// BeforeNextMarking runs then before the next change of an IP address.
+func (h *netboxHarness) BeforeNextMarking(_ testing.TB, then func()) {
+	h.target.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Then: then, Method: "PATCH", PathContains: "/api/ipam/ip-addresses/"})
+}
+
 // FailBulkDeletions fails deletions of the IP address list, which come
 // before any single record's.
 func (h *netboxHarness) FailBulkDeletions(_ testing.TB, retryMax int) int {

@@ -97,6 +97,14 @@ type Harness interface {
 	// gathering says whether they did. Writers of one manager take turns
 	// at an address, so only SecondWriter's backends can race the others.
 	RaceWrites(t testing.TB, w Write, n int) *httpfault.Gathering
+	// LoseNextDeletion makes the system apply the next deletion of records
+	// (of one, or of several at once), run then, and cut the connection
+	// without answering: then acts while the deleting backend waits.
+	LoseNextDeletion(t testing.TB, then func())
+	// BeforeNextMarking runs then when the next write of a record's marker
+	// arrives, before the system applies it: another writer acting between
+	// a backend's read of a record and its write.
+	BeforeNextMarking(t testing.TB, then func())
 	// FailBulkDeletions makes the system refuse every attempt of the next
 	// deletion of several records at once with a server error, applying
 	// none, and returns how many attempts a backend whose client retries
@@ -178,6 +186,10 @@ func Run(t *testing.T, h Harness) {
 		{"DuplicateWhoseDeletionFailedIsNeverHandedOut", "10.201.18.0/28", duplicateWhoseDeletionFailedIsNeverHandedOut},
 		{"LostAnswersKeepTheOldestRecord", "10.201.30.0/24", lostAnswersKeepTheOldestRecord},
 		{"RecordsOfAnotherClusterAreNeverTouched", "10.201.31.0/28", recordsOfAnotherClusterAreNeverTouched},
+		// Writes whose answer is lost, or that another writer overtakes (lostwrites.go).
+		{"LostDeletionNeverRemovesTheNextClaimsRecord", "10.201.32.0/29", lostDeletionNeverRemovesTheNextClaimsRecord},
+		{"LostBatchDeletionNeverRemovesTheNextClaimsRecord", "10.201.32.8/29", lostBatchDeletionNeverRemovesTheNextClaimsRecord},
+		{"MarkingNeverLandsOnTheNextClaimsRecord", "10.201.32.16/29", markingNeverLandsOnTheNextClaimsRecord},
 		// Batches (batch.go): each case takes the /24s its /23 or /22 holds.
 		{"BatchSharesOneSearchAndOneRequest", "10.201.20.0/23", batchSharesOneSearchAndOneRequest},
 		{"RefusedRecordFailsOnlyItsClaim", "10.201.22.0/24", refusedRecordFailsOnlyItsClaim},

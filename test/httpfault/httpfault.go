@@ -32,6 +32,9 @@ const (
 	// processed: writers that each looked before any of them wrote then
 	// race for sure, as two manager processes can.
 	Gather
+	// Before runs Fault.Then, then processes the request normally: another
+	// writer acting between a client's read of an object and its write.
+	Before
 )
 
 // Gathering is the meeting point of a Gather fault's requests.
@@ -115,6 +118,14 @@ type Fault struct {
 	// Gathering is where a Gather fault's requests meet; Times defaults to
 	// the number it gathers.
 	Gathering *Gathering
+	// Match, if set, must also accept the request (its body is nil where
+	// the server does not read it for faults).
+	Match func(method, path string, body []byte) bool
+	// Then runs, outside any lock of the server, before a Before fault's
+	// request is processed, and after a LoseResponse fault's request was
+	// processed and before its connection is cut: what another client does
+	// while this one waits.
+	Then func()
 }
 
 // Queue holds injected faults until requests consume them.
@@ -160,7 +171,8 @@ func (q *Queue) take(method, path string, body []byte) (Fault, bool) {
 	defer q.mu.Unlock()
 	for i, f := range q.faults {
 		if (f.Method == "" || strings.EqualFold(f.Method, method)) && strings.Contains(path, f.PathContains) &&
-			(f.BodyContains == "" || body != nil && bytes.Contains(body, []byte(f.BodyContains))) {
+			(f.BodyContains == "" || body != nil && bytes.Contains(body, []byte(f.BodyContains))) &&
+			(f.Match == nil || f.Match(method, path, body)) {
 			f.Times--
 			if f.Times == 0 {
 				q.faults = append(q.faults[:i:i], q.faults[i+1:]...)
@@ -270,6 +282,9 @@ func Serve(w http.ResponseWriter, r *http.Request, q *Queue, log *Log, closing <
 		if faulty && f.Kind == Gather {
 			f.Gathering.Arrive()
 		}
+		if faulty && f.Kind == Before {
+			f.RunThen()
+		}
 		rec := httptest.NewRecorder()
 		status := handle(rec)
 		log.Record(r, status)
@@ -277,10 +292,18 @@ func Serve(w http.ResponseWriter, r *http.Request, q *Queue, log *Log, closing <
 			f.Gathering.Processed()
 		}
 		if faulty && f.Kind == LoseResponse {
+			f.RunThen()
 			CloseWithoutResponse(w)
 			return
 		}
 		copyRecorded(w, rec)
+	}
+}
+
+// RunThen runs f.Then, if set.
+func (f Fault) RunThen() {
+	if f.Then != nil {
+		f.Then()
 	}
 }
 

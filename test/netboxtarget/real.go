@@ -165,6 +165,9 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 	if gather {
 		fault.Gathering.Arrive()
 	}
+	if faulty && fault.Kind == httpfault.Before {
+		fault.RunThen()
+	}
 	resp, err := r.client.Do(out)
 	if err != nil {
 		r.record(req, 0)
@@ -178,6 +181,7 @@ func (r *realNetBox) serve(w http.ResponseWriter, req *http.Request) {
 		fault.Gathering.Processed()
 	}
 	if faulty && fault.Kind == netboxsim.FaultLoseResponse {
+		fault.RunThen()
 		netboxsim.CloseWithoutResponse(w)
 		return
 	}

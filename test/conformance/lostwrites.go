@@ -1,0 +1,163 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+)
+
+// Writes to a record the provider read (a deletion, a marker written) must
+// never land on another claim's record, whatever happens between the read
+// and the write or between the write and its answer. On Infoblox a
+// reference names whatever object holds its address: once a record is
+// deleted and its address reserved again, the old reference names the new
+// claim's record.
+
+// fullBut fills the pool of cidr, a /29, but for the addresses of keep:
+// the next claim gets one of them.
+func fullBut(t *testing.T, b backends.Backend, name string) {
+	t.Helper()
+	for i := range 8 {
+		_, err := b.Allocate(context.Background(), claim(fmt.Sprintf("%s-fill-%d", name, i)))
+		if errors.Is(err, backends.ErrExhausted) {
+			return
+		}
+		require.NoError(t, err)
+	}
+	t.Fatal("the pool never filled")
+}
+
+// releaseUntilDone releases as the claim reconciler does: again after an
+// error, a few times.
+func releaseUntilDone(t *testing.T, b backends.Backend, c backends.Claim, last backends.Reservation) {
+	t.Helper()
+	var err error
+	for range 3 {
+		if err = b.Release(context.Background(), c, last); err == nil {
+			return
+		}
+	}
+	require.NoError(t, err, "%s is released in the end", c.Marker)
+}
+
+// lostDeletionNeverRemovesTheNextClaimsRecord: a claim's deletion is
+// applied and its answer lost; before the provider hears anything, another
+// claim (of a second manager) reserves the freed address. Whatever the
+// provider then sends, that claim's record stays.
+func lostDeletionNeverRemovesTheNextClaimsRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	second := h.PoolOver(t, PoolOptions{SecondWriter: true}, cidr)
+	validated(t, second)
+	a, next := claim("lost-delete-a"), claim("lost-delete-next")
+	allocA, err := b.Allocate(ctx, a)
+	require.NoError(t, err)
+	fullBut(t, b, "lost-delete")
+
+	var allocNext backends.Allocation
+	var nextErr error
+	h.LoseNextDeletion(t, func() { allocNext, nextErr = second.Allocate(ctx, next) })
+	releaseUntilDone(t, b, a, allocA.Reservation())
+
+	require.NoError(t, nextErr)
+	require.Equal(t, allocA.Address, allocNext.Address, "the next claim took the freed address while the deletion's answer was lost")
+	rs := h.Reservations(t, cidr)
+	assert.Empty(t, markedWith(rs, a.Marker), "the released claim's record is gone")
+	mine := markedWith(rs, next.Marker)
+	require.Len(t, mine, 1, "the next claim's record is still there")
+	assert.Equal(t, allocNext.Address.Addr(), mine[0].Address)
+	got, err := second.Lookup(ctx, next)
+	require.NoError(t, err)
+	assert.Equal(t, allocNext.Address, got.Address)
+}
+
+// lostBatchDeletionNeverRemovesTheNextClaimsRecord is the same for a
+// deletion of several claims' records at once.
+func lostBatchDeletionNeverRemovesTheNextClaimsRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	batched := h.PoolOver(t, batchOf(2), cidr)
+	second := h.PoolOver(t, PoolOptions{SecondWriter: true}, cidr)
+	validated(t, second)
+	cs := numbered("lost-bulk", 2)
+	allocs := make([]backends.Allocation, len(cs))
+	for i, c := range cs {
+		var err error
+		allocs[i], err = b.Allocate(ctx, c)
+		require.NoError(t, err)
+	}
+	fullBut(t, b, "lost-bulk")
+
+	next := numbered("lost-bulk-next", 2)
+	nextAllocs := make([]backends.Allocation, len(next))
+	nextErrs := make([]error, len(next))
+	h.LoseNextDeletion(t, func() {
+		for i, c := range next {
+			nextAllocs[i], nextErrs[i] = second.Allocate(ctx, c)
+		}
+	})
+	errs := releaseAll(batched, cs, allocs)
+	for i, c := range cs {
+		if errs[i] != nil {
+			releaseUntilDone(t, batched, c, allocs[i].Reservation())
+		}
+	}
+
+	freed := map[netip.Prefix]bool{allocs[0].Address: true, allocs[1].Address: true}
+	rs := h.Reservations(t, cidr)
+	for i, c := range next {
+		require.NoError(t, nextErrs[i], c.Marker)
+		require.True(t, freed[nextAllocs[i].Address], "%s took a freed address while the deletion's answer was lost", c.Marker)
+		mine := markedWith(rs, c.Marker)
+		require.Len(t, mine, 1, "%s's record is still there", c.Marker)
+		assert.Equal(t, nextAllocs[i].Address.Addr(), mine[0].Address)
+	}
+	for _, c := range cs {
+		assert.Empty(t, markedWith(rs, c.Marker), "%s was released", c.Marker)
+	}
+}
+
+// markingNeverLandsOnTheNextClaimsRecord: between the provider's read of a
+// record and its write of a new marker (a hand-over), the record is deleted
+// and its address reserved by another claim. The marker is not written on
+// that claim's record, and the hand-over says the record is no longer the
+// one it read.
+func markingNeverLandsOnTheNextClaimsRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	second := h.PoolOver(t, PoolOptions{SecondWriter: true}, cidr)
+	validated(t, second)
+	a, next := claim("marking-a"), claim("marking-next")
+	allocA, err := b.Allocate(ctx, a)
+	require.NoError(t, err)
+	fullBut(t, b, "marking")
+	listed := backends.Record{Address: allocA.Address, Marker: a.Marker, Reference: allocA.Reference}
+
+	var allocNext backends.Allocation
+	var thenErr error
+	h.BeforeNextMarking(t, func() {
+		if thenErr = second.Delete(ctx, listed); thenErr == nil {
+			allocNext, thenErr = second.Allocate(ctx, next)
+		}
+	})
+	err = b.Remark(ctx, listed, "conformance/marking-taker")
+
+	require.NoError(t, thenErr)
+	require.Equal(t, allocA.Address, allocNext.Address, "the next claim took the address between the read and the write")
+	assert.Error(t, err, "the hand-over did not happen")
+	rs := h.Reservations(t, cidr)
+	assert.Empty(t, markedWith(rs, "conformance/marking-taker"), "no record was handed over")
+	mine := markedWith(rs, next.Marker)
+	require.Len(t, mine, 1, "the next claim's record keeps its marker")
+	assert.Equal(t, allocNext.Address.Addr(), mine[0].Address)
+}
