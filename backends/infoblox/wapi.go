@@ -258,15 +258,15 @@ func (d *driver) markerOf(o object) (marker string, planned bool) {
 
 // object is a fixed address or a host record as the backend reads it.
 type object struct {
-	Ref       string   `json:"_ref"`
-	Name      string   `json:"name"`
-	Network   string   `json:"network"`
-	IPv4Addr  string   `json:"ipv4addr"`
-	IPv6Addr  string   `json:"ipv6addr"`
-	IPv4Addrs []hostV4 `json:"ipv4addrs"`
-	IPv6Addrs []hostV6 `json:"ipv6addrs"`
-	ExtAttrs  eaValues `json:"extattrs"`
-	NetworkView string `json:"network_view"`
+	Ref         string   `json:"_ref"`
+	Name        string   `json:"name"`
+	Network     string   `json:"network"`
+	IPv4Addr    string   `json:"ipv4addr"`
+	IPv6Addr    string   `json:"ipv6addr"`
+	IPv4Addrs   []hostV4 `json:"ipv4addrs"`
+	IPv6Addrs   []hostV6 `json:"ipv6addrs"`
+	ExtAttrs    eaValues `json:"extattrs"`
+	NetworkView string   `json:"network_view"`
 	// Mac and MatchClient: an IPv4 fixed address's DHCP match.
 	Mac         string `json:"mac"`
 	MatchClient string `json:"match_client"`
