@@ -152,6 +152,7 @@ func (p *Protocol[P, S, R, Q]) allocatePending(ctx context.Context, pool P, pend
 		if attempts.Load() > 1 || verdict == Unanswered {
 			// An attempt may have been applied though its answer was lost
 			// or unreadable: the markers decide, nothing is allocated again.
+			p.uncertain()
 			left, adoptErr := p.adopt(ctx, pool, pending, results)
 			switch {
 			case adoptErr != nil:
@@ -281,6 +282,7 @@ func (p *Protocol[P, S, R, Q]) allocateFrom(ctx context.Context, pool P, claim C
 	created, err := p.d.Create(counted, src, []Q{request})
 	verdict := p.verdict(err)
 	if attempts.Load() > 1 || verdict == Unanswered {
+		p.uncertain()
 		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker)
 		switch {
 		case lookupErr == nil && found:

@@ -36,6 +36,13 @@ type Options struct {
 	Plans bool
 	// Batch bounds batching.
 	Batch BatchOptions
+	// Uncertain, if set, is told of every create the system may still
+	// apply after the protocol looked: its answer was lost, or it took
+	// more than one attempt, so an attempt may still wait in the system (a
+	// server queues requests behind its lock, and finishes those whose
+	// client gave up). A record it makes then duplicates the claim's, and
+	// only a later look finds it (see docs/audit.md, late records).
+	Uncertain func()
 }
 
 // New returns the Backend of a pool whose system d drives.
@@ -56,6 +63,14 @@ func Open[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options, err error)
 }
 
 var _ Backend = (*Protocol[any, Source, any, any])(nil)
+
+// uncertain tells Options.Uncertain of a create the system may still
+// apply.
+func (p *Protocol[P, S, R, Q]) uncertain() {
+	if p.o.Uncertain != nil {
+		p.o.Uncertain()
+	}
+}
 
 // Endpoint names the system the driver talks to.
 func (p *Protocol[P, S, R, Q]) Endpoint() string { return p.d.Endpoint() }

@@ -148,6 +148,7 @@ func (p *Protocol[P, S, R, Q]) createRequested(ctx context.Context, pool P, clai
 		return created, nil
 	}
 	if attempts.Load() > 1 || errors.Is(err, ErrUnavailable) {
+		p.uncertain()
 		// A resent create is refused as a duplicate of the first attempt's
 		// record, whose answer was lost.
 		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker)

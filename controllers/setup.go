@@ -43,6 +43,11 @@ type Options struct {
 	PoolRefreshInterval time.Duration
 	// AuditInterval is how often each pool is audited (default 10m).
 	AuditInterval time.Duration
+	// LateRecordWindow is the longest a create may still be applied after
+	// it was sent (default 2m): after a start, and after a create whose
+	// answer was lost, the audit sweeps for the duplicates such creates
+	// leave (shared.LateRecords).
+	LateRecordWindow time.Duration
 	// MaxRetryInterval caps every wait that no event is guaranteed to end,
 	// and the backoff of failed reconciles (default 5m).
 	MaxRetryInterval time.Duration
@@ -93,11 +98,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
+	lateRecords := shared.NewLateRecords(opts.LateRecordWindow, time.Now())
 	cache := &shared.Backends{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
 		ManagerNamespace: opts.ManagerNamespace,
 		Options:          opts.Backend,
+		LateRecords:      lateRecords,
 	}
 	inFlight := &shared.InFlight{}
 	alarms := shared.NewAlarms()
@@ -163,6 +170,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			WatchFilterValue: opts.WatchFilterValue,
 			Interval:         opts.AuditInterval,
 			Tombstones:       tombstones,
+			LateRecords:      lateRecords,
 		}
 		if err := audits.SetupWithManager(ctx, mgr); err != nil {
 			return fmt.Errorf("setting up the %s audit: %w", kind.Kind, err)

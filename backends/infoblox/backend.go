@@ -80,7 +80,7 @@ func New(cfg Config) (backends.Backend, error) {
 // enforces for it.
 func newDriver(cfg Config) (*driver, backends.Options, error) {
 	cfg.setDefaults()
-	o := backends.Options{Gateway: cfg.Gateway, PrefixLength: cfg.PrefixLength, Plans: cfg.Planned != nil, Batch: cfg.Batch}
+	o := backends.Options{Gateway: cfg.Gateway, PrefixLength: cfg.PrefixLength, Plans: cfg.Planned != nil, Batch: cfg.Batch, Uncertain: cfg.Uncertain}
 	if err := cfg.validate(); err != nil {
 		return nil, o, err
 	}

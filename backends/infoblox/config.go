@@ -124,6 +124,9 @@ type Config struct {
 	// Batch bounds how many claims allocated or released at once share
 	// one request object.
 	Batch backends.BatchOptions
+	// Uncertain is told of every create the system may still apply (see
+	// backends.Options.Uncertain).
+	Uncertain func()
 }
 
 func (c *Config) setDefaults() {

@@ -66,8 +66,9 @@ func newInfobloxBackend(pool shared.Pool, secret *corev1.Secret, opts shared.Bac
 			CommentPattern:       spec.Reservation.CommentPattern,
 			ExtensibleAttributes: spec.Reservation.ExtensibleAttributes,
 		},
-		HTTP:  infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("infoblox"), Limits: opts.Limits},
-		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "infoblox")},
+		HTTP:      infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("infoblox"), Limits: opts.Limits},
+		Batch:     backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "infoblox")},
+		Uncertain: opts.Uncertain,
 	}
 	if p := spec.Planned; p != nil {
 		cfg.Planned = &infoblox.Planned{ExtensibleAttribute: p.ExtensibleAttribute}

@@ -62,8 +62,9 @@ func newNetboxBackend(pool shared.Pool, secret *corev1.Secret, opts shared.Backe
 			Tags:               spec.Reservation.Tags,
 			CustomFields:       spec.Reservation.CustomFields,
 		},
-		HTTP:  netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("netbox"), Limits: opts.Limits},
-		Batch: backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "netbox")},
+		HTTP:      netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("netbox"), Limits: opts.Limits},
+		Batch:     backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "netbox")},
+		Uncertain: opts.Uncertain,
 	}
 	if p := spec.Planned; p != nil {
 		cfg.Planned = &netbox.Planned{Tag: p.Tag, Status: p.Status}

@@ -61,6 +61,9 @@ type AuditReconciler struct {
 	Interval time.Duration
 	// Tombstones are the grace periods that releases started.
 	Tombstones *shared.Tombstones
+	// LateRecords plans the sweeps for records that creates may still
+	// make after their claims were bound elsewhere.
+	LateRecords *shared.LateRecords
 
 	mu sync.Mutex
 	// firstSeen remembers, per pool, when an audit first saw a record
@@ -86,7 +89,7 @@ func (r *AuditReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	}
 	r.firstSeen = map[types.UID]map[string]time.Time{}
 	r.audited = map[types.UID]bool{}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.Kind.Kind)+"-audit").
 		For(r.Kind.New(), builder.WithPredicates(
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue),
@@ -98,8 +101,12 @@ func (r *AuditReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 				CreateFunc:  func(event.CreateEvent) bool { return false },
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
-			})).
-		Complete(r)
+			}))
+	if r.LateRecords != nil {
+		// A create that may still be applied plans sweeps.
+		b = b.WatchesRawSource(r.LateRecords.Source(r.Kind))
+	}
+	return b.Complete(r)
 }
 
 // auditMayBeDue passes pool creations, changes of the audit annotation or
@@ -158,6 +165,9 @@ func (r *AuditReconciler) untilDue(pool shared.Pool) time.Duration {
 	if t, ok := r.Tombstones.Next(pool.GetUID()); ok && t.Before(due) {
 		due = t
 	}
+	if t, ok := r.LateRecords.Next(pool.GetUID()); ok && t.Before(due) {
+		due = t
+	}
 	return time.Until(due)
 }
 
@@ -191,7 +201,9 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 		log.Info("Audit failed, retrying at the next interval", "error", err.Error())
 		return ctrl.Result{RequeueAfter: min(r.Interval, shared.DefaultMaxRetryInterval)}, nil
 	}
-	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now(), movedSeen: map[types.NamespacedName]string{}}
+	now := time.Now()
+	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: now, movedSeen: map[types.NamespacedName]string{},
+		sweep: r.LateRecords.Sweeping(pool.GetUID(), now)}
 	if err := a.judge(ctx, records); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -202,6 +214,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 		return ctrl.Result{}, err
 	}
 	r.Tombstones.ForgetUntil(pool.GetUID(), a.now)
+	r.LateRecords.Swept(pool.GetUID(), a.now)
 	r.mu.Lock()
 	r.audited[pool.GetUID()] = true
 	r.mu.Unlock()
@@ -212,6 +225,9 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 	next := r.Interval + jitter(pool.GetUID(), r.Interval/10)
 	if a.pendingAt.After(a.now) {
 		next = min(next, a.pendingAt.Sub(a.now))
+	}
+	if t, ok := r.LateRecords.Next(pool.GetUID()); ok {
+		next = min(next, max(time.Until(t), time.Second))
 	}
 	return ctrl.Result{RequeueAfter: next}, nil
 }
@@ -234,6 +250,9 @@ type auditRun struct {
 	// movedSeen are the claims whose moved records the listings hold,
 	// with where each record went.
 	movedSeen map[types.NamespacedName]string
+	// sweep: the audit looks for records that creates left late (see
+	// shared.LateRecords), and deletes duplicates without waiting.
+	sweep bool
 }
 
 func (a *auditRun) minAge() time.Duration {
@@ -368,13 +387,14 @@ func (a *auditRun) orphan(ctx context.Context, rec backends.Record) error {
 }
 
 // duplicate deletes, under either policy, a record that carries a bound
-// claim's marker but not its address, once it has been seen for minAge: it
-// is provably this cluster's and provably not in use. The claim and its
-// IPAddress are read from the API server first.
+// claim's marker but not its address, once it has been seen for minAge, or
+// at once in a sweep for late records: it is provably this cluster's and
+// provably not in use. The claim and its IPAddress are read from the API
+// server first.
 func (a *auditRun) duplicate(ctx context.Context, key types.NamespacedName, rec backends.Record) error {
 	a.status.Duplicates++
 	released := false
-	if a.oldEnough(rec) {
+	if oldEnough := a.oldEnough(rec); oldEnough || a.sweep {
 		_, live, err := a.liveBound(ctx, key)
 		if err != nil {
 			return err

@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -39,7 +37,7 @@ type Alarms struct {
 	byPool map[types.UID]refusal
 	// due holds when Revalidate asked, until the pool has validated.
 	due      map[types.UID]time.Time
-	channels map[string]chan event.GenericEvent
+	wake     poolWake
 }
 
 // refusal is the last refused request of a pool's claims, with the backend
@@ -52,13 +50,9 @@ type refusal struct {
 	at      time.Time
 }
 
-// refusalQueue is how many reports may wait for the pool reconciler; a
-// report beyond it is still recorded, and read at the pool's next reconcile.
-const refusalQueue = 256
-
 // NewPoolAlarms returns an empty PoolAlarms.
 func NewAlarms() *Alarms {
-	return &Alarms{byPool: map[types.UID]refusal{}, due: map[types.UID]time.Time{}, channels: map[string]chan event.GenericEvent{}}
+	return &Alarms{byPool: map[types.UID]refusal{}, due: map[types.UID]time.Time{}}
 }
 
 // IsRefusal says whether err is the IPAM system refusing the credentials.
@@ -73,7 +67,7 @@ func (c *Alarms) Refused(kind PoolKind, pool Pool, backend backends.Reserver, cl
 	c.byPool[pool.GetUID()] = refusal{backend: backend, at: time.Now(),
 		err: fmt.Errorf("the IPAM system refused the request of claim %s/%s: %w", claim.Namespace, claim.Name, err)}
 	c.mu.Unlock()
-	c.notify(kind, pool)
+	c.wake.notify(kind, pool)
 }
 
 // Revalidate has the pool validated at once: the IPAM system answered a
@@ -86,7 +80,7 @@ func (c *Alarms) Revalidate(kind PoolKind, pool Pool) {
 	c.mu.Lock()
 	c.due[pool.GetUID()] = time.Now()
 	c.mu.Unlock()
-	c.notify(kind, pool)
+	c.wake.notify(kind, pool)
 }
 
 // revalidationWait bounds how long claims wait for a validation that
@@ -121,16 +115,6 @@ func (c *Alarms) Revalidated(pool Pool, at time.Time) {
 	}
 }
 
-func (c *Alarms) notify(kind PoolKind, pool Pool) {
-	c.mu.Lock()
-	ch := c.channelLocked(kind)
-	c.mu.Unlock()
-	select {
-	case ch <- event.GenericEvent{Object: pool}:
-	default:
-	}
-}
-
 // Current returns the refusal that still applies to the pool with backend:
 // one made with this very backend, within maxAge. A new backend (new
 // credentials or spec) or an old refusal is forgotten, and the pool is
@@ -158,20 +142,7 @@ func (c *Alarms) Forget(pool Pool) {
 }
 
 // Source is what the pool reconciler of kind watches for reports.
-func (c *Alarms) Source(kind PoolKind) source.Source {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return source.Channel(c.channelLocked(kind), &handler.EnqueueRequestForObject{})
-}
-
-func (c *Alarms) channelLocked(kind PoolKind) chan event.GenericEvent {
-	ch, ok := c.channels[kind.Kind]
-	if !ok {
-		ch = make(chan event.GenericEvent, refusalQueue)
-		c.channels[kind.Kind] = ch
-	}
-	return ch
-}
+func (c *Alarms) Source(kind PoolKind) source.Source { return c.wake.source(kind) }
 
 // SecretMetadata is a Secret as the manager watches it: metadata only, so
 // that no credentials are cached.

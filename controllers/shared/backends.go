@@ -29,6 +29,9 @@ type Backends struct {
 	// ManagerNamespace holds the Secrets of cluster-scoped pools.
 	ManagerNamespace string
 	Options          BackendOptions
+	// LateRecords learns of the creates each pool's system may still
+	// apply (BackendOptions.Uncertain).
+	LateRecords *LateRecords
 
 	mu      sync.Mutex
 	entries map[types.UID]backendEntry
@@ -103,7 +106,11 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 		}
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
-	backend, err := kind.NewBackend(pool, secret, b.Options)
+	opts := b.Options
+	if b.LateRecords != nil {
+		opts.Uncertain = func() { b.LateRecords.Uncertain(kind, pool) }
+	}
+	backend, err := kind.NewBackend(pool, secret, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +141,12 @@ func (b *Backends) secretMetadata(ctx context.Context, key client.ObjectKey) (*m
 	return meta, err
 }
 
-// Forget drops a deleted pool's backend and its limit.
+// Forget drops a deleted pool's backend, its limit and its sweeps.
 func (b *Backends) Forget(pool Pool) {
 	b.mu.Lock()
 	delete(b.entries, pool.GetUID())
 	b.mu.Unlock()
+	b.LateRecords.Forget(pool.GetUID())
 	if b.Options.Limits != nil {
 		b.Options.Limits.Remove(string(pool.GetUID()))
 	}

@@ -42,6 +42,9 @@ type BackendOptions struct {
 	// ObserveBatch returns the hook that records the size of a backend's
 	// batches, by operation, in the manager's metrics (Setup sets it).
 	ObserveBatch func(backend string) func(operation string, size int)
+	// Uncertain is told of every create the pool's system may still apply
+	// (see backends.Options.Uncertain); Backends sets it per pool.
+	Uncertain func()
 }
 
 // PoolKind describes one pool kind: how to make its objects, where its

@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bytes"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -189,7 +188,7 @@ func (h *infobloxHarness) RaceWrites(_ testing.TB, w Write, n int) *httpfault.Ga
 	g := httpfault.NewGathering(n, raceWait)
 	f := wapisim.Fault{Kind: httpfault.Gather, Gathering: g, Method: "POST", PathContains: h.createPath()}
 	if w == PlannedAdoption {
-		f = wapisim.Fault{Kind: httpfault.Gather, Gathering: g, Match: wapiWrite(http.MethodPut)}
+		f = wapisim.Fault{Kind: httpfault.Gather, Gathering: g, Match: wapisim.WriteTo(http.MethodPut, "")}
 	}
 	h.sim.InjectFault(f)
 	return g
@@ -198,24 +197,13 @@ func (h *infobloxHarness) RaceWrites(_ testing.TB, w Write, n int) *httpfault.Ga
 // LoseNextDeletion loses the answer of the next deletion of an object,
 // plain or in a request object.
 func (h *infobloxHarness) LoseNextDeletion(_ testing.TB, then func()) {
-	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Then: then, Match: wapiWrite(http.MethodDelete)})
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Then: then, Match: wapisim.WriteTo(http.MethodDelete, "")})
 }
 
 // BeforeNextMarking runs then before the next change of an object, plain
 // or in a request object.
 func (h *infobloxHarness) BeforeNextMarking(_ testing.TB, then func()) {
-	h.sim.InjectFault(wapisim.Fault{Kind: httpfault.Before, Then: then, Match: wapiWrite(http.MethodPut)})
-}
-
-// wapiWrite matches a write of method to an object: by reference, or as an
-// operation of a request object.
-func wapiWrite(method string) func(string, string, []byte) bool {
-	return func(m, path string, body []byte) bool {
-		if strings.HasSuffix(path, "/request") {
-			return m == http.MethodPost && bytes.Contains(body, []byte(`"method":"`+method+`"`))
-		}
-		return m == method
-	}
+	h.sim.InjectFault(wapisim.Fault{Kind: httpfault.Before, Then: then, Match: wapisim.WriteTo(http.MethodPut, "")})
 }
 
 // FailBulkDeletions fails a request object of DELETEs, which is sent once.

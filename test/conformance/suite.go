@@ -21,6 +21,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
 // Reservation is a record in the IPAM system that carries a marker.
@@ -434,8 +435,10 @@ func duplicateWhoseDeletionFailedIsNeverHandedOut(t *testing.T, h Harness, cidr 
 	b := h.Pool(t, cidr)
 	validated(t, b)
 	h.LoseAllocationAnswers(t, 2)
-	h.Server().InjectFault(httpfault.Fault{Kind: httpfault.LoseResponse, Method: http.MethodDelete})
-	h.Server().InjectFault(httpfault.Fault{Kind: httpfault.Status, Status: http.StatusBadGateway, Method: http.MethodDelete, Times: 10})
+	// A deletion by reference, or as a request object's operation.
+	deletion := wapisim.WriteTo(http.MethodDelete, "")
+	h.Server().InjectFault(httpfault.Fault{Kind: httpfault.LoseResponse, Match: deletion})
+	h.Server().InjectFault(httpfault.Fault{Kind: httpfault.Status, Status: http.StatusBadGateway, Match: deletion, Times: 10})
 	t.Cleanup(h.Server().ClearFaults)
 
 	if alloc, err := b.Allocate(ctx, claim("dup")); err == nil {

@@ -105,7 +105,7 @@ func managerBinary(t *testing.T) string {
 
 // startManagerProcess runs the manager binary for objects labelled filter,
 // as a process of its own that the test may kill and restart.
-func startManagerProcess(t *testing.T, bin, filter string) *managerproc.Process {
+func startManagerProcess(t *testing.T, bin, filter string, args ...string) *managerproc.Process {
 	t.Helper()
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -118,6 +118,7 @@ func startManagerProcess(t *testing.T, bin, filter string) *managerproc.Process 
 		"--leader-elect=false", "--watch-filter=" + filter, "--manager-namespace=" + managerNamespace,
 		"--health-addr=" + health, "--diagnostics-address=" + diagnostics, "--insecure-diagnostics=true", "--v=4",
 	}}
+	mgr.Args = append(mgr.Args, args...)
 	require.NoError(t, mgr.Start())
 	t.Cleanup(func() {
 		mgr.Kill()

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -90,6 +91,11 @@ type system interface {
 	// slowNextAllocation delays the next allocation request by d; the
 	// system completes it even if the client has given up.
 	slowNextAllocation(d time.Duration)
+	// holdNextAllocation holds the next allocation request in the system
+	// until gate closes, then applies it, as a server applies a request
+	// queued behind its lock whose client died meanwhile; arrived closes
+	// when the request is held.
+	holdNextAllocation(gate <-chan struct{}) (arrived <-chan struct{})
 	allocationRequests() int
 	// countRequests is the number of requests that counted a pool's used
 	// addresses.
@@ -263,6 +269,21 @@ func (s *netboxSystem) slowNextAllocation(d time.Duration) {
 	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLatency, Latency: d, Method: "POST", PathContains: allocatePath})
 }
 
+func (s *netboxSystem) holdNextAllocation(gate <-chan struct{}) <-chan struct{} {
+	arrived := make(chan struct{})
+	s.target.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: "POST", PathContains: allocatePath, Then: holdUntil(arrived, gate)})
+	return arrived
+}
+
+// holdUntil is a Before fault's hook that says the request arrived and
+// holds it until gate closes.
+func holdUntil(arrived chan<- struct{}, gate <-chan struct{}) func() {
+	return func() {
+		close(arrived)
+		<-gate
+	}
+}
+
 func (s *netboxSystem) allocationRequests() int {
 	n := 0
 	for _, c := range s.target.Calls() {
@@ -430,8 +451,8 @@ func (s *infobloxSystem) reserveForeign(addr netip.Prefix, marker string) {
 }
 
 func (s *infobloxSystem) loseNextDeleteAnswer(d time.Duration) {
-	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "DELETE", PathContains: "fixedaddress"})
-	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Method: "DELETE", PathContains: "fixedaddress"})
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Match: wapisim.WriteTo(http.MethodDelete, "fixedaddress")})
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Match: wapisim.WriteTo(http.MethodDelete, "fixedaddress")})
 }
 
 func (s *infobloxSystem) loseNextAllocationAnswer() {
@@ -439,11 +460,17 @@ func (s *infobloxSystem) loseNextAllocationAnswer() {
 }
 
 func (s *infobloxSystem) loseRemarkAnswers(n int) {
-	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "PUT", PathContains: "fixedaddress", Times: n})
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Match: wapisim.WriteTo(http.MethodPut, "fixedaddress"), Times: n})
 }
 
 func (s *infobloxSystem) slowNextAllocation(d time.Duration) {
 	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Method: "POST", PathContains: "fixedaddress"})
+}
+
+func (s *infobloxSystem) holdNextAllocation(gate <-chan struct{}) <-chan struct{} {
+	arrived := make(chan struct{})
+	s.sim.InjectFault(wapisim.Fault{Kind: httpfault.Before, Method: "POST", PathContains: "fixedaddress", Then: holdUntil(arrived, gate)})
+	return arrived
 }
 
 func (s *infobloxSystem) allocationRequests() int {

@@ -1,8 +1,10 @@
 package wapisim
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
@@ -77,4 +79,17 @@ func WriteFaultStatus(w http.ResponseWriter, status int) int {
 		msg = fmt.Sprintf("The server answered %d %s.", status, text)
 	}
 	return writeApachePage(w, status, text, msg)
+}
+
+// WriteTo matches, for Fault.Match, a write of method (DELETE, PUT) to an
+// object of objectType ("" for any): by reference, or as an operation of a
+// request object, as the provider guards its writes.
+func WriteTo(method, objectType string) func(string, string, []byte) bool {
+	return func(m, path string, body []byte) bool {
+		if strings.HasSuffix(path, "/"+typeRequest) {
+			return m == http.MethodPost && bytes.Contains(body, []byte(`"method":"`+method+`"`)) &&
+				(objectType == "" || bytes.Contains(body, []byte(`"object":"`+objectType)))
+		}
+		return m == method && (objectType == "" || strings.Contains(path, "/"+objectType))
+	}
 }
