@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
@@ -64,6 +65,7 @@ func chaos() int {
 		managerArgs    = flag.String("manager-args", "", "extra manager flags, space-separated")
 		requestedShare = flag.Float64("requested-share", 0.1, "share of claims that request an address (by annotation), from the top of their pool's network")
 		plannedShare   = flag.Float64("planned-share", 0.1, "share of claims that adopt a record the IPAM team planned for them before the run")
+		lateWindow     = flag.Duration("late-record-window", shared.DefaultLateRecordWindow, "the manager's --late-record-window: once all claims are bound, records that creates of killed managers left must be gone within it and a minute")
 		ipamTeam       = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records, and rotate the credentials (see docs/chaos.md)")
 	)
 	flag.Parse()
@@ -123,7 +125,7 @@ func chaos() int {
 			s := settings{
 				backend: backend, seed: seed, claims: *claims, pools: *pools, kills: *kills,
 				faultRate: *faultRate, deleteRate: *deleteRate, slowMax: *slowMax, slowRequest: *slowRequest, outage: *outage, stall: *stall,
-				faultMax: *faultMax, liveness: *liveness, concurrency: *concurrency, extraArgs: strings.Fields(*managerArgs), ipamTeam: *ipamTeam,
+				faultMax: *faultMax, liveness: *liveness, concurrency: *concurrency, extraArgs: append([]string{"--late-record-window=" + lateWindow.String()}, strings.Fields(*managerArgs)...), ipamTeam: *ipamTeam, lateWindow: *lateWindow,
 				requestedShare: *requestedShare, plannedShare: *plannedShare,
 			}
 			fmt.Fprintf(os.Stderr, "\n===== %s, seed %d: %d claims in %d pools, %d kills per burst, fault rate %.2f\n",
@@ -167,10 +169,10 @@ func printTable(w io.Writer, results []*result, faultRate float64) bool {
 		if r.failed() {
 			verdict, failed = "FAIL", true
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%s\t%d/%d/%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%s\t%d (%s)\t%s\t%d/%d/%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t\n",
 			r.backend, r.seed, r.claims, r.counts.requests, r.counts.faults[fault5xx], r.counts.faults[faultResetBefore],
 			r.counts.faults[faultResetAfter], r.counts.faults[faultSlow], r.counts.outages, r.counts.outageRequests, r.kills, r.deleted,
-			duration(r.bound), r.teamSummary(), r.audit.Duplicates, r.audit.Orphans, r.audit.Drifted, duration(r.released),
+			duration(r.bound), r.late, duration(r.lateCleared), r.teamSummary(), r.audit.Duplicates, r.audit.Orphans, r.audit.Drifted, duration(r.released),
 			r.duplicates, r.leaks, r.mismatches, r.unreported, r.stuck, verdict)
 	}
 	_ = tw.Flush()

@@ -54,6 +54,8 @@ type settings struct {
 	concurrency int
 	extraArgs   []string
 	ipamTeam    bool
+	// lateWindow is the manager's --late-record-window.
+	lateWindow time.Duration
 	// requestedShare and plannedShare are the shares of claims that
 	// request an address, and that adopt a record planned for them.
 	requestedShare float64
@@ -62,18 +64,24 @@ type settings struct {
 
 // result is what one run measured and found.
 type result struct {
-	backend    string
-	seed       uint64
-	claims     int
-	counts     counts
-	kills      int
-	deleted    int
-	bound      time.Duration // -1 when not every claim bound
-	released   time.Duration // -1 when not every claim went away
-	duplicates int
-	leaks      int
-	mismatches int
-	stuck      int
+	backend  string
+	seed     uint64
+	claims   int
+	counts   counts
+	kills    int
+	deleted  int
+	bound    time.Duration // -1 when not every claim bound
+	released time.Duration // -1 when not every claim went away
+	// late counts the claims that held more records than they should
+	// when all were bound (creates a killed manager left queued), and
+	// lateCleared how long after that the provider had deleted them (-1:
+	// not within the late-record window and a minute).
+	late        int
+	lateCleared time.Duration
+	duplicates  int
+	leaks       int
+	mismatches  int
+	stuck       int
 	// unreported counts the IPAM team's edits whose claims did not report
 	// them after an audit.
 	unreported int
@@ -191,8 +199,11 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	// A request a killed manager sent may land after the restarted one
-	// reserved the claim's address: the audit finds and deletes such
-	// duplicates, and the check after it holds the provider to that.
+	// reserved the claim's address: the provider's sweeps for late records
+	// delete such duplicates, without an audit asked for.
+	if err := r.awaitLateRecords(ctx); err != nil {
+		return err
+	}
 	if err := r.auditPools(ctx); err != nil {
 		return err
 	}
@@ -701,6 +712,46 @@ func claimOfMarker(marker string) (types.NamespacedName, bool) {
 		return types.NamespacedName{}, false
 	}
 	return types.NamespacedName{Namespace: parts[len(parts)-2], Name: parts[len(parts)-1]}, true
+}
+
+// awaitLateRecords counts, once all claims are bound, the claims that hold
+// more records than they should, and waits (at most the manager's
+// late-record window and a minute) until the provider deleted the extra
+// ones; checkBound then counts any left as duplicates.
+func (r *run) awaitLateRecords(ctx context.Context) error {
+	start := time.Now()
+	first := -1
+	err := waitUntil(ctx, r.s.lateWindow+time.Minute, time.Second, func() (bool, error) {
+		recs, err := r.ownRecords()
+		if err != nil {
+			return false, err
+		}
+		held := map[types.NamespacedName]int{}
+		for _, rec := range recs {
+			if key, ok := claimOfMarker(rec.Marker); ok && !r.isPlannedSeed(rec) {
+				held[key]++
+			}
+		}
+		extra := 0
+		for _, key := range r.claimKeys {
+			if held[key] > r.expectedRecords(key) {
+				extra++
+			}
+		}
+		if first < 0 {
+			first = extra
+		}
+		return extra == 0, nil
+	})
+	r.res.late, r.res.lateCleared = first, time.Since(start)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		r.res.lateCleared = -1
+	}
+	r.logf("late records: %d claims held more records than they should once all were bound; %s", first, duration(r.res.lateCleared))
+	return nil
 }
 
 // checkBound checks, once bound: distinct addresses; one record per claim
