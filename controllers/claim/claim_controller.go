@@ -139,6 +139,13 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 	r.wake = make(chan event.GenericEvent, wakeQueue)
 	r.allocations = newBackgroundCalls[allocationAnswer](ctx, r.wake)
 	r.releases = newBackgroundCalls[releaseAnswer](ctx, r.wake)
+	// A release's answer is the only note that its claim was released: let
+	// go before a reconcile takes it (thousands of deletions can keep a
+	// claim queued longer than answerMemory), the claim would be released
+	// again, a marker search and a read of the record the first release
+	// deleted. It holds nothing, so it waits as long as a finished release
+	// is remembered.
+	r.releases.memory = releasedMemory
 	log := ctrl.LoggerFrom(ctx)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").

@@ -183,7 +183,7 @@ func benchMain() int {
 	}
 	if *scaleClaims > 0 {
 		for _, backend := range splitList(*scaleBackends) {
-			c := config{backend: backend, claims: *scaleClaims, workers: *scaleWorkers, batch: *batch, restartWindow: *scaleWindow}
+			c := config{backend: backend, claims: *scaleClaims, workers: *scaleWorkers, batch: *batch, restartWindow: *scaleWindow, release: true}
 			fmt.Fprintf(os.Stderr, "%s: %d claims, %d workers\n", backend, c.claims, c.workers)
 			r, err := b.run(ctx, c)
 			if err != nil {

@@ -165,10 +165,10 @@ func printScale(w io.Writer, rows []*result) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "\n%s: %d claims, %d workers, one run\n\n", r.title, r.claims, r.workers)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "all bound\tclaims/s\tbind p50\tbind p95\treq/new claim\treq/resync\tpeak RSS\tIPAM req in the window after a restart\tpool validation\tpeak RSS after restart\t")
-		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.2f\t%.2f\t%s\t%d in %s (%d claims reconciled)\t%d\t%s\t\n", round(r.wall), float64(r.claims)/r.wall.Seconds(),
+		fmt.Fprintln(tw, "all bound\tclaims/s\tbind p50\tbind p95\treq/new claim\treq/resync\tpeak RSS\tIPAM req in the window after a restart\tpool validation\tpeak RSS after restart\tall released\treq/release\t")
+		fmt.Fprintf(tw, "%s\t%.1f\t%s\t%s\t%.2f\t%.2f\t%s\t%d in %s (%d claims reconciled)\t%d\t%s\t%s\t%.2f\t\n", round(r.wall), float64(r.claims)/r.wall.Seconds(),
 			round(r.p50), round(r.p95), r.perClaim, r.perResync, mib(r.peakRSS), r.restartRequests, r.restartWindow, r.restartReconciled,
-			r.validation, mib(r.restartPeakRSS))
+			r.validation, mib(r.restartPeakRSS), round(r.releaseWall), r.perRelease)
 		_ = tw.Flush()
 	}
 }

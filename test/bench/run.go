@@ -310,7 +310,16 @@ func (b *bench) burst(ctx context.Context, ns string, n int, labels map[string]s
 // deleteClaims deletes every claim in ns and waits until they are gone,
 // that is until the provider has released them.
 func (b *bench) deleteClaims(ctx context.Context, ns string) error {
-	if err := b.c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err != nil {
+	// A collection of 10,000 claims may outlast the API server's request
+	// timeout on a busy machine; what it deleted stays deleted.
+	var err error
+	for range 5 {
+		if err = b.c.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(ns)); err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if err != nil {
 		return fmt.Errorf("deleting claims: %w", err)
 	}
 	return poll(ctx, 100*time.Millisecond, func() (bool, error) {
