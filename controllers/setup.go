@@ -91,6 +91,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if len(kinds) == 0 {
 		return fmt.Errorf("no pool kinds to serve")
 	}
+	shared.ZeroCounters(kinds)
 	if err := shared.SetupIndexes(ctx, mgr, kinds); err != nil {
 		return err
 	}

@@ -194,7 +194,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 		records, err = backend.Records(ctx, r.Identity+"/")
 	}
 	if err != nil {
-		shared.AuditRuns.WithLabelValues(r.Kind.Kind, "failed").Inc()
+		shared.AuditRuns.WithLabelValues(r.Kind.Kind, shared.AuditFailed).Inc()
 		if setErr := r.setAuditFailed(ctx, pool, err); setErr != nil {
 			return ctrl.Result{}, setErr
 		}
@@ -218,7 +218,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 	r.mu.Lock()
 	r.audited[pool.GetUID()] = true
 	r.mu.Unlock()
-	shared.AuditRuns.WithLabelValues(r.Kind.Kind, "succeeded").Inc()
+	shared.AuditRuns.WithLabelValues(r.Kind.Kind, shared.AuditSucceeded).Inc()
 	if err := a.report(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -373,7 +373,7 @@ func (a *auditRun) orphan(ctx context.Context, rec backends.Record) error {
 	a.status.Orphans++
 	released := false
 	if a.pool.GetOrphans().Policy == v1alpha1.OrphansRelease && a.oldEnough(rec) {
-		done, err := a.drop(ctx, rec, "orphan_released")
+		done, err := a.drop(ctx, rec, shared.AuditOrphanReleased)
 		if err != nil {
 			return err
 		}
@@ -400,7 +400,7 @@ func (a *auditRun) duplicate(ctx context.Context, key types.NamespacedName, rec 
 			return err
 		}
 		if live.IsValid() && live != rec.Address.Addr() {
-			done, err := a.drop(ctx, rec, "duplicate_released")
+			done, err := a.drop(ctx, rec, shared.AuditDuplicateReleased)
 			if err != nil {
 				return err
 			}
@@ -445,7 +445,7 @@ func (a *auditRun) tombstone(ctx context.Context, rec backends.Record, releasedA
 		a.pending(expiry)
 		return nil
 	}
-	done, err := a.drop(ctx, rec, "tombstone_deleted")
+	done, err := a.drop(ctx, rec, shared.AuditTombstoneDeleted)
 	if !done && err == nil {
 		a.status.Tombstones++
 	}
@@ -669,7 +669,7 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		a.status.Drifted++
 		rec.Reference = alloc.Reference
 		a.addFinding(v1alpha1.FindingRestored, rec, false)
-		shared.AuditActions.WithLabelValues(a.Kind.Kind, "restored").Inc()
+		shared.AuditActions.WithLabelValues(a.Kind.Kind, shared.AuditRestored).Inc()
 		log.Info("Restored the claim's record", "address", p.Addr().String(), "claim", key.String())
 		a.actions = append(a.actions, fmt.Sprintf("restored %s for claim %s", p.Addr(), key))
 		a.Recorder.Eventf(address, a.pool, corev1.EventTypeNormal, shared.ReservationRestoredReason, "Audit",
@@ -679,7 +679,7 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	case errors.Is(err, backends.ErrAddressTaken):
 		a.status.Drifted++
 		a.addFinding(v1alpha1.FindingTaken, rec, false)
-		shared.AuditActions.WithLabelValues(a.Kind.Kind, "taken").Inc()
+		shared.AuditActions.WithLabelValues(a.Kind.Kind, shared.AuditTaken).Inc()
 		msg := fmt.Sprintf("the record of %s is gone from the IPAM system and another record holds the address, so two machines may use it: %v", p.Addr(), err)
 		a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "%s", msg)
 		a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "Claim %s: %s", key, msg)
@@ -705,7 +705,7 @@ func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p
 		a.status.Drifted++
 		a.addFinding(v1alpha1.FindingMoved, backends.Record{Address: p, Marker: backends.Marker(a.Identity, key.Namespace, address.Spec.ClaimRef.Name)}, false)
 	}
-	shared.AuditActions.WithLabelValues(a.Kind.Kind, "restored").Inc()
+	shared.AuditActions.WithLabelValues(a.Kind.Kind, shared.AuditRestored).Inc()
 	a.actions = append(a.actions, fmt.Sprintf("held %s for claim %s again: its record was moved to %s", p.Addr(), key, movedTo))
 	msg := fmt.Sprintf("the record of this claim's address %s was moved in the IPAM system to %s; the machine still uses %s, which is held for it again (%s). To move the machine, replace it",
 		p.Addr(), movedTo, p.Addr(), alloc.Reference)

@@ -108,6 +108,36 @@ var (
 	registerOnce sync.Once
 )
 
+// Audit actions and outcomes, as AuditActions and AuditRuns count them.
+const (
+	AuditOrphanReleased    = "orphan_released"
+	AuditDuplicateReleased = "duplicate_released"
+	AuditTombstoneDeleted  = "tombstone_deleted"
+	AuditRestored          = "restored"
+	AuditTaken             = "taken"
+	AuditSucceeded         = "succeeded"
+	AuditFailed            = "failed"
+)
+
+// ZeroCounters makes every counter series an alert reads exist at 0 for
+// each pool kind served, from the start: Prometheus's increase() over a
+// series born at 1 reads 0, so the first conflict after a start (or ever)
+// would page no one.
+func ZeroCounters(kinds []PoolKind) {
+	for _, kind := range kinds {
+		AddressConflicts.WithLabelValues(kind.Kind)
+		for _, reason := range []string{ReleaseSkippedReason, ReleaseLeftReason} {
+			RecordsLeft.WithLabelValues(kind.Kind, reason)
+		}
+		for _, action := range []string{AuditOrphanReleased, AuditDuplicateReleased, AuditTombstoneDeleted, AuditRestored, AuditTaken} {
+			AuditActions.WithLabelValues(kind.Kind, action)
+		}
+		for _, outcome := range []string{AuditSucceeded, AuditFailed} {
+			AuditRuns.WithLabelValues(kind.Kind, outcome)
+		}
+	}
+}
+
 // RegisterMetrics adds the provider's metrics to controller-runtime's registry.
 func RegisterMetrics() {
 	registerOnce.Do(func() {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Installs promtool (and the Prometheus server) from Debian's prometheus
-# package, for `make test-alerts`. Does nothing when promtool is there.
+# Installs promtool and the Prometheus server from Debian's prometheus
+# package, for `make test-alerts` and test/prometheus. Does nothing when
+# both are there.
 set -euo pipefail
 
-if command -v promtool >/dev/null 2>&1; then
+if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1; then
 	exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "promtool is missing and this is not a Debian-like system: install Prometheus's promtool (https://prometheus.io/download/)" >&2
+	echo "promtool or prometheus is missing and this is not a Debian-like system: install Prometheus (https://prometheus.io/download/)" >&2
 	exit 1
 fi
 sudo=""
@@ -18,3 +19,4 @@ $sudo apt-get update -qq
 # Only the package: its recommends (node exporter, …) are not needed.
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 command -v promtool >/dev/null
+command -v prometheus >/dev/null
