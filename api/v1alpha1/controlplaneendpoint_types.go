@@ -27,3 +27,13 @@ const (
 	// DefaultControlPlaneEndpointPort is the API server's usual port.
 	DefaultControlPlaneEndpointPort = 6443
 )
+
+// KeepAddressFinalizer on an IPAddressClaim keeps its address reserved
+// while the claim is being deleted: the provider releases nothing, and
+// keeps the claim's IPAddress, until the finalizer is gone. The provider
+// puts it on a control-plane endpoint's claim and removes it once the
+// Cluster is gone, or once the Cluster's endpoint no longer names the
+// claim's address: a live Cluster's API-server address is never handed to
+// a machine because its claim was deleted. Any consumer may use it to keep
+// an address it still serves.
+const KeepAddressFinalizer = "ipam-bridge.github.io/keep-address"

@@ -23,7 +23,7 @@ import (
 // claim go.
 func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	if !controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) {
+	if !controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) || kept(s) {
 		return ctrl.Result{}, nil
 	}
 	// An allocation under way may still reserve an address: the release

@@ -10,6 +10,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -41,7 +43,7 @@ import (
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusterclasses,verbs=get
-// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -69,10 +71,13 @@ type Reconciler struct {
 	// WatchFilterValue limits reconciliation to Clusters labelled
 	// cluster.x-k8s.io/watch-filter=<value>; the claim carries the label.
 	WatchFilterValue string
+
+	repeats waitRepeats
 }
 
 // SetupWithManager watches opted-in Clusters and the claims they own.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	registerMetrics()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("controlplaneendpoint").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(
@@ -92,11 +97,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	cluster := &clusterv1.Cluster{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, cluster); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			// The Cluster is gone, its control plane with it: its claim
+			// may let its address go.
+			forgetWaiting(req.Namespace, req.Name)
+			return ctrl.Result{}, r.letGo(ctx, req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, err
 	}
-	// A Cluster being deleted keeps its claim until it is gone: the garbage
-	// collector deletes the claim, and so releases the address, only after
-	// the Cluster's finalizer has seen the control plane go.
+	// A Cluster being deleted keeps its claim, and the claim its address,
+	// until the Cluster is gone: the Cluster's finalizer waits for the
+	// control plane to go.
 	if !cluster.DeletionTimestamp.IsZero() || !optedIn(cluster.Annotations) ||
 		(r.WatchFilterValue != "" && cluster.Labels[clusterv1.WatchLabel] != r.WatchFilterValue) {
 		return ctrl.Result{}, nil
@@ -131,27 +142,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-
 	current, set, err := currentValue(cluster, opt)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if set {
-		return ctrl.Result{}, r.reportSet(cluster, opt, claim, address, current)
+	if claim != nil {
+		if done, err := r.protect(ctx, cluster, opt, claim, address, current); done || err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	if claim == nil {
+		handPicked, isAddress := netip.ParseAddr(current)
+		if set && isAddress != nil {
+			// A host name: nothing to reserve.
+			return ctrl.Result{}, r.reportSet(cluster, opt, claim, address, current)
+		}
 		if why, err := r.unusable(ctx, cluster, opt); err != nil || why != nil {
 			if why != nil {
 				r.warn(cluster, why.reason, "%s", why.message)
 			}
 			return ctrl.Result{RequeueAfter: recheckInterval}, err
 		}
-		return ctrl.Result{}, r.createClaim(ctx, cluster, opt)
+		return ctrl.Result{}, r.createClaim(ctx, cluster, opt, handPicked)
 	}
 	if address == "" {
-		log.V(4).Info("Waiting for the endpoint's claim to be bound", "IPAddressClaim", claim.Name)
-		return ctrl.Result{}, nil
+		return r.waiting(cluster, claim), nil
+	}
+	forgetWaiting(cluster.Namespace, cluster.Name)
+	r.repeats.forget(cluster.UID)
+	if set {
+		return ctrl.Result{}, r.reportSet(cluster, opt, claim, address, current)
 	}
 	return ctrl.Result{}, r.write(ctx, cluster, opt, address)
 }
@@ -204,7 +225,8 @@ func currentValue(cluster *clusterv1.Cluster, opt optIn) (string, bool, error) {
 			// Not a string: set, and not by the provider.
 			return string(v.Value.Raw), true, nil
 		}
-		return s, true, nil
+		// An empty string, as templates render an empty setting, is unset.
+		return s, s != "", nil
 	}
 	return "", false, nil
 }
@@ -221,9 +243,9 @@ func (r *Reconciler) reportSet(cluster *clusterv1.Cluster, opt optIn, claim *ipa
 		// Bound soon, as after clusterctl move: compared then.
 		return nil
 	}
-	held := "no address was claimed"
+	held := "it is not an address, so nothing was reserved"
 	if claim != nil {
-		held = fmt.Sprintf("IPAddressClaim %s holds %s, reserved until the Cluster is deleted (delete the claim to release it now)",
+		held = fmt.Sprintf("IPAddressClaim %s holds %s, reserved until the Cluster is deleted (delete the claim to release it now: the Cluster's endpoint no longer names it)",
 			claim.Name, address)
 	}
 	r.warn(cluster, ControlPlaneEndpointAlreadySetReason, "%s already holds %s; the provider never overwrites it: %s",
@@ -310,15 +332,22 @@ func definesVariable(class *clusterv1.ClusterClass, name string) bool {
 // clusterctl move carries it and the garbage collector deletes it after
 // the Cluster; in the Cluster, so that it pauses with it; with the machine
 // name the pool's patterns name the record from.
-func (r *Reconciler) createClaim(ctx context.Context, cluster *clusterv1.Cluster, opt optIn) error {
+func (r *Reconciler) createClaim(ctx context.Context, cluster *clusterv1.Cluster, opt optIn, handPicked netip.Addr) error {
 	claim := &ipamv1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   cluster.Namespace,
 			Name:        cluster.Name + ClaimSuffix,
 			Labels:      map[string]string{clusterv1.ClusterNameLabel: cluster.Name},
 			Annotations: map[string]string{v1alpha1.MachineNameAnnotation: cluster.Name + MachineNameSuffix},
+			// The address stays reserved while the Cluster uses it (protect).
+			Finalizers: []string{v1alpha1.KeepAddressFinalizer},
 		},
 		Spec: ipamv1.IPAddressClaimSpec{ClusterName: cluster.Name, PoolRef: opt.pool},
+	}
+	if handPicked.IsValid() {
+		// A VIP picked by hand: the pool reserves exactly it, or none and
+		// says why, so that no machine is ever given it.
+		claim.Annotations[v1alpha1.RequestedAddressAnnotation] = handPicked.String()
 	}
 	if v, ok := cluster.Labels[clusterv1.WatchLabel]; ok {
 		claim.Labels[clusterv1.WatchLabel] = v
@@ -332,6 +361,11 @@ func (r *Reconciler) createClaim(ctx context.Context, cluster *clusterv1.Cluster
 			return nil
 		}
 		return fmt.Errorf("creating the endpoint's IPAddressClaim: %w", err)
+	}
+	if handPicked.IsValid() {
+		r.Recorder.Eventf(cluster, claim, corev1.EventTypeNormal, ControlPlaneEndpointClaimedReason, "ClaimEndpoint",
+			"Reserving the control-plane endpoint %s, set by hand, in %s %s with IPAddressClaim %s", handPicked, opt.pool.Kind, opt.pool.Name, claim.Name)
+		return nil
 	}
 	r.Recorder.Eventf(cluster, claim, corev1.EventTypeNormal, ControlPlaneEndpointClaimedReason, "ClaimEndpoint",
 		"Claimed the control-plane endpoint from %s %s with IPAddressClaim %s", opt.pool.Kind, opt.pool.Name, claim.Name)
@@ -350,8 +384,13 @@ func (r *Reconciler) write(ctx context.Context, cluster *clusterv1.Cluster, opt 
 		if err != nil {
 			return fmt.Errorf("encoding the address: %w", err)
 		}
-		cluster.Spec.Topology.Variables = append(cluster.Spec.Topology.Variables,
-			clusterv1.ClusterVariable{Name: opt.variable, Value: apiextensionsv1.JSON{Raw: raw}})
+		value := clusterv1.ClusterVariable{Name: opt.variable, Value: apiextensionsv1.JSON{Raw: raw}}
+		if i := slices.IndexFunc(cluster.Spec.Topology.Variables, func(v clusterv1.ClusterVariable) bool { return v.Name == opt.variable }); i >= 0 {
+			// Present but empty.
+			cluster.Spec.Topology.Variables[i] = value
+		} else {
+			cluster.Spec.Topology.Variables = append(cluster.Spec.Topology.Variables, value)
+		}
 	}
 	if err := r.Client.Patch(ctx, cluster, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("writing the control-plane endpoint: %w", err)

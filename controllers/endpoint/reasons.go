@@ -30,4 +30,19 @@ const (
 	// ControlPlaneEndpointSetReason (Normal): the claimed address was
 	// written into the endpoint's place.
 	ControlPlaneEndpointSetReason = "ControlPlaneEndpointSet"
+	// ControlPlaneEndpointWaitingReason (Warning): the endpoint's claim has
+	// no address yet and says why (its Ready reason and message: the pool
+	// is exhausted, not ready, refuses the credentials, or a hand-picked
+	// address is held by another record or lies outside the pool);
+	// repeated, with a backoff to 30 minutes, while the wait lasts.
+	ControlPlaneEndpointWaitingReason = "ControlPlaneEndpointWaiting"
+	// ControlPlaneEndpointKeptReason (Warning): the endpoint's claim was
+	// deleted while the Cluster's endpoint still names its address: the
+	// address stays reserved until the Cluster is deleted or its endpoint
+	// names another address.
+	ControlPlaneEndpointKeptReason = "ControlPlaneEndpointKept"
+	// ControlPlaneEndpointReleasedReason (Normal): the endpoint's claim was
+	// deleted and the Cluster's endpoint does not name its address: it is
+	// released.
+	ControlPlaneEndpointReleasedReason = "ControlPlaneEndpointReleased"
 )

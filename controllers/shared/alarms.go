@@ -36,8 +36,8 @@ type Alarms struct {
 	mu     sync.Mutex
 	byPool map[types.UID]refusal
 	// due holds when Revalidate asked, until the pool has validated.
-	due      map[types.UID]time.Time
-	wake     poolWake
+	due  map[types.UID]time.Time
+	wake poolWake
 }
 
 // refusal is the last refused request of a pool's claims, with the backend

@@ -38,6 +38,11 @@ const (
 	// outside the pool's sources, or its gateway; it was released, never
 	// bound, and the pool is validated at once.
 	UnusableAddressAnsweredReason = "UnusableAddressAnswered"
+	// AddressKeptReason: the claim is being deleted, but its
+	// KeepAddressFinalizer keeps its address reserved (a live Cluster's
+	// control-plane endpoint): nothing is released until that finalizer is
+	// gone.
+	AddressKeptReason = "AddressKept"
 	// AddressHeldInClusterReason: the IPAM system reserved an address that
 	// another live IPAddress of this management cluster holds in the same
 	// scope; the record was handed to that claim and this claim gets

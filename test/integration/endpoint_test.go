@@ -67,9 +67,10 @@ func (f *fixture) assertNoClaim(t *testing.T, cluster string) {
 
 // A Cluster that opts in gets its endpoint from the pool, through a claim
 // it owns and that is in the Cluster, whose record carries the Cluster's
-// name; the claim's release (here deleted by hand: this suite runs no
-// garbage collector, test/gc deletes the Cluster) releases the record, and
-// the endpoint stays.
+// name. Deleting the claim while the Cluster lives keeps the VIP reserved:
+// no machine claim is given it. The Cluster's deletion releases it (this
+// suite runs no garbage collector, so the claim deleted by hand stands for
+// the one the collector deletes; test/gc runs it), and the endpoint stays.
 func TestControlPlaneEndpointFromPool(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.createPoolDescribed("vips", "10.150.0.0/24", "{{ .MachineName }} of cluster {{ .ClusterName }}")
@@ -97,11 +98,67 @@ func TestControlPlaneEndpointFromPool(t *testing.T) {
 		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String())
 		assert.Equal(t, "prod-api of cluster prod", records[0].Description)
 
-		f.deleteClaim(claim)
-		assert.Empty(t, f.recordsWithMarker(f.marker(claim.Name)), "the VIP's record is released with its claim")
+		require.NoError(t, k8s.Delete(f.ctx, claim))
+		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointKeptReason)
+		assert.Equal(t, corev1.EventTypeWarning, e.Type)
+		assert.Contains(t, e.Note, address.Spec.Address)
+		f.waitClaimReason(claim, shared.AddressKeptReason)
+		assert.Len(t, f.recordsWithMarker(f.marker(claim.Name)), 1, "a live Cluster's VIP stays reserved when its claim is deleted")
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}), "and its IPAddress stays")
+		machine := f.waitBound(f.createClaim("machine-0", "vips"))
+		assert.NotEqual(t, address.Spec.Address, machine.Spec.Address, "no machine is given the VIP")
 		got := &clusterv1.Cluster{}
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
 		assert.Equal(t, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host, "a running cluster's endpoint is never rewritten")
+
+		require.NoError(t, k8s.Delete(f.ctx, cluster))
+		f.waitGone(claim)
+		assert.Empty(t, f.recordsWithMarker(f.marker(claim.Name)), "the VIP's record is released once its Cluster is gone")
+	})
+}
+
+// A VIP picked by hand inside the pool (CAPV's quick-start asks for one) is
+// reserved for the Cluster, exactly that address: no machine claim is given
+// it, and the endpoint is never rewritten.
+func TestControlPlaneEndpointSetByHandIsReserved(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.153.0.0/24")
+		pool := f.createPool("vips", "10.153.0.0/24")
+		f.waitPoolReady(pool)
+		// The address the pool would give the next machine.
+		set := clusterv1.APIEndpoint{Host: "10.153.0.2", Port: 6443}
+		cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, f.sys.poolKind(false)+"/vips"),
+			func(c *clusterv1.Cluster) { c.Spec.ControlPlaneEndpoint = set })
+
+		claim := f.endpointClaim(cluster.Name)
+		address := f.waitBound(claim)
+		assert.Equal(t, set.Host, address.Spec.Address, "exactly the address set by hand")
+		records := f.recordsWithMarker(f.marker(claim.Name))
+		require.Len(t, records, 1)
+		assert.Equal(t, set.Host, records[0].Address.Addr().String())
+		machine := f.waitBound(f.createClaim("machine-0", "vips"))
+		assert.NotEqual(t, set.Host, machine.Spec.Address, "no machine is given the VIP")
+		got := &clusterv1.Cluster{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(t, set, got.Spec.ControlPlaneEndpoint)
+	})
+}
+
+// A Cluster whose endpoint waits (the pool is exhausted) says so itself,
+// with the claim's reason: the claim is an object the user never made.
+func TestControlPlaneEndpointWaitIsSaidOnTheCluster(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		// A /30: the gateway and one address, which a machine takes.
+		f.seedNetwork("10.154.0.0/30")
+		pool := f.createPool("vips", "10.154.0.0/30")
+		f.waitPoolReady(pool)
+		f.waitBound(f.createClaim("machine-0", "vips"))
+		cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, f.sys.poolKind(false)+"/vips"))
+
+		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointWaitingReason)
+		assert.Equal(t, corev1.EventTypeWarning, e.Type)
+		assert.Contains(t, e.Note, ipamv1.IPAddressClaimReadyPoolExhaustedReason)
+		assert.Contains(t, e.Note, cluster.Name+endpoint.ClaimSuffix)
 	})
 }
 
