@@ -34,6 +34,21 @@ func fullBut(t *testing.T, b backends.Backend, name string) {
 	t.Fatal("the pool never filled")
 }
 
+// fullButOne sets up a pool of cidr whose only address left to give is
+// claim a's, with a second manager's backend on it.
+func fullButOne(t *testing.T, h Harness, cidr, name string) (b, second backends.Backend, a backends.Claim, allocA backends.Allocation) {
+	t.Helper()
+	b = h.Pool(t, cidr)
+	validated(t, b)
+	second = h.PoolOver(t, PoolOptions{SecondWriter: true}, cidr)
+	validated(t, second)
+	a = claim(name + "-a")
+	allocA, err := b.Allocate(context.Background(), a)
+	require.NoError(t, err)
+	fullBut(t, b, name)
+	return b, second, a, allocA
+}
+
 // releaseUntilDone releases as the claim reconciler does: again after an
 // error, a few times.
 func releaseUntilDone(t *testing.T, b backends.Backend, c backends.Claim, last backends.Reservation) {
@@ -53,14 +68,8 @@ func releaseUntilDone(t *testing.T, b backends.Backend, c backends.Claim, last b
 // provider then sends, that claim's record stays.
 func lostDeletionNeverRemovesTheNextClaimsRecord(t *testing.T, h Harness, cidr string) {
 	ctx := context.Background()
-	b := h.Pool(t, cidr)
-	validated(t, b)
-	second := h.PoolOver(t, PoolOptions{SecondWriter: true}, cidr)
-	validated(t, second)
-	a, next := claim("lost-delete-a"), claim("lost-delete-next")
-	allocA, err := b.Allocate(ctx, a)
-	require.NoError(t, err)
-	fullBut(t, b, "lost-delete")
+	b, second, a, allocA := fullButOne(t, h, cidr, "lost-delete")
+	next := claim("lost-delete-next")
 
 	var allocNext backends.Allocation
 	var nextErr error
@@ -133,14 +142,8 @@ func lostBatchDeletionNeverRemovesTheNextClaimsRecord(t *testing.T, h Harness, c
 // one it read.
 func markingNeverLandsOnTheNextClaimsRecord(t *testing.T, h Harness, cidr string) {
 	ctx := context.Background()
-	b := h.Pool(t, cidr)
-	validated(t, b)
-	second := h.PoolOver(t, PoolOptions{SecondWriter: true}, cidr)
-	validated(t, second)
-	a, next := claim("marking-a"), claim("marking-next")
-	allocA, err := b.Allocate(ctx, a)
-	require.NoError(t, err)
-	fullBut(t, b, "marking")
+	b, second, a, allocA := fullButOne(t, h, cidr, "marking")
+	next := claim("marking-next")
 	listed := backends.Record{Address: allocA.Address, Marker: a.Marker, Reference: allocA.Reference}
 
 	var allocNext backends.Allocation
@@ -150,7 +153,7 @@ func markingNeverLandsOnTheNextClaimsRecord(t *testing.T, h Harness, cidr string
 			allocNext, thenErr = second.Allocate(ctx, next)
 		}
 	})
-	err = b.Remark(ctx, listed, "conformance/marking-taker")
+	err := b.Remark(ctx, listed, "conformance/marking-taker")
 
 	require.NoError(t, thenErr)
 	require.Equal(t, allocA.Address, allocNext.Address, "the next claim took the address between the read and the write")

@@ -80,9 +80,11 @@ type system interface {
 	// management cluster would.
 	reserveForeign(addr netip.Prefix, marker string)
 	// loseNextDeleteAnswer applies the next deletion of a record but cuts
-	// its answer, and holds the deletion retried after it back for d before
-	// answering it: a release the IPAM system has applied while its claim,
-	// still being deleted, keeps its IPAddress.
+	// its answer, and holds what the release sends next about that record
+	// back for d before answering it (NetBox: the deletion resent; Infoblox,
+	// whose guarded deletions are never resent: the read that settles it): a
+	// release the IPAM system has applied while its claim, still being
+	// deleted, keeps its IPAddress.
 	loseNextDeleteAnswer(d time.Duration)
 	loseNextAllocationAnswer()
 	// loseRemarkAnswers applies the next n changes of a record's marker
@@ -452,7 +454,8 @@ func (s *infobloxSystem) reserveForeign(addr netip.Prefix, marker string) {
 
 func (s *infobloxSystem) loseNextDeleteAnswer(d time.Duration) {
 	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Match: wapisim.WriteTo(http.MethodDelete, "fixedaddress")})
-	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Match: wapisim.WriteTo(http.MethodDelete, "fixedaddress")})
+	// A read by reference (a search has no reference in its path).
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Method: http.MethodGet, PathContains: "/fixedaddress/"})
 }
 
 func (s *infobloxSystem) loseNextAllocationAnswer() {
