@@ -162,7 +162,7 @@ func chaos() int {
 func printTable(w io.Writer, results []*result, faultRate float64) bool {
 	fmt.Fprintf(w, "\nChaos runs (fault rate %.2f, outage requests included in 5xx and reset-before; times from the start of each burst)\n\n", faultRate)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "backend\tseed\tclaims\trequests\t5xx\treset-before\treset-after\tslow\toutages (reqs)\tkills\tdeleted\tall bound\tteam: moved/rescoped/deleted, rotated\taudit: dup/orph/drift\tall released\tduplicates\tleaks\tmismatches\tunreported\tstuck\tresult\t")
+	fmt.Fprintln(tw, "backend\tseed\tclaims\trequests\t5xx\treset-before\treset-after\tslow\toutages (reqs)\tkills\tdeleted\tall bound\tlate records (gone after)\tteam: moved/rescoped/deleted, rotated\taudit: dup/orph/drift\tall released\tduplicates\tleaks\tmismatches\tunreported\tstuck\tresult\t")
 	failed := false
 	for _, r := range results {
 		verdict := "ok"
