@@ -99,13 +99,15 @@ CHAOS_FLAGS ?= -kills 3 -fault-rate 0.2 -delete-rate 0.05 -liveness 5m
 CHAOS_OUT ?= out/chaos
 
 .PHONY: chaos
-chaos: chaos-sim chaos-real-netbox ## Run the full chaos run: 1000 claims x 3 seeds on each simulator, 300 on a real NetBox; prints a table, fails on any violation.
+chaos: chaos-sim chaos-real-netbox ## Run the full chaos run: 1000 claims x 6 seeds on each simulator, 300 on a real NetBox; prints a table, fails on any violation.
 
 .PHONY: chaos-sim
-chaos-sim: ## Run the full chaos run against the NetBox and WAPI simulators (1000 claims, 5 pools, seeds 1,2,3).
+CHAOS_SEEDS ?= 1,2,3,4,5,424242
+
+chaos-sim: ## Run the full chaos run against the NetBox and WAPI simulators (1000 claims, 5 pools, seeds $(CHAOS_SEEDS)).
 	mkdir -p $(CHAOS_OUT)
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim \
-		-claims 1000 -seeds 1,2,3 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/sim -out $(CHAOS_OUT)/chaos-sim.txt
+		-claims 1000 -seeds $(CHAOS_SEEDS) $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/sim -out $(CHAOS_OUT)/chaos-sim.txt
 
 .PHONY: chaos-real-netbox
 chaos-real-netbox: ## Run the full chaos run against a real NetBox 4.7.3 (300 claims), started by hack/netbox/up.sh (root).
