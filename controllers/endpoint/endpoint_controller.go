@@ -164,6 +164,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			return ctrl.Result{RequeueAfter: recheckInterval}, err
 		}
+		if handPicked.IsValid() {
+			outside, err := r.outsidePool(ctx, cluster, opt, handPicked)
+			if err != nil || outside {
+				if outside {
+					r.warn(cluster, ControlPlaneEndpointAlreadySetReason,
+						"%s holds %s, which lies outside the sources of %s %s: nothing was reserved, and it is never overwritten",
+						placeName(opt), current, opt.pool.Kind, opt.pool.Name)
+				}
+				return ctrl.Result{}, err
+			}
+		}
 		return ctrl.Result{}, r.createClaim(ctx, cluster, opt, handPicked)
 	}
 	if address == "" {
