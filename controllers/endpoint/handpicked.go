@@ -49,7 +49,9 @@ func (r *Reconciler) outsidePool(ctx context.Context, cluster *clusterv1.Cluster
 	}
 	var sources [][2]string // a CIDR, or a first and last address; "" where unknown
 	switch p := pool.(type) {
-	case interface{ GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec }:
+	case interface {
+		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
+	}:
 		for _, s := range p.GetNetboxSpec().Sources {
 			switch {
 			case s.Prefix != nil:
