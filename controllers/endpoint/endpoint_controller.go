@@ -105,11 +105,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	// A Cluster being deleted keeps its claim, and the claim its address,
-	// until the Cluster is gone: the Cluster's finalizer waits for the
-	// control plane to go.
-	if !cluster.DeletionTimestamp.IsZero() || !optedIn(cluster.Annotations) ||
-		(r.WatchFilterValue != "" && cluster.Labels[clusterv1.WatchLabel] != r.WatchFilterValue) {
+	if r.WatchFilterValue != "" && cluster.Labels[clusterv1.WatchLabel] != r.WatchFilterValue {
+		return ctrl.Result{}, nil
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		// Deleting the Cluster releases its VIP. In a background deletion
+		// the garbage collector deletes the claim once the Cluster is gone
+		// (its finalizer waits for the control plane to go); in a
+		// foreground one it deletes the claim first and waits for it.
+		forgetWaiting(cluster.Namespace, cluster.Name)
+		return ctrl.Result{}, r.letGoOnDeletion(ctx, cluster)
+	}
+	if !optedIn(cluster.Annotations) {
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx)

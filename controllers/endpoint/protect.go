@@ -22,7 +22,9 @@ import (
 // carries v1alpha1.KeepAddressFinalizer, under which the claim reconciler
 // releases nothing; this reconciler removes it only when the address is no
 // longer the Cluster's: the Cluster is gone (its control plane with it),
-// or its endpoint names another address and the claim is being deleted.
+// or its endpoint names another address and the claim is being deleted,
+// or the Cluster is being deleted and so is the claim (a foreground
+// deletion, which waits for the claim).
 // Releasing a VIP is thus deliberate: delete the Cluster, or point its
 // endpoint elsewhere and delete the claim.
 
@@ -61,19 +63,41 @@ func (r *Reconciler) protect(ctx context.Context, cluster *clusterv1.Cluster, op
 // letGo removes the finalizer from the endpoint's claim of a Cluster that
 // is gone.
 func (r *Reconciler) letGo(ctx context.Context, namespace, cluster string) error {
+	claim, err := r.keptClaim(ctx, namespace, cluster)
+	if claim == nil || err != nil {
+		return err
+	}
+	return r.release(ctx, claim)
+}
+
+// letGoOnDeletion removes the finalizer from the endpoint's claim of a
+// Cluster being deleted once the claim is deleted too, by the garbage
+// collector of a foreground deletion, which waits for the claim to go
+// before the Cluster does: keeping it would keep both for ever.
+func (r *Reconciler) letGoOnDeletion(ctx context.Context, cluster *clusterv1.Cluster) error {
+	claim, err := r.keptClaim(ctx, cluster.Namespace, cluster.Name)
+	if claim == nil || err != nil || claim.DeletionTimestamp.IsZero() {
+		return err
+	}
+	return r.release(ctx, claim)
+}
+
+// keptClaim is the endpoint's claim of the Cluster, if it still carries
+// the finalizer.
+func (r *Reconciler) keptClaim(ctx context.Context, namespace, cluster string) (*ipamv1.IPAddressClaim, error) {
 	claim := &ipamv1.IPAddressClaim{}
 	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: cluster + ClaimSuffix}, claim)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("getting the endpoint's IPAddressClaim: %w", err)
+		return nil, fmt.Errorf("getting the endpoint's IPAddressClaim: %w", err)
 	}
 	owner := metav1.GetControllerOf(claim)
 	if owner == nil || owner.Kind != "Cluster" || owner.Name != cluster || !controllerutil.ContainsFinalizer(claim, v1alpha1.KeepAddressFinalizer) {
-		return nil
+		return nil, nil
 	}
-	return r.release(ctx, claim)
+	return claim, nil
 }
 
 // release removes the finalizer: the claim reconciler releases the address
