@@ -115,6 +115,13 @@ func TestClusterctlMoveRoundTrip(t *testing.T) {
 		f.assertEndpointKept(clusterA, endpoint)
 		t.Logf("%s: moved B back to A in %s (with the checks)", sys.name(), time.Since(moveStarted).Round(time.Millisecond))
 
+		// The endpoint's claim keeps the VIP while its Cluster lives: the
+		// Cluster goes first.
+		require.NoError(t, clusterA.k8s.Delete(f.ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: clusterName}}))
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			err := clusterA.k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: clusterName}, &clusterv1.Cluster{})
+			assert.True(ct, apierrors.IsNotFound(err), "the Cluster is still in A (%v)", err)
+		}, waitTimeout, pollInterval)
 		for name, addr := range bound {
 			f.deleteClaim(clusterA, name)
 			f.assertReleased(addr)
