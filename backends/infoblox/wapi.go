@@ -93,7 +93,9 @@ type wapiError struct {
 
 func (e *wapiError) Error() string {
 	msg := fmt.Sprintf("%s: HTTP %d", e.op, e.status)
-	if e.text != "" {
+	// A server error's text is not an explanation the pool's reader needs,
+	// and on a misdirected host it is some other service's answer.
+	if e.text != "" && e.status < 500 {
 		msg += ": " + e.text
 	}
 	return msg

@@ -164,7 +164,7 @@ func classify(op string, resp *http.Response, err error) error {
 		}
 		return fmt.Errorf("%w: %s: %v", backends.ErrUnavailable, op, err)
 	}
-	detail := errorDetail(err)
+	detail := errorDetail(resp.StatusCode, err)
 	var kind error
 	switch status := resp.StatusCode; {
 	case status == http.StatusUnauthorized:
@@ -195,14 +195,18 @@ func classify(op string, resp *http.Response, err error) error {
 	default:
 		kind = fmt.Errorf("unexpected HTTP status %d", status)
 	}
-	if detail == "" {
+	if detail == "" || resp.StatusCode >= 500 {
+		// A server error's body is not an explanation the pool's reader
+		// needs, and on a misdirected URL it is some other service's answer.
 		return fmt.Errorf("%w: %s: HTTP %d", kind, op, resp.StatusCode)
 	}
 	return fmt.Errorf("%w: %s: HTTP %d: %s", kind, op, resp.StatusCode, detail)
 }
 
-// errorDetail extracts a short human explanation from an error body.
-func errorDetail(err error) string {
+// errorDetail extracts a short human explanation from an error body: what
+// NetBox says of a refusal, never a page of something else, at most 300
+// characters, since it reaches conditions that tenants read.
+func errorDetail(status int, err error) string {
 	var body []byte
 	var oapi *netbox.GenericOpenAPIError
 	var nbe *netboxError
@@ -220,9 +224,9 @@ func errorDetail(err error) string {
 		Detail string `json:"detail"`
 	}
 	if json.Unmarshal(body, &withDetail) == nil && withDetail.Detail != "" {
-		return withDetail.Detail
+		return backends.Truncate(withDetail.Detail, 300)
 	}
-	if body[0] == '{' || body[0] == '[' {
+	if status == http.StatusBadRequest && (body[0] == '{' || body[0] == '[') {
 		// Field errors of a 400: keep them compact, they name what to fix.
 		var compact bytes.Buffer
 		if json.Compact(&compact, body) == nil {

@@ -30,10 +30,11 @@ func (d *driver) Create(ctx context.Context, src resolvedSource, requests []netb
 		created, resp, err = d.api.IpamAPI.IpamIpRangesAvailableIpsCreate(ctx, src.id).IPAddressRequest(requests).Execute()
 	}
 	if err != nil {
-		a := &answer{detail: errorDetail(err), err: classify("requesting available IPs", resp, err)}
+		a := &answer{err: classify("requesting available IPs", resp, err)}
 		if resp != nil {
 			a.status = resp.StatusCode
 		}
+		a.detail = errorDetail(a.status, err)
 		return nil, a
 	}
 	records := make([]ipRecord, len(created))
