@@ -22,6 +22,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/cachetransform"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 )
 
@@ -58,6 +59,7 @@ type options struct {
 	leaseNamespace       string
 	leaseDuration        time.Duration
 	claimConcurrencyFlag *pflag.Flag
+	allowedEndpoints     []string
 	renewDeadline        time.Duration
 	retryPeriod          time.Duration
 }
@@ -105,6 +107,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.controllers.Backend.MaxBatchSize, "max-batch-size", backends.DefaultMaxBatchSize, "Most claims of one pool that, allocated or released at once, share one marker search and one request to the IPAM system; 1 turns batching off.")
 	fs.DurationVar(&o.controllers.SyncPeriod, "pool-sync-period", 5*time.Minute, "How often pools are validated again and their counts refreshed.")
 	fs.DurationVar(&o.controllers.ExhaustedRetryInterval, "exhausted-retry-interval", time.Minute, "How often a claim on a full pool retries.")
+	fs.StringSliceVar(&o.allowedEndpoints, "allowed-endpoints", nil, "The IPAM endpoints that namespaced pools may reach, each scheme://host[:port] (a host may be *.domain); a namespaced pool naming any other is refused before any connection (EndpointNotAllowed). Empty, or \"*\", allows every endpoint: set it wherever namespace editors may create pools (docs/security.md). Global pools are not held to it.")
 	fs.DurationVar(&o.controllers.LateRecordWindow, "late-record-window", shared.DefaultLateRecordWindow, "The longest a create sent to an IPAM system may still be applied (a request queued in the system, or sent by a manager that died): after a start, and after a create whose answer was lost, each pool is audited a quarter, a half and the whole of it later, and the duplicates such creates left are deleted at once (docs/audit.md).")
 	fs.DurationVar(&o.controllers.AuditInterval, "audit-interval", audit.DefaultAuditInterval, "How often each pool's records in the IPAM system are audited against the claims (docs/audit.md), jittered by up to a tenth.")
 	fs.DurationVar(&o.controllers.PoolRefreshInterval, "pool-refresh-interval", pool.DefaultRefreshInterval, "Least time between two refreshes of a pool's address counts; a burst of allocations costs one refresh per interval.")
@@ -123,6 +126,11 @@ func (o *options) managerOptions() (ctrl.Options, error) {
 	if o.maxConcurrent > 0 && !o.claimConcurrencyFlag.Changed {
 		o.controllers.ClaimConcurrency = o.maxConcurrent
 	}
+	allowed, err := endpointpolicy.Parse(o.allowedEndpoints)
+	if err != nil {
+		return ctrl.Options{}, fmt.Errorf("--allowed-endpoints: %w", err)
+	}
+	o.controllers.AllowedEndpoints = allowed
 	_, metrics, err := flags.GetManagerOptions(o.diagnostics)
 	if err != nil {
 		return ctrl.Options{}, err

@@ -69,6 +69,36 @@ func TestManagerOptionsFromFlags(t *testing.T) {
 	}
 }
 
+func TestAllowedEndpointsFromFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name, arg, want, wantErr string
+	}{
+		{name: "unset allows every endpoint", want: "*"},
+		{name: "empty, as the release's variable defaults to", arg: "--allowed-endpoints=", want: "*"},
+		{name: "a list", arg: "--allowed-endpoints=https://netbox.example.com,https://*.grid.example.com:8443",
+			want: "https://netbox.example.com:443,https://*.grid.example.com:8443"},
+		{name: "a path is refused", arg: "--allowed-endpoints=https://netbox.example.com/api", wantErr: "--allowed-endpoints"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
+			o := newOptions()
+			o.addFlags(fs)
+			var args []string
+			if tc.arg != "" {
+				args = append(args, tc.arg)
+			}
+			require.NoError(t, fs.Parse(args))
+			_, err := o.managerOptions()
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, o.controllers.AllowedEndpoints.String())
+		})
+	}
+}
+
 func TestCacheKeepsWhatTheProviderReads(t *testing.T) {
 	fs := pflag.NewFlagSet("manager", pflag.ContinueOnError)
 	o := newOptions()

@@ -17,6 +17,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/eventrecorder"
 )
 
@@ -57,6 +58,9 @@ type Options struct {
 	FirstRetryInterval time.Duration
 
 	Backend shared.BackendOptions
+	// AllowedEndpoints are the IPAM endpoints namespaced pools may reach;
+	// nil allows every endpoint.
+	AllowedEndpoints *endpointpolicy.Policy
 
 	// Kinds are the pool kinds to serve (see package poolkinds); at
 	// least one.
@@ -106,6 +110,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		ManagerNamespace: opts.ManagerNamespace,
 		Options:          opts.Backend,
 		LateRecords:      lateRecords,
+		AllowedEndpoints: opts.AllowedEndpoints,
+	}
+	if opts.AllowedEndpoints.Restricted() {
+		ctrl.LoggerFrom(ctx).Info("Namespaced pools may reach only the allowed IPAM endpoints", "allowedEndpoints", opts.AllowedEndpoints.String())
+	} else {
+		ctrl.LoggerFrom(ctx).Info("Namespaced pools may reach any IPAM endpoint: set --allowed-endpoints where namespace editors may create pools")
 	}
 	inFlight := &shared.InFlight{}
 	alarms := shared.NewAlarms()

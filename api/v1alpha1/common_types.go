@@ -18,6 +18,10 @@ const (
 	// CredentialsNotAllowedReason: the Secret does not carry the
 	// CredentialsLabel, so its owner has not allowed pools to use it.
 	CredentialsNotAllowedReason = "CredentialsNotAllowed"
+	// EndpointNotAllowedReason: the pool is namespaced and its IPAM
+	// endpoint is not one that the manager's --allowed-endpoints lists; no
+	// connection was made.
+	EndpointNotAllowedReason = "EndpointNotAllowed"
 	// InvalidCredentialsSecretReason: the Secret lacks a key or holds an unusable value.
 	InvalidCredentialsSecretReason = "InvalidCredentialsSecret"
 	// AuthenticationFailedReason: the backend refused the credentials.

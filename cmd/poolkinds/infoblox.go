@@ -4,7 +4,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,10 +32,20 @@ func Infoblox() shared.PoolKinds {
 	rateLimit := func(p shared.Pool) *v1alpha1.RateLimit {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit
 	}
-	return twins(shared.PoolKind{Backend: "infoblox", SecretName: secretName, RateLimit: rateLimit, InsecureConnection: infobloxInsecure, NewBackend: newInfobloxBackend},
+	return twins(shared.PoolKind{Backend: "infoblox", SecretName: secretName, RateLimit: rateLimit, Endpoint: infobloxEndpoint, InsecureConnection: infobloxInsecure, NewBackend: newInfobloxBackend},
 		"InfobloxIPPool",
 		func() shared.Pool { return &v1alpha1.InfobloxIPPool{} }, func() shared.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
 		func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} })
+}
+
+// infobloxEndpoint is the grid's URL: WAPI is served over https only.
+func infobloxEndpoint(p shared.Pool) string {
+	c := p.(infobloxPool).GetInfobloxSpec().Connection
+	port := c.Port
+	if port == 0 {
+		port = 443
+	}
+	return "https://" + net.JoinHostPort(c.Host, strconv.Itoa(int(port)))
 }
 
 func infobloxInsecure(p shared.Pool) string {
@@ -108,7 +120,7 @@ func infobloxCredentials(secret *corev1.Secret) (infobloxSecret, error) {
 		ca:       secret.Data[v1alpha1.CABundleKey],
 	}
 	invalid := func(format string, args ...any) error {
-		return &shared.SecretError{Reason: v1alpha1.InvalidCredentialsSecretReason,
+		return &shared.UnusablePoolError{Reason: v1alpha1.InvalidCredentialsSecretReason,
 			Message: fmt.Sprintf("Secret %s/%s: %s", secret.Namespace, secret.Name, fmt.Sprintf(format, args...))}
 	}
 	// The backend holds the rule; here it is said in the Secret's keys.

@@ -28,11 +28,13 @@ func NetBox() shared.PoolKinds {
 	rateLimit := func(p shared.Pool) *v1alpha1.RateLimit {
 		return p.(netboxPool).GetNetboxSpec().Connection.RateLimit
 	}
-	return twins(shared.PoolKind{Backend: "netbox", SecretName: secretName, RateLimit: rateLimit, InsecureConnection: netboxInsecure, NewBackend: newNetboxBackend},
+	return twins(shared.PoolKind{Backend: "netbox", SecretName: secretName, RateLimit: rateLimit, Endpoint: netboxEndpoint, InsecureConnection: netboxInsecure, NewBackend: newNetboxBackend},
 		"NetboxIPPool",
 		func() shared.Pool { return &v1alpha1.NetboxIPPool{} }, func() shared.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
 		func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} })
 }
+
+func netboxEndpoint(p shared.Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.URL }
 
 func netboxInsecure(p shared.Pool) string {
 	c := p.(netboxPool).GetNetboxSpec().Connection
@@ -44,7 +46,7 @@ func newNetboxBackend(pool shared.Pool, secret *corev1.Secret, opts shared.Backe
 	spec := pool.(netboxPool).GetNetboxSpec()
 	token := strings.TrimSpace(string(secret.Data[v1alpha1.NetboxTokenKey]))
 	if token == "" {
-		return nil, &shared.SecretError{Reason: v1alpha1.InvalidCredentialsSecretReason,
+		return nil, &shared.UnusablePoolError{Reason: v1alpha1.InvalidCredentialsSecretReason,
 			Message: fmt.Sprintf("Secret %s/%s has no %q key", secret.Namespace, secret.Name, v1alpha1.NetboxTokenKey)}
 	}
 	cfg := netbox.Config{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
 )
 
 // Backends builds and caches one backend per pool. A backend is rebuilt only
@@ -29,6 +30,10 @@ type Backends struct {
 	// ManagerNamespace holds the Secrets of cluster-scoped pools.
 	ManagerNamespace string
 	Options          BackendOptions
+	// AllowedEndpoints are the IPAM endpoints namespaced pools may reach;
+	// nil allows every endpoint. Cluster-scoped pools are made by
+	// administrators and are not held to it.
+	AllowedEndpoints *endpointpolicy.Policy
 	// LateRecords learns of the creates each pool's system may still
 	// apply (BackendOptions.Uncertain).
 	LateRecords *LateRecords
@@ -43,13 +48,14 @@ type backendEntry struct {
 	backend       backends.Backend
 }
 
-// SecretError says why a pool's credentials Secret cannot be used.
-type SecretError struct {
+// UnusablePoolError says why a pool cannot be used before any request is
+// sent: its credentials Secret, or an endpoint it may not reach.
+type UnusablePoolError struct {
 	Reason  string
 	Message string
 }
 
-func (e *SecretError) Error() string { return e.Message }
+func (e *UnusablePoolError) Error() string { return e.Message }
 
 // secretKey is where a pool's Secret lives.
 func (b *Backends) secretKey(kind PoolKind, pool Pool) client.ObjectKey {
@@ -78,17 +84,24 @@ func (b *Backends) Auditor(ctx context.Context, kind PoolKind, pool Pool) (backe
 // For returns the pool's backend, whole; each reconciler takes the part it
 // uses (Prober, Reserver, Auditor).
 func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.Backend, error) {
+	// Before the Secret is read and before any connection: a tenant's pool
+	// must not make the manager reach into the management cluster's network.
+	if kind.Namespaced && b.AllowedEndpoints.Restricted() && !b.AllowedEndpoints.Allows(kind.Endpoint(pool)) {
+		return nil, &UnusablePoolError{Reason: v1alpha1.EndpointNotAllowedReason,
+			Message: fmt.Sprintf("the pool's IPAM endpoint is not one that namespaced pools may use: the manager's --allowed-endpoints lists %s; "+
+				"ask a cluster administrator to add it, or use a Global pool", b.AllowedEndpoints)}
+	}
 	key := b.secretKey(kind, pool)
 	meta, err := b.secretMetadata(ctx, key)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &SecretError{Reason: v1alpha1.CredentialsSecretNotFoundReason,
+			return nil, &UnusablePoolError{Reason: v1alpha1.CredentialsSecretNotFoundReason,
 				Message: fmt.Sprintf("Secret %s not found; a %s reads its Secret from %s", key, kind.Kind, secretPlace(kind))}
 		}
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}
 	if meta.GetLabels()[v1alpha1.CredentialsLabel] != "true" {
-		return nil, &SecretError{Reason: v1alpha1.CredentialsNotAllowedReason,
+		return nil, &UnusablePoolError{Reason: v1alpha1.CredentialsNotAllowedReason,
 			Message: fmt.Sprintf("Secret %s does not allow pools to use it: its owner must label it %s=true", key, v1alpha1.CredentialsLabel)}
 	}
 
@@ -102,7 +115,7 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 	secret := &corev1.Secret{}
 	if err := b.APIReader.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &SecretError{Reason: v1alpha1.CredentialsSecretNotFoundReason, Message: fmt.Sprintf("Secret %s not found", key)}
+			return nil, &UnusablePoolError{Reason: v1alpha1.CredentialsSecretNotFoundReason, Message: fmt.Sprintf("Secret %s not found", key)}
 		}
 		return nil, fmt.Errorf("reading Secret %s: %w", key, err)
 	}

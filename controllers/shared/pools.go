@@ -61,6 +61,9 @@ type PoolKind struct {
 	// RateLimit is the pool's limit on the requests to its endpoint; nil
 	// when unset.
 	RateLimit func(Pool) *v1alpha1.RateLimit
+	// Endpoint is the URL of the pool's IPAM system, as its spec gives it:
+	// what an administrator's list of allowed endpoints is held against.
+	Endpoint func(Pool) string
 	// InsecureConnection says how the pool's connection exposes its
 	// credentials or answers, or "" when it is https with verification.
 	InsecureConnection func(Pool) string

@@ -104,10 +104,10 @@ const (
 // PoolReason maps a failure to build or validate a pool's backend to the
 // pool's Ready reason.
 func PoolReason(err error) string {
-	var secretErr *SecretError
+	var unusable *UnusablePoolError
 	switch {
-	case errors.As(err, &secretErr):
-		return secretErr.Reason
+	case errors.As(err, &unusable):
+		return unusable.Reason
 	case errors.Is(err, backends.ErrUnauthorized):
 		return v1alpha1.AuthenticationFailedReason
 	case errors.Is(err, backends.ErrForbidden):
@@ -127,7 +127,7 @@ func PoolReason(err error) string {
 
 // ClaimReason maps an allocation failure to the claim's Ready reason.
 func ClaimReason(err error) string {
-	var secretErr *SecretError
+	var unusable *UnusablePoolError
 	switch {
 	case errors.Is(err, backends.ErrRequestedUnavailable):
 		return RequestedAddressUnavailableReason
@@ -143,7 +143,7 @@ func ClaimReason(err error) string {
 		return UnusableAddressAnsweredReason
 	case errors.Is(err, backends.ErrThrottled):
 		return v1alpha1.BackendThrottledReason
-	case errors.As(err, &secretErr):
+	case errors.As(err, &unusable):
 		return ipamv1.IPAddressClaimReadyPoolNotReadyReason
 	default:
 		return ipamv1.IPAddressClaimReadyAllocationFailedReason

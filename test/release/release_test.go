@@ -45,6 +45,7 @@ const (
 // wantVariables are the clusterctl variables of the components, each with a
 // default: `clusterctl generate provider --describe` lists them.
 var wantVariables = []string{
+	"IPAM_BRIDGE_ALLOWED_ENDPOINTS",
 	"IPAM_BRIDGE_DIAGNOSTICS_ADDRESS",
 	"IPAM_BRIDGE_INSECURE_DIAGNOSTICS",
 	"IPAM_BRIDGE_LOG_LEVEL",

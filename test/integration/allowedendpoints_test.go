@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+)
+
+// connectionCounter is a TCP listener that counts the connections made to
+// it: what a tenant's pool would make the manager reach.
+type connectionCounter struct {
+	listener net.Listener
+	accepted atomic.Int32
+}
+
+func countConnections(t *testing.T) *connectionCounter {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	c := &connectionCounter{listener: l}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if err == nil {
+				c.accepted.Add(1)
+				_ = conn.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() { _ = l.Close() })
+	return c
+}
+
+// pointAt makes a pool name host:port as its IPAM endpoint, and returns the
+// endpoint as --allowed-endpoints spells it.
+func pointAt(t *testing.T, pool shared.Pool, host string, port int) string {
+	t.Helper()
+	switch p := pool.(type) {
+	case *v1alpha1.NetboxIPPool:
+		u, err := url.Parse(p.Spec.Connection.URL)
+		require.NoError(t, err)
+		u.Host = net.JoinHostPort(host, strconv.Itoa(port))
+		p.Spec.Connection.URL = u.String()
+		return u.Scheme + "://" + u.Host
+	case *v1alpha1.InfobloxIPPool:
+		p.Spec.Connection.Host, p.Spec.Connection.Port = host, int32(port)
+		return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	t.Fatalf("no endpoint for %T", pool)
+	return ""
+}
+
+// endpointOf is a pool's endpoint as --allowed-endpoints spells it.
+func endpointOf(t *testing.T, pool shared.Pool) string {
+	t.Helper()
+	switch p := pool.(type) {
+	case *v1alpha1.NetboxIPPool:
+		u, err := url.Parse(p.Spec.Connection.URL)
+		require.NoError(t, err)
+		return u.Scheme + "://" + u.Host
+	case *v1alpha1.InfobloxIPPool:
+		port := p.Spec.Connection.Port
+		if port == 0 {
+			port = 443
+		}
+		return "https://" + net.JoinHostPort(p.Spec.Connection.Host, strconv.Itoa(int(port)))
+	}
+	t.Fatalf("no endpoint for %T", pool)
+	return ""
+}
+
+// A namespace editor may create pools, and a pool names its IPAM system by
+// URL. With --allowed-endpoints set, a namespaced pool that names another
+// endpoint is refused with a condition and an event, and the manager never
+// connects to it, neither to validate the pool nor for a claim of it; a pool
+// on an allowed endpoint works as before.
+func TestANamespacedPoolReachesOnlyTheEndpointsAnAdministratorAllowed(t *testing.T) {
+	bin := managerBinary(t)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.filter = "endpoints-" + f.ns
+		f.seedNetwork("10.36.0.0/24")
+		allowed := f.sys.newPool(f.ns, "allowed", "10.36.0.0/24", f.secret, false)
+		allowed.SetLabels(f.labels())
+		refused := f.sys.newPool(f.ns, "refused", "10.36.0.0/24", f.secret, false)
+		refused.SetLabels(f.labels())
+		counter := countConnections(t)
+		port := counter.listener.Addr().(*net.TCPAddr).Port
+		pointAt(t, refused, "127.0.0.1", port)
+
+		mgr := startManagerProcess(t, bin, f.filter, "--allowed-endpoints="+endpointOf(t, allowed)+",https://netbox.example.com")
+		require.NoError(t, k8s.Create(f.ctx, allowed))
+		require.NoError(t, k8s.Create(f.ctx, refused))
+		f.waitPoolReady(allowed)
+		cond := f.waitPoolCondition(refused, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.EndpointNotAllowedReason)
+		assert.Contains(t, cond.Message, "https://netbox.example.com:443", "the message lists the allowed endpoints")
+		event := f.waitEvent(f.ns, refused.GetName(), v1alpha1.EndpointNotAllowedReason)
+		assert.Equal(t, corev1.EventTypeWarning, event.Type)
+
+		// A claim of the refused pool waits, and makes no connection either.
+		waiting := f.createClaim("waiting", refused.GetName())
+		f.waitClaimReason(waiting, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
+		bound := f.waitBound(f.createClaim("bound", allowed.GetName()))
+		assert.NotEmpty(t, bound.Spec.Address)
+
+		// Bring the pool back for a validation after the claim's retries.
+		f.update(refused, func() { refused.SetAnnotations(map[string]string{"poke": time.Now().String()}) })
+		time.Sleep(2 * time.Second)
+		assert.Zero(t, counter.accepted.Load(), "connections made to an endpoint no administrator allowed")
+
+		// A Global pool is an administrator's and is not held to the list:
+		// the same endpoint is reached, which is also what shows that the
+		// listener counts.
+		secretName := "endpoints-" + f.ns
+		f.createSystemSecret(managerNamespace, secretName)
+		global := f.sys.newPool("", "global-endpoints-"+f.ns, "10.36.0.0/24", secretName, true)
+		global.SetLabels(f.labels())
+		switch p := global.(type) {
+		case *v1alpha1.GlobalNetboxIPPool:
+			u, err := url.Parse(p.Spec.Connection.URL)
+			require.NoError(t, err)
+			u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			p.Spec.Connection.URL = u.String()
+		case *v1alpha1.GlobalInfobloxIPPool:
+			p.Spec.Connection.Host, p.Spec.Connection.Port = "127.0.0.1", int32(port)
+		}
+		require.NoError(t, k8s.Create(f.ctx, global))
+		require.Eventually(t, func() bool { return counter.accepted.Load() > 0 }, waitTimeout, 50*time.Millisecond,
+			"a Global pool on the same endpoint connects to it")
+		require.NoError(t, k8s.Delete(f.ctx, global))
+		f.waitGone(global)
+		mgr.Stop()
+	})
+}
