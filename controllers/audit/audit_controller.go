@@ -195,6 +195,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 	}
 	if err != nil {
 		shared.AuditRuns.WithLabelValues(r.Kind.Kind, shared.AuditFailed).Inc()
+		shared.SetAuditFailing(r.Kind.Kind, pool, true)
 		if setErr := r.setAuditFailed(ctx, pool, err); setErr != nil {
 			return ctrl.Result{}, setErr
 		}
@@ -219,6 +220,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 	r.audited[pool.GetUID()] = true
 	r.mu.Unlock()
 	shared.AuditRuns.WithLabelValues(r.Kind.Kind, shared.AuditSucceeded).Inc()
+	shared.SetAuditFailing(r.Kind.Kind, pool, false)
 	if err := a.report(ctx); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -333,7 +333,8 @@ func (r *ClaimReconciler) patchClaim(ctx context.Context, p *claimPatch, claim *
 	return result, reterr
 }
 
-// trackWaiting counts the claim as waiting while it has no address.
+// trackWaiting counts the claim as waiting while it has no address, on its
+// pool, for the reason and since when it waits.
 func trackWaiting(claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
 	key := client.ObjectKeyFromObject(claim)
 	ready := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
@@ -342,10 +343,26 @@ func trackWaiting(claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
 		return
 	}
 	reason := "Pending"
-	if ready != nil {
+	switch {
+	case conditions.IsTrue(claim, clusterv1.PausedCondition):
+		// Not a wait anyone can end but by unpausing: counted, and left
+		// out of the waiting alert.
+		reason = clusterv1.PausedReason
+	case ready != nil:
 		reason = ready.Reason
 	}
-	shared.Waiting.Set(key, kind.Kind, reason)
+	poolNamespace := ""
+	if kind.Namespaced {
+		poolNamespace = claim.Namespace
+	}
+	// The wait began when Ready last turned False: at the claim's creation,
+	// or when a bound claim lost its address. The condition survives a
+	// restart, so the age does too.
+	since := claim.CreationTimestamp.Time
+	if ready != nil && ready.Status == metav1.ConditionFalse && ready.LastTransitionTime.After(since) {
+		since = ready.LastTransitionTime.Time
+	}
+	shared.Waiting.Set(key, kind.Kind, poolNamespace, claim.Spec.PoolRef.Name, reason, since)
 }
 
 // scope is what one reconcile knows of its claim, and hands from phase to

@@ -103,7 +103,12 @@ var (
 		Help: "What a pool's last audit found, by type (orphans, duplicates, drifted, strays, tombstones).",
 	}, append(append([]string{}, poolLabels...), "type"))
 
-	Waiting = &waitingClaims{claims: map[types.NamespacedName]waitingClaim{}}
+	auditFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "capi_ipam_bridge_pool_audit_failing",
+		Help: "1 while a pool's last audit failed (its Audited condition is AuditFailed), 0 once one succeeded.",
+	}, poolLabels)
+
+	Waiting = &waitingClaims{claims: map[types.NamespacedName]waitingClaim{}, now: time.Now}
 
 	registerOnce sync.Once
 )
@@ -142,7 +147,7 @@ func ZeroCounters(kinds []PoolKind) {
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		ctrlmetrics.Registry.MustRegister(backendOperations, backendOperationSeconds, backendRequests, backendBatchSize,
-			ClaimBindSeconds, poolCapacity, poolUsed, poolFree, poolReady, RecordsLeft, AddressConflicts, Waiting, AuditRuns, AuditActions, auditFindings)
+			ClaimBindSeconds, poolCapacity, poolUsed, poolFree, poolReady, RecordsLeft, AddressConflicts, Waiting, AuditRuns, AuditActions, auditFindings, auditFailing)
 		// The endpoint limiters' wait, throttled answers and requests in flight.
 		ctrlmetrics.Registry.MustRegister(backendhttp.Collectors()...)
 	})
@@ -269,23 +274,41 @@ func ObserveBatches(backend string) func(operation string, size int) {
 	}
 }
 
-// waitingClaims tracks the claims that are not bound, by pool kind and
-// reason, for the capi_ipam_bridge_claims_waiting gauge.
+// waitingClaims tracks the claims that are not bound, by pool and reason,
+// for the capi_ipam_bridge_claims_waiting gauges: how many wait, and how
+// long the oldest has. A count alone cannot tell claims that keep arriving
+// and binding from one that waits for ever.
 type waitingClaims struct {
 	mu     sync.Mutex
 	claims map[types.NamespacedName]waitingClaim
+	now    func() time.Time
 }
 
-type waitingClaim struct{ kind, reason string }
+// waitingClaim is a claim's pool and reason, and since when it waits: its
+// creation.
+type waitingClaim struct {
+	group waitingGroup
+	since time.Time
+}
 
-var waitingDesc = prometheus.NewDesc("capi_ipam_bridge_claims_waiting",
-	"IPAddressClaims of this provider's pools that have no address yet, by pool kind and the reason of their Ready condition.",
-	[]string{"pool_kind", "reason"}, nil)
+type waitingGroup struct{ kind, poolNamespace, pool, reason string }
 
-func (w *waitingClaims) Set(key types.NamespacedName, kind, reason string) {
+var (
+	waitingLabels = append(append([]string{}, poolLabels...), "reason")
+	waitingDesc   = prometheus.NewDesc("capi_ipam_bridge_claims_waiting",
+		"IPAddressClaims of this provider's pools that have no address yet, by pool and the reason of their Ready condition (Paused: their Cluster or pool is paused).",
+		waitingLabels, nil)
+	waitingOldestDesc = prometheus.NewDesc("capi_ipam_bridge_claims_waiting_oldest_seconds",
+		"How long the oldest IPAddressClaim of a pool that has no address yet has existed, by pool and the reason of its Ready condition.",
+		waitingLabels, nil)
+)
+
+// Set counts the claim as waiting on the pool (namespace "" for a Global
+// pool) for reason, since it was created.
+func (w *waitingClaims) Set(key types.NamespacedName, kind, poolNamespace, pool, reason string, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.claims[key] = waitingClaim{kind: kind, reason: reason}
+	w.claims[key] = waitingClaim{group: waitingGroup{kind: kind, poolNamespace: poolNamespace, pool: pool, reason: reason}, since: since}
 }
 
 func (w *waitingClaims) Forget(key types.NamespacedName) {
@@ -294,17 +317,27 @@ func (w *waitingClaims) Forget(key types.NamespacedName) {
 	delete(w.claims, key)
 }
 
-func (w *waitingClaims) Describe(ch chan<- *prometheus.Desc) { ch <- waitingDesc }
+func (w *waitingClaims) Describe(ch chan<- *prometheus.Desc) {
+	ch <- waitingDesc
+	ch <- waitingOldestDesc
+}
 
 func (w *waitingClaims) Collect(ch chan<- prometheus.Metric) {
 	w.mu.Lock()
-	counts := map[waitingClaim]int{}
+	counts := map[waitingGroup]int{}
+	oldest := map[waitingGroup]time.Time{}
 	for _, c := range w.claims {
-		counts[c]++
+		counts[c.group]++
+		if o, ok := oldest[c.group]; !ok || c.since.Before(o) {
+			oldest[c.group] = c.since
+		}
 	}
+	now := w.now()
 	w.mu.Unlock()
-	for c, n := range counts {
-		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), c.kind, c.reason)
+	for g, n := range counts {
+		labels := []string{g.kind, g.poolNamespace, g.pool, g.reason}
+		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), labels...)
+		ch <- prometheus.MustNewConstMetric(waitingOldestDesc, prometheus.GaugeValue, max(now.Sub(oldest[g]).Seconds(), 0), labels...)
 	}
 }
 
@@ -335,9 +368,18 @@ func poolMetricLabels(kind string, pool Pool) prometheus.Labels {
 
 func ForgetPoolAddresses(kind string, pool Pool) {
 	labels := poolMetricLabels(kind, pool)
-	for _, m := range []*prometheus.GaugeVec{poolCapacity, poolUsed, poolFree, poolReady, auditFindings} {
+	for _, m := range []*prometheus.GaugeVec{poolCapacity, poolUsed, poolFree, poolReady, auditFindings, auditFailing} {
 		m.DeletePartialMatch(labels)
 	}
+}
+
+// SetAuditFailing exports whether the pool's last audit failed.
+func SetAuditFailing(kind string, pool Pool, failing bool) {
+	v := 0.0
+	if failing {
+		v = 1
+	}
+	auditFailing.WithLabelValues(kind, pool.GetNamespace(), pool.GetName()).Set(v)
 }
 
 func SetAuditFindings(kind string, pool Pool, s v1alpha1.AuditStatus) {

@@ -1,7 +1,9 @@
 package shared
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 )
@@ -59,4 +62,29 @@ func seriesOf(t *testing.T, c prometheus.Collector, pool Pool) int {
 		}
 	}
 	return n
+}
+
+// TestWaitingClaimsSayWhichPoolWaitsAndForHowLong: a count of waiting
+// claims cannot tell claims that keep arriving and binding from one that
+// waits for ever; the age of the oldest, per pool, can.
+func TestWaitingClaimsSayWhichPoolWaitsAndForHowLong(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	w := &waitingClaims{claims: map[types.NamespacedName]waitingClaim{}, now: func() time.Time { return now }}
+	w.Set(types.NamespacedName{Namespace: "a", Name: "old"}, "NetboxIPPool", "a", "lab", "PoolExhausted", now.Add(-20*time.Minute))
+	w.Set(types.NamespacedName{Namespace: "a", Name: "new"}, "NetboxIPPool", "a", "lab", "PoolExhausted", now.Add(-5*time.Second))
+	w.Set(types.NamespacedName{Namespace: "b", Name: "paused"}, "GlobalInfobloxIPPool", "", "grid", "Paused", now.Add(-time.Hour))
+	w.Set(types.NamespacedName{Namespace: "a", Name: "bound"}, "NetboxIPPool", "a", "lab", "PoolExhausted", now.Add(-time.Hour))
+	w.Forget(types.NamespacedName{Namespace: "a", Name: "bound"})
+
+	want := `
+# HELP capi_ipam_bridge_claims_waiting IPAddressClaims of this provider's pools that have no address yet, by pool and the reason of their Ready condition (Paused: their Cluster or pool is paused).
+# TYPE capi_ipam_bridge_claims_waiting gauge
+capi_ipam_bridge_claims_waiting{pool="grid",pool_kind="GlobalInfobloxIPPool",pool_namespace="",reason="Paused"} 1
+capi_ipam_bridge_claims_waiting{pool="lab",pool_kind="NetboxIPPool",pool_namespace="a",reason="PoolExhausted"} 2
+# HELP capi_ipam_bridge_claims_waiting_oldest_seconds How long the oldest IPAddressClaim of a pool that has no address yet has existed, by pool and the reason of its Ready condition.
+# TYPE capi_ipam_bridge_claims_waiting_oldest_seconds gauge
+capi_ipam_bridge_claims_waiting_oldest_seconds{pool="grid",pool_kind="GlobalInfobloxIPPool",pool_namespace="",reason="Paused"} 3600
+capi_ipam_bridge_claims_waiting_oldest_seconds{pool="lab",pool_kind="NetboxIPPool",pool_namespace="a",reason="PoolExhausted"} 1200
+`
+	require.NoError(t, testutil.CollectAndCompare(w, strings.NewReader(want)))
 }

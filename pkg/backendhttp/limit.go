@@ -143,6 +143,11 @@ func (ls *Limits) endpointLocked(key string) *endpoint {
 	}
 	ep := &endpoint{key: key, wants: map[string]Limit{}, rate: rate.NewLimiter(rate.Inf, 0)}
 	ep.apply(ls.Default)
+	// At 0 from the moment the endpoint is known, so that rate() and
+	// increase() see the first throttled answer.
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		throttledRequests.WithLabelValues(key, fmt.Sprint(code))
+	}
 	ls.endpoints[key] = ep
 	return ep
 }

@@ -32,11 +32,15 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
@@ -50,17 +54,23 @@ const (
 	token  = "0123456789abcdef0123456789abcdef01234567"
 	// A token the NetBox simulator does not know: NetBox refuses it (403).
 	refusedToken = "fedcba9876543210fedcba9876543210fedcba98"
+	identity     = "prom-test"
+	// job is the job label the ServiceMonitor of config/prometheus gives
+	// the manager's series: the name of its metrics Service.
+	job = "capi-ipam-bridge-controller-manager-metrics"
 	// shortFor replaces every alert's `for:` in the test's copy of the
 	// rules, so that an alert fires seconds after its condition holds. The
 	// expressions, labels and annotations are the shipped ones.
 	shortFor = "3s"
 )
 
-// TestShippedAlertsFireAndResolve makes a pool nearly full with claims
-// waiting, then refuses its credentials, and checks that Prometheus fires
-// IPAMBridgePoolNearlyFull, IPAMBridgeClaimsWaiting and
-// IPAMBridgePoolCredentialsRefused on what it scraped from the manager, and
-// that each resolves once its condition ends.
+// TestShippedAlertsFireAndResolve makes, through the provider, the event
+// behind every shipped alert (a conflict, a full pool, claims and a Cluster
+// waiting, refused credentials, an outage, a failing audit, a missing
+// source, a record left behind, an orphan, throttling, a manager that
+// stops) and checks that Prometheus fires the alert on what it scraped from
+// the manager, and that it resolves once the condition ends, but for the
+// three alerts whose window outlasts a test (said where they fire).
 func TestShippedAlertsFireAndResolve(t *testing.T) {
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -121,6 +131,8 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 		"--logging-format=json",
 		// Counts follow allocations within a second, not the default ten.
 		"--pool-refresh-interval=1s",
+		// A readable identity, to plant an orphan's marker.
+		"--marker-identity=" + identity,
 	}}
 	require.NoError(t, mgr.Start())
 	t.Cleanup(mgr.Stop)
@@ -179,12 +191,29 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 
 	// The alerts the test drives, and the pool's series they must name.
 	const (
-		nearlyFull  = "IPAMBridgePoolNearlyFull"
-		waiting     = "IPAMBridgeClaimsWaiting"
-		credentials = "IPAMBridgePoolCredentialsRefused"
-		conflict    = "IPAMBridgeAddressConflict"
+		nearlyFull      = "IPAMBridgePoolNearlyFull"
+		waiting         = "IPAMBridgeClaimsWaiting"
+		credentials     = "IPAMBridgePoolCredentialsRefused"
+		conflict        = "IPAMBridgeAddressConflict"
+		unreachable     = "IPAMBridgePoolUnreachable"
+		notReady        = "IPAMBridgePoolNotReady"
+		leftBehind      = "IPAMBridgeRecordsLeftBehind"
+		orphans         = "IPAMBridgeOrphanRecords"
+		throttling      = "IPAMBridgeBackendThrottling"
+		endpointWaiting = "IPAMBridgeControlPlaneEndpointWaiting"
+		auditFailing    = "IPAMBridgeAuditFailing"
+		managerDown     = "IPAMBridgeManagerDown"
 	)
+	// Alerts whose window outlasts the test once their event is over:
+	// increase() over an hour, rate() over five minutes.
+	lasting := map[string]string{conflict: "an hour", leftBehind: "an hour", throttling: "five minutes"}
 	poolLabels := map[string]string{"pool_kind": "NetboxIPPool", "pool_namespace": poolNS, "pool": "lab"}
+	fired := map[string]bool{}
+	fire := func(alert string, labels map[string]string) {
+		t.Helper()
+		prom.waitState(t, ctx, alert, "firing", labels)
+		fired[alert] = true
+	}
 
 	t.Log("a pool with room: no alert is pending or firing")
 	addClaims(1)
@@ -202,9 +231,7 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	}
 
 	// The first conflict since the manager started must page: its counter
-	// was scraped at 0 before it, so that increase() sees it. It resolves
-	// only an hour after the conflict (the alert's window), longer than a
-	// test: its resolution is not awaited.
+	// was scraped at 0 before it, so that increase() sees it.
 	t.Log("the IPAM team deletes a bound machine's record, and NetBox answers its address to the next claim")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		v, ok := prom.query(c, ctx, `capi_ipam_bridge_address_conflicts_total{pool_kind="NetboxIPPool"}`)
@@ -220,12 +247,18 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	}
 	require.Len(t, sim.IPAddresses(), 1, "machine-0's record is deleted")
 	addClaims(1)
-	prom.waitState(t, ctx, conflict, "firing", map[string]string{"pool_kind": "NetboxIPPool"})
+	fire(conflict, map[string]string{"pool_kind": "NetboxIPPool"})
 
-	t.Log("the pool full and claims waiting")
+	t.Log("the pool full, claims and a Cluster's control-plane endpoint waiting")
 	addClaims(10)
-	prom.waitState(t, ctx, nearlyFull, "firing", poolLabels)
-	prom.waitState(t, ctx, waiting, "firing", map[string]string{"pool_kind": "NetboxIPPool"})
+	require.NoError(t, admin.Create(ctx, &clusterv1.Cluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "platform",
+			Annotations: map[string]string{v1alpha1.ControlPlaneEndpointPoolAnnotation: "NetboxIPPool/lab"}},
+		Spec: clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}},
+	}))
+	fire(nearlyFull, poolLabels)
+	fire(waiting, map[string]string{"pool_kind": "NetboxIPPool", "pool_namespace": poolNS, "pool": "lab", "reason": "PoolExhausted"})
+	fire(endpointWaiting, map[string]string{"namespace": poolNS, "cluster": "platform", "reason": "PoolExhausted"})
 
 	// The manager puts its finalizer on the Secret: patch the token only.
 	rotate := func(to string) {
@@ -239,20 +272,120 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 
 	t.Log("the pool's Secret rotated to a token NetBox refuses")
 	rotate(refusedToken)
-	prom.waitState(t, ctx, credentials, "firing", map[string]string{"pool": "lab", "pool_namespace": poolNS, "reason": v1alpha1.AuthenticationFailedReason})
+	fire(credentials, map[string]string{"pool": "lab", "pool_namespace": poolNS, "reason": v1alpha1.AuthenticationFailedReason})
 
 	t.Log("the Secret restored")
 	rotate(token)
 	prom.waitState(t, ctx, credentials, "inactive", nil)
 	assert.Equal(t, "firing", prom.alertStates(t, ctx)[nearlyFull].State, "the pool is still full")
 
-	t.Log("the claims deleted: the pool has room and nothing waits")
+	pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "lab"}}
+	audit := func() {
+		t.Helper()
+		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pool), pool))
+		before := pool.DeepCopy()
+		pool.Annotations = map[string]string{v1alpha1.AuditAnnotation: time.Now().Format(time.RFC3339Nano)}
+		require.NoError(t, admin.Patch(ctx, pool, client.MergeFrom(before)))
+	}
+
+	t.Log("NetBox fails every request; an audit asked for meanwhile fails")
+	sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultStatus, Status: http.StatusInternalServerError, Times: 1 << 30})
+	audit()
+	fire(auditFailing, poolLabels)
+	fire(unreachable, poolLabels)
+
+	t.Log("NetBox answers again, and the next audit succeeds")
+	sim.ClearFaults()
+	prom.waitState(t, ctx, unreachable, "inactive", nil)
+	audit()
+	prom.waitState(t, ctx, auditFailing, "inactive", nil)
+
+	t.Log("the Cluster and the claims deleted: the pool has room and nothing waits")
+	require.NoError(t, admin.Delete(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "platform"}}))
+	prom.waitState(t, ctx, endpointWaiting, "inactive", nil)
 	require.NoError(t, admin.DeleteAllOf(ctx, &ipamv1.IPAddressClaim{}, client.InNamespace(poolNS)))
 	prom.waitState(t, ctx, nearlyFull, "inactive", nil)
 	prom.waitState(t, ctx, waiting, "inactive", nil)
+
+	t.Log("a pool whose prefix NetBox does not have")
+	typo := &v1alpha1.NetboxIPPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "typo"},
+		Spec: v1alpha1.NetboxIPPoolSpec{
+			Connection: v1alpha1.NetboxConnection{URL: sim.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"}},
+			Sources:    []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: "198.51.100.0/24"}}},
+		},
+	}
+	require.NoError(t, admin.Create(ctx, typo))
+	fire(notReady, map[string]string{"pool": "typo", "pool_namespace": poolNS, "reason": v1alpha1.SourceNotFoundReason})
+	require.NoError(t, admin.Delete(ctx, typo))
+	prom.waitState(t, ctx, notReady, "inactive", nil)
+
+	// A second NetBox, to which the IPAM team moves the pool: the claims
+	// bound before keep their records in the first.
+	moved := netboxsim.New()
+	t.Cleanup(moved.Close)
+	moved.AddToken(token, true)
+	moved.AddPrefixWithGateway(prefix, netboxsim.PrefixOptions{})
+
+	t.Log("a bound claim's pool is pointed at another NetBox, then the claim is deleted")
+	addClaims(1)
+	leaver := fmt.Sprintf("machine-%d", claims-1)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		claim := &ipamv1.IPAddressClaim{}
+		require.NoError(c, admin.Get(ctx, client.ObjectKey{Namespace: poolNS, Name: leaver}, claim))
+		assert.NotEmpty(c, claim.Status.AddressRef.Name)
+	}, time.Minute, 200*time.Millisecond, "the claim is not bound")
+	require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pool), pool))
+	before := pool.DeepCopy()
+	pool.Spec.Connection.URL = moved.URL()
+	require.NoError(t, admin.Patch(ctx, pool, client.MergeFrom(before)))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, admin.Get(ctx, client.ObjectKeyFromObject(pool), pool))
+		assert.Equal(c, pool.Generation, pool.Status.ObservedGeneration)
+		assert.True(c, conditions.IsTrue(pool, v1alpha1.ReadyCondition))
+	}, time.Minute, 200*time.Millisecond, "the pool is not ready on the second NetBox")
+	require.NoError(t, admin.Delete(ctx, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: leaver}}))
+	fire(leftBehind, map[string]string{"pool_kind": "NetboxIPPool"})
+
+	t.Log("a record of this management cluster whose claim does not exist")
+	ghost := moved.AddIPAddress("192.0.2.5/29", netboxsim.IPOptions{
+		CustomFields: map[string]any{netbox.DefaultMarkerField: backends.Marker(identity, poolNS, "ghost")}})
+	audit()
+	fire(orphans, poolLabels)
+	moved.DeleteIPAddress(ghost)
+	audit()
+	prom.waitState(t, ctx, orphans, "inactive", nil)
+
+	t.Log("NetBox throttles the manager while audits keep it busy")
+	moved.SetThrottle(httpfault.ThrottleLimit{RequestsPerSecond: 1})
+	busy, stopBusy := context.WithCancel(ctx)
+	go func() {
+		// Failures here are conflicts with the manager's own writes: the
+		// next round asks again.
+		for busy.Err() == nil {
+			p := &v1alpha1.NetboxIPPool{}
+			if admin.Get(busy, client.ObjectKeyFromObject(pool), p) == nil {
+				before := p.DeepCopy()
+				p.Annotations = map[string]string{v1alpha1.AuditAnnotation: time.Now().Format(time.RFC3339Nano)}
+				_ = admin.Patch(busy, p, client.MergeFrom(before))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	fire(throttling, map[string]string{"ipam_endpoint": backendhttp.EndpointOf(moved.URL())})
+	stopBusy()
+	moved.SetThrottle(httpfault.ThrottleLimit{})
+
+	t.Log("the manager stops")
+	mgr.Stop()
+	fire(managerDown, nil)
+	require.NoError(t, mgr.Start())
+	prom.waitState(t, ctx, managerDown, "inactive", nil)
+
 	for name, st := range prom.alertStates(t, ctx) {
-		if name == conflict {
-			// Its window is an hour.
+		assert.True(t, fired[name], "%s is shipped but no event in this test fired it", name)
+		if why, ok := lasting[name]; ok {
+			t.Logf("%s: %s; its window is %s, longer than a test", name, st.State, why)
 			continue
 		}
 		assert.Equal(t, "inactive", st.State, "%s after every condition ended: %+v", name, st.Alerts)
@@ -316,6 +449,13 @@ func shippedRules(t *testing.T) []byte {
 			if _, ok := r["for"]; ok {
 				r["for"] = shortFor
 			}
+			if r["alert"] == "IPAMBridgeClaimsWaiting" {
+				// Its threshold is the age of the oldest waiting claim, ten
+				// minutes, which a test does not wait: five seconds here.
+				expr := r["expr"].(string)
+				require.Contains(t, expr, "> 600", "IPAMBridgeClaimsWaiting's threshold moved: update the test")
+				r["expr"] = strings.Replace(expr, "> 600", "> 5", 1)
+			}
 		}
 	}
 	require.NotZero(t, alerts, "the shipped PrometheusRule has no alerts")
@@ -344,7 +484,7 @@ func startPrometheus(t *testing.T, bin, target, token string) *prometheusServer 
 rule_files:
 - %s
 scrape_configs:
-- job_name: capi-ipam-bridge
+- job_name: %s
   scheme: https
   metrics_path: /metrics
   authorization:
@@ -355,7 +495,7 @@ scrape_configs:
     insecure_skip_verify: true
   static_configs:
   - targets: [%q]
-`, filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "token"), target)
+`, filepath.Join(dir, "rules.yaml"), job, filepath.Join(dir, "token"), target)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600))
 	addr, err := managerproc.FreeAddr()
 	require.NoError(t, err)
