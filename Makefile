@@ -167,7 +167,7 @@ build: ## Build the manager into bin/manager: static, with the Dockerfile's flag
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/manager ./cmd
 
 .PHONY: release
-release: ## Write the release of RELEASE_VERSION into out/: ipam-components.yaml, metadata.yaml and the manager image (OCI layout and tarball).
+release: ## Write the release of RELEASE_VERSION into out/: ipam-components.yaml, metadata.yaml, monitoring.yaml and the manager image (OCI layout and tarball).
 	go run ./hack/release -version $(RELEASE_VERSION) -out $(RELEASE_DIR)
 	$(MAKE) image VERSION=$(RELEASE_VERSION) IMG="$$(go run ./hack/release -version $(RELEASE_VERSION) -print-image)"
 

@@ -2,9 +2,10 @@
 //
 //	go run ./hack/release -version v0.1.0 -out out
 //
-// writes out/ipam-components.yaml and out/metadata.yaml. With -repository
-// DIR it lays them out as a clusterctl local repository instead:
-// DIR/ipam-bridge/<version>/{ipam-components.yaml,metadata.yaml}. With
+// writes out/ipam-components.yaml, out/metadata.yaml and
+// out/monitoring.yaml. With -repository DIR it lays them out as a
+// clusterctl local repository instead:
+// DIR/ipam-bridge/<version>/{ipam-components.yaml,metadata.yaml,monitoring.yaml}. With
 // -print-image it prints the manager image the components name, which
 // `make release` builds under that reference.
 package main
@@ -41,5 +42,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("wrote %s and %s\n", filepath.Join(dir, components.ComponentsFile), filepath.Join(dir, components.MetadataFile))
+	fmt.Printf("wrote %s, %s and %s\n", filepath.Join(dir, components.ComponentsFile), filepath.Join(dir, components.MetadataFile),
+		filepath.Join(dir, components.MonitoringFile))
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,6 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
+
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/hack/release/components"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
@@ -246,19 +249,71 @@ func TestManagerTakesTheOperatorsArguments(t *testing.T) {
 	assert.NotContains(t, mgr.Tail(400), "unknown flag", fmt.Sprintf("arguments %v", args))
 }
 
-// TestPrometheusPieceScrapesTheManager renders config/prometheus and checks
-// that its ServiceMonitor reaches the released manager: the monitor selects
-// the Service, whose selector matches the Deployment's pods and whose port
-// is the container's metrics port, scraped over HTTPS with a token.
+// TestPrometheusPieceScrapesTheManager renders the released monitoring
+// asset as `clusterctl generate yaml --from monitoring.yaml` would, for the
+// default install and for one in another namespace watched by a Prometheus
+// of another Helm release, and checks that its ServiceMonitor reaches the
+// manager the components of that namespace install: the monitor selects the
+// Service, whose selector matches the Deployment's pods and whose port is
+// the container's metrics port, scraped over HTTPS with a token; and that a
+// kube-prometheus-stack Prometheus of that release selects the monitor and
+// the rules.
 func TestPrometheusPieceScrapesTheManager(t *testing.T) {
-	objs := render(t, repository(t), nil, "").Objs()
-	d := deployment(t, objs)
-	raw, err := components.Kustomize(filepath.Join(envtestenv.RepoRoot(), "config", "prometheus"))
+	for _, tc := range []struct {
+		name, namespace, release string
+		variables                map[string]string
+	}{
+		{name: "defaults", namespace: targetNS, release: "kube-prometheus-stack"},
+		{name: "another namespace and Prometheus release", namespace: "ipam-elsewhere", release: "prometheus",
+			variables: map[string]string{"IPAM_BRIDGE_NAMESPACE": "ipam-elsewhere", "IPAM_BRIDGE_PROMETHEUS_RELEASE": "prometheus"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			target := tc.namespace
+			if target == targetNS {
+				target = ""
+			}
+			objs := render(t, repository(t), nil, target).Objs()
+			monitoring := renderMonitoring(t, tc.variables)
+			assertMonitoringReachesTheManager(t, objs, monitoring, tc.namespace, tc.release)
+		})
+	}
+}
+
+// renderMonitoring processes the release's monitoring asset with
+// clusterctl's YAML processor and variables, defaults for the rest.
+func renderMonitoring(t *testing.T, variables map[string]string) []map[string]any {
+	t.Helper()
+	raw, err := components.Monitoring(envtestenv.RepoRoot())
 	require.NoError(t, err)
-	var svc, monitor, secret, binding, rule map[string]any
-	for _, doc := range strings.Split(string(raw), "\n---\n") {
+	processor := yamlprocessor.NewSimpleProcessor()
+	names, err := processor.GetVariables(raw)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"IPAM_BRIDGE_NAMESPACE", "IPAM_BRIDGE_PROMETHEUS_RELEASE"}, names)
+	out, err := processor.Process(raw, func(name string) (string, error) {
+		if v, ok := variables[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("variable %s not set", name)
+	})
+	require.NoError(t, err)
+	var objs []map[string]any
+	for _, doc := range strings.Split(string(out), "\n---\n") {
 		o := map[string]any{}
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &o))
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+func assertMonitoringReachesTheManager(t *testing.T, objs []unstructured.Unstructured, monitoring []map[string]any, namespace, release string) {
+	d := deployment(t, objs)
+	assert.Equal(t, namespace, d.Namespace)
+	var svc, monitor, secret, binding, rule map[string]any
+	for _, o := range monitoring {
+		meta := o["metadata"].(map[string]any)
+		if ns, ok := meta["namespace"]; ok {
+			assert.Equal(t, namespace, ns, "%s %s", o["kind"], meta["name"])
+		}
 		switch o["kind"] {
 		case "Service":
 			svc = o
@@ -275,9 +330,17 @@ func TestPrometheusPieceScrapesTheManager(t *testing.T) {
 	require.NotNil(t, rule, "the PrometheusRule ships with the ServiceMonitor")
 	require.NotNil(t, svc)
 	require.NotNil(t, monitor)
-	for _, o := range []map[string]any{svc, monitor} {
-		assert.Equal(t, targetNS, o["metadata"].(map[string]any)["namespace"])
+	for _, o := range []map[string]any{monitor, rule} {
+		// kube-prometheus-stack's Prometheus selects by the label release
+		// (its Helm release), in every namespace.
+		got, _, _ := unstructured.NestedString(o, "metadata", "labels", "release")
+		assert.Equal(t, release, got, "%s", o["kind"])
 	}
+	shipped, err := os.ReadFile(filepath.Join(envtestenv.RepoRoot(), "config", "prometheus", "rules.yaml"))
+	require.NoError(t, err)
+	want := map[string]any{}
+	require.NoError(t, yaml.Unmarshal(shipped, &want))
+	assert.Equal(t, want["spec"], rule["spec"], "the released rules are config/prometheus/rules.yaml's")
 
 	selector, _, _ := unstructured.NestedStringMap(svc, "spec", "selector")
 	require.NotEmpty(t, selector)
@@ -294,6 +357,9 @@ func TestPrometheusPieceScrapesTheManager(t *testing.T) {
 		}
 	}
 	assert.Equal(t, int64(8443), containerPort, "the Service's targetPort names the container's metrics port")
+	svcName, _, _ := unstructured.NestedString(svc, "metadata", "name")
+	assert.Equal(t, "capi-ipam-bridge-controller-manager-metrics", svcName,
+		"the Service's name is the job of the scraped series, which IPAMBridgeManagerDown names")
 
 	svcLabels, _, _ := unstructured.NestedStringMap(svc, "metadata", "labels")
 	match, _, _ := unstructured.NestedStringMap(monitor, "spec", "selector", "matchLabels")
@@ -309,6 +375,7 @@ func TestPrometheusPieceScrapesTheManager(t *testing.T) {
 	assert.Equal(t, "/metrics", ep["path"])
 	assert.NotContains(t, ep, "bearerTokenFile", "deprecated by the Prometheus Operator")
 	assert.NotContains(t, ep, "honorLabels", "the target's job and instance must win")
+	assert.NotContains(t, monitor["spec"], "jobLabel", "the job is the Service's name")
 
 	// The token the Prometheus Operator reads is the metrics-scraper
 	// ServiceAccount's, which is bound to the released metrics-reader role.
@@ -324,7 +391,7 @@ func TestPrometheusPieceScrapesTheManager(t *testing.T) {
 	require.Len(t, subjects, 1)
 	subject := subjects[0].(map[string]any)
 	assert.Equal(t, sa, subject["name"], "the token's ServiceAccount is the one bound")
-	assert.Equal(t, targetNS, subject["namespace"])
+	assert.Equal(t, namespace, subject["namespace"])
 	roleName, _, _ := unstructured.NestedString(binding, "roleRef", "name")
 	var released []string
 	for _, o := range objs {

@@ -19,9 +19,20 @@ import (
 )
 
 const (
-	// ComponentsFile and MetadataFile are the names of the release assets.
+	// ComponentsFile and MetadataFile are the names of the release assets
+	// clusterctl reads; MonitoringFile is the optional monitoring.
 	ComponentsFile = "ipam-components.yaml"
 	MetadataFile   = "metadata.yaml"
+	MonitoringFile = "monitoring.yaml"
+
+	// NamespaceVariable and PrometheusReleaseVariable are the clusterctl
+	// variables of MonitoringFile: the provider's namespace, and the Helm
+	// release of the kube-prometheus-stack that should select it.
+	NamespaceVariable         = "${IPAM_BRIDGE_NAMESPACE:=" + TargetNamespace + "}"
+	PrometheusReleaseVariable = "${IPAM_BRIDGE_PROMETHEUS_RELEASE:=kube-prometheus-stack}"
+	// prometheusReleaseLabel is the label kube-prometheus-stack selects
+	// ServiceMonitors and PrometheusRules by.
+	prometheusReleaseLabel = "release"
 
 	// ProviderName is the provider's name in clusterctl.yaml, so that
 	// `clusterctl init --ipam bridge` installs it; clusterctl labels its
@@ -100,9 +111,14 @@ func Metadata(repoRoot, releaseVersion string) ([]byte, *clusterctlv1.Metadata, 
 	return raw, md, nil
 }
 
-// Write writes the components and metadata YAML for releaseVersion into dir.
+// Write writes the components, metadata and monitoring YAML for
+// releaseVersion into dir.
 func Write(repoRoot, releaseVersion, dir string) error {
 	comps, err := Components(repoRoot, releaseVersion)
+	if err != nil {
+		return err
+	}
+	monitoring, err := Monitoring(repoRoot)
 	if err != nil {
 		return err
 	}
@@ -114,6 +130,9 @@ func Write(repoRoot, releaseVersion, dir string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, ComponentsFile), comps, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, MonitoringFile), monitoring, 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, MetadataFile), md, 0o644)
@@ -128,4 +147,58 @@ func parseVersion(v string) (*version.Version, error) {
 		return nil, fmt.Errorf("release version %q: %w", v, err)
 	}
 	return parsed, nil
+}
+
+// Monitoring renders config/prometheus as the release asset MonitoringFile:
+// the namespace and the label by which a kube-prometheus-stack Prometheus
+// selects the ServiceMonitor and PrometheusRule become clusterctl
+// variables, so that `clusterctl generate yaml --from monitoring.yaml`
+// writes them for wherever the provider was installed
+// (`clusterctl init --target-namespace`) and whichever Prometheus runs.
+func Monitoring(repoRoot string) ([]byte, error) {
+	raw, err := Kustomize(filepath.Join(repoRoot, "config", "prometheus"))
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		obj := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			return nil, fmt.Errorf("config/prometheus: %w", err)
+		}
+		meta, _ := obj["metadata"].(map[string]any)
+		if meta == nil {
+			return nil, fmt.Errorf("config/prometheus: an object without metadata")
+		}
+		if ns, ok := meta["namespace"]; ok {
+			if ns != TargetNamespace {
+				return nil, fmt.Errorf("config/prometheus: %s %s is in namespace %v, want %s", obj["kind"], meta["name"], ns, TargetNamespace)
+			}
+			meta["namespace"] = NamespaceVariable
+		}
+		if subjects, ok := obj["subjects"].([]any); ok {
+			for _, s := range subjects {
+				if s, ok := s.(map[string]any); ok && s["namespace"] == TargetNamespace {
+					s["namespace"] = NamespaceVariable
+				}
+			}
+		}
+		if labels, ok := meta["labels"].(map[string]any); ok {
+			if _, ok := labels[prometheusReleaseLabel]; ok {
+				labels[prometheusReleaseLabel] = PrometheusReleaseVariable
+			}
+		}
+		rendered, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Contains(bytes.ReplaceAll(rendered, []byte(NamespaceVariable), nil), []byte(TargetNamespace)) {
+			return nil, fmt.Errorf("config/prometheus: %s %s names the namespace %s where the release cannot rewrite it", obj["kind"], meta["name"], TargetNamespace)
+		}
+		if out.Len() > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(rendered)
+	}
+	return out.Bytes(), nil
 }
