@@ -318,17 +318,25 @@ func ensureNamespace(t *testing.T, name string) {
 
 // TestTroubleshootingCoversEveryReason checks that docs/troubleshooting.md
 // names every condition reason the controllers set: the Reason constants of
-// api/v1alpha1, controllers/ and controllers/endpoint/ (events on
-// Clusters), CAPI's claim reasons the controllers use,
-// and literal reasons in controllers/.
+// api/v1alpha1 and of every package under controllers/ (events on Clusters
+// too), CAPI's claim reasons the controllers use, and literal reasons in
+// controllers/.
 func TestTroubleshootingCoversEveryReason(t *testing.T) {
 	root := envtestenv.RepoRoot()
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
 	require.NoError(t, err)
 
 	reasons := map[string]string{}
-	for _, dir := range []string{"api/v1alpha1", "controllers", "controllers/endpoint"} {
-		for value, where := range reasonConstants(t, filepath.Join(root, dir)) {
+	dirs := []string{filepath.Join(root, "api", "v1alpha1")}
+	// Every package of controllers/: the reasons live where they are set.
+	require.NoError(t, filepath.WalkDir(filepath.Join(root, "controllers"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() != "internal" && d.Name() != "apitest" {
+			dirs = append(dirs, path)
+		}
+		return err
+	}))
+	for _, dir := range dirs {
+		for value, where := range reasonConstants(t, dir) {
 			reasons[value] = where
 		}
 	}
@@ -342,8 +350,12 @@ func TestTroubleshootingCoversEveryReason(t *testing.T) {
 		"PausedReason":                              "Paused",
 		"NotPausedReason":                           "NotPaused",
 	}
-	files, err := filepath.Glob(filepath.Join(root, "controllers", "*.go"))
-	require.NoError(t, err)
+	var files []string
+	for _, dir := range dirs[1:] {
+		found, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		files = append(files, found...)
+	}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
@@ -361,6 +373,9 @@ func TestTroubleshootingCoversEveryReason(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, reasons)
+	// The walk reaches the shared reasons and the endpoint's events.
+	require.Contains(t, reasons, "ReleaseLeft")
+	require.Contains(t, reasons, "ControlPlaneEndpointKept")
 	for value, where := range reasons {
 		assert.Contains(t, string(doc), "| `"+value+"` |", "docs/troubleshooting.md has no table row for reason %s (from %s)", value, where)
 	}
