@@ -138,6 +138,7 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	t.Cleanup(mgr.Stop)
 
 	prom := startPrometheus(t, promBin, diagnostics, tr.Status.Token)
+	started := time.Now()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("manager log:\n%s", mgr.Tail(80))
@@ -382,6 +383,13 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	require.NoError(t, mgr.Start())
 	prom.waitState(t, ctx, managerDown, "inactive", nil)
 
+	t.Log("every panel of the shipped Grafana dashboard has data for what the test did")
+	for _, panel := range dashboardQueries(t) {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.True(c, prom.hasData(c, ctx, panel.expr, started), "panel %q: no data for %s", panel.title, panel.expr)
+		}, 30*time.Second, time.Second)
+	}
+
 	for name, st := range prom.alertStates(t, ctx) {
 		assert.True(t, fired[name], "%s is shipped but no event in this test fired it", name)
 		if why, ok := lasting[name]; ok {
@@ -577,6 +585,61 @@ func (p *prometheusServer) query(c *assert.CollectT, ctx context.Context, expr s
 	_, err := fmt.Sscan(data.Result[0].Value[1].(string), &v)
 	require.NoError(c, err)
 	return v, true
+}
+
+// hasData says whether a range query of expr, from since to now, returns
+// any sample.
+func (p *prometheusServer) hasData(c *assert.CollectT, ctx context.Context, expr string, since time.Time) bool {
+	var data struct {
+		Result []struct {
+			Values [][2]any `json:"values"`
+		} `json:"result"`
+	}
+	now := time.Now()
+	require.NoError(c, p.api(ctx, "/api/v1/query_range", url.Values{"query": {expr},
+		"start": {fmt.Sprint(since.Unix())}, "end": {fmt.Sprint(now.Unix())}, "step": {"2"}}, &data))
+	for _, r := range data.Result {
+		if len(r.Values) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+type panelQuery struct{ title, expr string }
+
+// dashboardQueries are the queries of every panel of the shipped Grafana
+// dashboard, with its variables set as "All" sets them and
+// $__rate_interval as Grafana sets it for a one-second scrape.
+func dashboardQueries(t *testing.T) []panelQuery {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(envtestenv.RepoRoot(), "config", "prometheus", "grafana-dashboard.json"))
+	require.NoError(t, err)
+	var dashboard struct {
+		Panels []struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &dashboard))
+	vars := strings.NewReplacer("$pool_namespace", ".*", "$pool", ".*", "$__rate_interval", "1m")
+	var out []panelQuery
+	for _, panel := range dashboard.Panels {
+		if panel.Type == "row" {
+			continue
+		}
+		require.NotEmpty(t, panel.Targets, "panel %q has no query", panel.Title)
+		for _, target := range panel.Targets {
+			expr := vars.Replace(target.Expr)
+			require.NotContains(t, expr, "$", "panel %q uses a variable the test does not set: %s", panel.Title, target.Expr)
+			out = append(out, panelQuery{title: panel.Title, expr: expr})
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
 }
 
 type alertRule struct {
