@@ -136,6 +136,16 @@ func canonicalHost(h string) string {
 	return strings.TrimSuffix(h, ".")
 }
 
+// Describe is an endpoint as a message may name it: scheme, host and port,
+// never a user, password or path that the URL may hold.
+func Describe(endpoint string) string {
+	u, err := url.Parse(strings.TrimSpace(endpoint))
+	if err != nil || u.Hostname() == "" {
+		return "an endpoint that is no URL"
+	}
+	return strings.ToLower(u.Scheme) + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), portOf(u))
+}
+
 // String lists the allowed endpoints as Parse reads them.
 func (p *Policy) String() string {
 	if !p.Restricted() {

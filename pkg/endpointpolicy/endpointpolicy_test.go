@@ -53,6 +53,12 @@ func TestAnUnrestrictedPolicyAllowsEveryEndpoint(t *testing.T) {
 	assert.True(t, none.Allows("https://anything.test"))
 }
 
+func TestDescribeNamesNoCredential(t *testing.T) {
+	assert.Equal(t, "https://netbox.example.com:443", Describe("https://user:s3cret@NetBox.example.com/api/?token=x"))
+	assert.Equal(t, "http://[fd00::1]:8000", Describe("http://[fd00::1]:8000"))
+	assert.Equal(t, "an endpoint that is no URL", Describe("::"))
+}
+
 func TestParseRefuses(t *testing.T) {
 	for _, spec := range [][]string{
 		{"netbox.example.com"},

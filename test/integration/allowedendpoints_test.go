@@ -101,7 +101,7 @@ func TestANamespacedPoolReachesOnlyTheEndpointsAnAdministratorAllowed(t *testing
 		refused.SetLabels(f.labels())
 		counter := countConnections(t)
 		port := counter.listener.Addr().(*net.TCPAddr).Port
-		pointAt(t, refused, "127.0.0.1", port)
+		refusedEndpoint := pointAt(t, refused, "127.0.0.1", port)
 
 		mgr := startManagerProcess(t, bin, f.filter, "--allowed-endpoints="+endpointOf(t, allowed)+",https://netbox.example.com")
 		require.NoError(t, k8s.Create(f.ctx, allowed))
@@ -109,6 +109,7 @@ func TestANamespacedPoolReachesOnlyTheEndpointsAnAdministratorAllowed(t *testing
 		f.waitPoolReady(allowed)
 		cond := f.waitPoolCondition(refused, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.EndpointNotAllowedReason)
 		assert.Contains(t, cond.Message, "https://netbox.example.com:443", "the message lists the allowed endpoints")
+		assert.Contains(t, cond.Message, refusedEndpoint, "the message names the endpoint refused")
 		event := f.waitEvent(f.ns, refused.GetName(), v1alpha1.EndpointNotAllowedReason)
 		assert.Equal(t, corev1.EventTypeWarning, event.Type)
 
@@ -122,6 +123,7 @@ func TestANamespacedPoolReachesOnlyTheEndpointsAnAdministratorAllowed(t *testing
 		f.update(refused, func() { refused.SetAnnotations(map[string]string{"poke": time.Now().String()}) })
 		time.Sleep(2 * time.Second)
 		assert.Zero(t, counter.accepted.Load(), "connections made to an endpoint no administrator allowed")
+		t.Logf("refused pool: Ready=False %s: %s; connections to its endpoint: %d", cond.Reason, cond.Message, counter.accepted.Load())
 
 		// A Global pool is an administrator's and is not held to the list:
 		// the same endpoint is reached, which is also what shows that the
@@ -142,6 +144,7 @@ func TestANamespacedPoolReachesOnlyTheEndpointsAnAdministratorAllowed(t *testing
 		require.NoError(t, k8s.Create(f.ctx, global))
 		require.Eventually(t, func() bool { return counter.accepted.Load() > 0 }, waitTimeout, 50*time.Millisecond,
 			"a Global pool on the same endpoint connects to it")
+		t.Logf("a Global pool on the same endpoint: %d connections", counter.accepted.Load())
 		require.NoError(t, k8s.Delete(f.ctx, global))
 		f.waitGone(global)
 		mgr.Stop()
