@@ -151,6 +151,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:         recorder("ipam-bridge-endpoint-controller"),
 		WatchFilterValue: opts.WatchFilterValue,
 	}
+	for _, kind := range kinds {
+		endpoints.Pools = append(endpoints.Pools, kind.New())
+	}
 	if err := endpoints.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the control-plane endpoint controller: %w", err)
 	}

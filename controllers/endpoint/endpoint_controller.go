@@ -25,8 +25,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -57,7 +61,9 @@ const ClaimSuffix = "-control-plane-endpoint"
 const MachineNameSuffix = "-api"
 
 // recheckInterval is how soon a Cluster waiting for something no watch
-// reports (a pool, a ClusterClass or its variable) is looked at again.
+// reports (a pool kind the API server does not serve yet, another
+// provider's pool, a ClusterClass or its variable) is looked at again. The
+// provider's own pools are watched.
 const recheckInterval = time.Minute
 
 // Reconciler gives opted-in Clusters their control-plane endpoint.
@@ -71,6 +77,12 @@ type Reconciler struct {
 	// WatchFilterValue limits reconciliation to Clusters labelled
 	// cluster.x-k8s.io/watch-filter=<value>; the claim carries the label.
 	WatchFilterValue string
+	// Pools are the provider's pool kinds, one empty object of each: a
+	// pool of one of them made after a Cluster named it brings that
+	// Cluster back at once.
+	Pools []client.Object
+
+	poolKinds []schema.GroupVersionKind
 
 	repeats waitRepeats
 }
@@ -78,7 +90,7 @@ type Reconciler struct {
 // SetupWithManager watches opted-in Clusters and the claims they own.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	registerMetrics()
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("controlplaneendpoint").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(
 			predicate.NewPredicateFuncs(func(o client.Object) bool { return optedIn(o.GetAnnotations()) }),
@@ -88,8 +100,50 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 				predicate.LabelChangedPredicate{}),
 		)).
 		// The claim's binding brings its Cluster back.
-		Owns(&ipamv1.IPAddressClaim{}).
-		Complete(r)
+		Owns(&ipamv1.IPAddressClaim{})
+	for _, pool := range r.Pools {
+		gvk, err := apiutil.GVKForObject(pool, mgr.GetScheme())
+		if err != nil {
+			return fmt.Errorf("watching pools: %w", err)
+		}
+		r.poolKinds = append(r.poolKinds, gvk)
+		// A pool created after the Cluster named it: only its creation
+		// matters, the claim's own watches follow the pool after that. The
+		// pool reconcilers' informers serve this watch too.
+		b = b.Watches(pool, handler.EnqueueRequestsFromMapFunc(r.poolToClusters(gvk)),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			}))
+	}
+	return b.Complete(r)
+}
+
+// poolToClusters maps a pool of kind gvk to the opted-in Clusters that name
+// it and have no endpoint claim yet: those of its namespace, or of every
+// namespace for a cluster-scoped pool.
+func (r *Reconciler) poolToClusters(gvk schema.GroupVersionKind) handler.MapFunc {
+	return func(ctx context.Context, pool client.Object) []reconcile.Request {
+		clusters := &clusterv1.ClusterList{}
+		var opts []client.ListOption
+		if pool.GetNamespace() != "" {
+			opts = append(opts, client.InNamespace(pool.GetNamespace()))
+		}
+		if err := r.Client.List(ctx, clusters, opts...); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Listing the Clusters that may name a new pool")
+			return nil
+		}
+		var out []reconcile.Request
+		for _, c := range clusters.Items {
+			opt, err := parseOptIn(c.Annotations)
+			if err != nil || opt.pool.APIGroup != gvk.Group || opt.pool.Kind != gvk.Kind || opt.pool.Name != pool.GetName() {
+				continue
+			}
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+		}
+		return out
+	}
 }
 
 // Reconcile claims the Cluster's address once, and writes it where the
@@ -168,6 +222,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if why, err := r.unusable(ctx, cluster, opt); err != nil || why != nil {
 			if why != nil {
 				r.warn(cluster, why.reason, "%s", why.message)
+				if why.watched {
+					// The pool's creation brings the Cluster back.
+					return ctrl.Result{}, nil
+				}
 			}
 			return ctrl.Result{RequeueAfter: recheckInterval}, err
 		}
@@ -271,9 +329,11 @@ func (r *Reconciler) reportSet(cluster *clusterv1.Cluster, opt optIn, claim *ipa
 	return nil
 }
 
-// failure is why no address may be claimed yet.
+// failure is why no address may be claimed yet; watched when an event
+// will say that it ended.
 type failure struct {
 	reason, message string
+	watched         bool
 }
 
 // unusable says why the opt-in cannot be served yet: the pool kind is not
@@ -283,8 +343,8 @@ func (r *Reconciler) unusable(ctx context.Context, cluster *clusterv1.Cluster, o
 	gk := schema.GroupKind{Group: opt.pool.APIGroup, Kind: opt.pool.Kind}
 	mapping, err := r.Client.RESTMapper().RESTMapping(gk)
 	if meta.IsNoMatchError(err) {
-		return &failure{ControlPlaneEndpointPoolNotFoundReason,
-			fmt.Sprintf("the API server serves no pool kind %s: check annotations %s and %s",
+		return &failure{reason: ControlPlaneEndpointPoolNotFoundReason,
+			message: fmt.Sprintf("the API server serves no pool kind %s: check annotations %s and %s",
 				gk, v1alpha1.ControlPlaneEndpointPoolAnnotation, v1alpha1.ControlPlaneEndpointPoolGroupAnnotation)}, nil
 	}
 	if err != nil {
@@ -299,7 +359,8 @@ func (r *Reconciler) unusable(ctx context.Context, cluster *clusterv1.Cluster, o
 		}
 		err := r.APIReader.Get(ctx, key, pool)
 		if apierrors.IsNotFound(err) {
-			return &failure{ControlPlaneEndpointPoolNotFoundReason, fmt.Sprintf("%s %s does not exist", opt.pool.Kind, key)}, nil
+			return &failure{reason: ControlPlaneEndpointPoolNotFoundReason, message: fmt.Sprintf("%s %s does not exist", opt.pool.Kind, key),
+				watched: r.watchesPool(mapping.GroupVersionKind)}, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("getting %s %s: %w", opt.pool.Kind, key, err)
@@ -316,17 +377,22 @@ func (r *Reconciler) unusable(ctx context.Context, cluster *clusterv1.Cluster, o
 	}
 	err = r.APIReader.Get(ctx, key, class)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return &failure{ControlPlaneEndpointVariableUndefinedReason,
-			fmt.Sprintf("ClusterClass %s does not exist, so variable %s is not known", key, opt.variable)}, nil
+		return &failure{reason: ControlPlaneEndpointVariableUndefinedReason,
+			message: fmt.Sprintf("ClusterClass %s does not exist, so variable %s is not known", key, opt.variable)}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("getting ClusterClass %s: %w", key, err)
 	}
 	if !definesVariable(class, opt.variable) {
-		return &failure{ControlPlaneEndpointVariableUndefinedReason,
-			fmt.Sprintf("ClusterClass %s defines no variable %s", key, opt.variable)}, nil
+		return &failure{reason: ControlPlaneEndpointVariableUndefinedReason,
+			message: fmt.Sprintf("ClusterClass %s defines no variable %s", key, opt.variable)}, nil
 	}
 	return nil, nil
+}
+
+// watchesPool says whether pools of gvk are watched.
+func (r *Reconciler) watchesPool(gvk schema.GroupVersionKind) bool {
+	return slices.Contains(r.poolKinds, gvk)
 }
 
 // definesVariable says whether the ClusterClass defines the variable: in

@@ -226,6 +226,14 @@ func TestControlPlaneEndpointVariable(t *testing.T) {
 	e := f.waitEvent(f.ns, undefined.Name, endpoint.ControlPlaneEndpointVariableUndefinedReason)
 	assert.Contains(t, e.Note, "defines no variable vip")
 	f.assertNoClaim(t, undefined.Name)
+
+	classless := f.createCluster("classless", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips",
+		v1alpha1.ControlPlaneEndpointVariableAnnotation, "controlPlaneIpAddr"), func(c *clusterv1.Cluster) {
+		c.Spec.Topology = clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: "missing"}, Version: "v1.33.0"}
+	})
+	e = f.waitEvent(f.ns, classless.Name, endpoint.ControlPlaneEndpointVariableUndefinedReason)
+	assert.Contains(t, e.Note, "ClusterClass "+f.ns+"/missing does not exist")
+	f.assertNoClaim(t, classless.Name)
 }
 
 // Bad input gives a Warning that says what is wrong, and no claim.
@@ -283,4 +291,53 @@ func TestControlPlaneEndpointPaused(t *testing.T) {
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
 		assert.Equal(c, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host)
 	}, waitTimeout, pollInterval)
+}
+
+// A pool created after the Cluster named it is noticed at once: its
+// creation brings the Cluster back, not a recheck a minute later (longer
+// than waitTimeout).
+func TestControlPlaneEndpointPoolCreatedAfterTheCluster(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, f.sys.poolKind(false)+"/later"))
+		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointPoolNotFoundReason)
+		assert.Contains(t, e.Note, "does not exist")
+		f.assertNoClaim(t, cluster.Name)
+
+		f.seedNetwork("10.155.0.0/24")
+		f.createPool("later", "10.155.0.0/24")
+		address := f.waitBound(f.endpointClaim(cluster.Name))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := &clusterv1.Cluster{}
+			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+			assert.Equal(c, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host)
+		}, waitTimeout, pollInterval)
+	})
+}
+
+// A claim of the endpoint's name that is not the Cluster's (made by hand,
+// or by another tool) is left alone: the Cluster says so, nothing is
+// claimed, and the claim gets neither an owner nor the provider's
+// finalizer.
+func TestControlPlaneEndpointClaimOfAnotherIsLeftAlone(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.156.0.0/24")
+	pool := f.createPool("vips", "10.156.0.0/24")
+	f.waitPoolReady(pool)
+	other := f.createClaim("prod"+endpoint.ClaimSuffix, "vips")
+	otherAddress := f.waitBound(other)
+
+	cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips"))
+	e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointClaimConflictReason)
+	assert.Equal(t, corev1.EventTypeWarning, e.Type)
+	assert.Contains(t, e.Note, other.Name)
+
+	got := &ipamv1.IPAddressClaim{}
+	require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(other), got))
+	assert.Empty(t, got.OwnerReferences, "the provider makes no other's claim the Cluster's")
+	assert.NotContains(t, got.Finalizers, v1alpha1.KeepAddressFinalizer)
+	gotCluster := &clusterv1.Cluster{}
+	require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), gotCluster))
+	assert.Empty(t, gotCluster.Spec.ControlPlaneEndpoint.Host, "another's address is not written into the Cluster")
+	assert.Len(t, f.markedRecords(), 1, "only the other claim's record: nothing was reserved for the Cluster")
+	assert.NotEmpty(t, otherAddress.Spec.Address)
 }
