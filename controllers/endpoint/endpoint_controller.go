@@ -46,7 +46,7 @@ import (
 // deletion, which needs update on clusters/finalizers.
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters/finalizers,verbs=update
-// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusterclasses,verbs=get
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusterclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get
@@ -93,14 +93,23 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("controlplaneendpoint").
 		For(&clusterv1.Cluster{}, builder.WithPredicates(
-			predicate.NewPredicateFuncs(func(o client.Object) bool { return optedIn(o.GetAnnotations()) }),
+			// A Cluster made from a ClusterClass may be opted in by the
+			// class's annotations.
+			predicate.NewPredicateFuncs(func(o client.Object) bool {
+				c, ok := o.(*clusterv1.Cluster)
+				return optedIn(o.GetAnnotations()) || ok && c.Spec.Topology.ClassRef.Name != ""
+			}),
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue),
 			// Status updates change nothing this reconciler reads.
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{},
 				predicate.LabelChangedPredicate{}),
 		)).
 		// The claim's binding brings its Cluster back.
-		Owns(&ipamv1.IPAddressClaim{})
+		Owns(&ipamv1.IPAddressClaim{}).
+		// An opt-in put on (or taken off) a ClusterClass brings its
+		// Clusters.
+		WatchesMetadata(classMetadata(), handler.EnqueueRequestsFromMapFunc(r.classToClusters),
+			builder.WithPredicates(predicate.AnnotationChangedPredicate{}))
 	for _, pool := range r.Pools {
 		gvk, err := apiutil.GVKForObject(pool, mgr.GetScheme())
 		if err != nil {
@@ -135,12 +144,16 @@ func (r *Reconciler) poolToClusters(gvk schema.GroupVersionKind) handler.MapFunc
 			return nil
 		}
 		var out []reconcile.Request
-		for _, c := range clusters.Items {
-			opt, err := parseOptIn(c.Annotations)
+		for i := range clusters.Items {
+			annotations, err := r.optInOf(ctx, &clusters.Items[i])
+			if err != nil || annotations == nil {
+				continue
+			}
+			opt, err := parseOptIn(annotations)
 			if err != nil || opt.pool.APIGroup != gvk.Group || opt.pool.Kind != gvk.Kind || opt.pool.Name != pool.GetName() {
 				continue
 			}
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&clusters.Items[i])})
 		}
 		return out
 	}
@@ -170,15 +183,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		forgetWaiting(cluster.Namespace, cluster.Name)
 		return ctrl.Result{}, r.letGoOnDeletion(ctx, cluster)
 	}
-	if !optedIn(cluster.Annotations) {
-		return ctrl.Result{}, nil
+	asked, err := r.optInOf(ctx, cluster)
+	if err != nil || asked == nil {
+		return ctrl.Result{}, err
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if ptr.Deref(cluster.Spec.Paused, false) || annotations.HasPaused(cluster) {
 		log.V(4).Info("Cluster is paused, skipping")
 		return ctrl.Result{}, nil
 	}
-	opt, err := parseOptIn(cluster.Annotations)
+	opt, err := parseOptIn(asked)
 	if err != nil {
 		r.warn(cluster, InvalidControlPlaneEndpointConfigReason, "%v", err)
 		return ctrl.Result{}, nil

@@ -94,15 +94,16 @@ func (t *Transforms) Default() toolscache.TransformFunc {
 }
 
 // Cluster is the transform of Clusters: the provider reads of a Cluster
-// only its metadata (its name, and the paused annotation) and
-// spec.paused, so the cache keeps only those. A Cluster's topology and
-// status are most of its size. (The control-plane endpoint reconciler,
-// package controllers/endpoint, reads the Clusters that opt in whole from
-// the API server.)
+// only its metadata (its name, and the paused annotation), spec.paused,
+// and the ClusterClass it is made from (whose annotations may opt it in to
+// a control-plane endpoint), so the cache keeps only those. A Cluster's
+// topology and status are most of its size. (The control-plane endpoint
+// reconciler, package controllers/endpoint, reads the Clusters that opt in
+// whole from the API server.)
 func (t *Transforms) Cluster() toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		if c, ok := in.(*clusterv1.Cluster); ok {
-			c.Spec = clusterv1.ClusterSpec{Paused: c.Spec.Paused}
+			c.Spec = clusterv1.ClusterSpec{Paused: c.Spec.Paused, Topology: clusterv1.Topology{ClassRef: c.Spec.Topology.ClassRef}}
 			c.Status = clusterv1.ClusterStatus{}
 		}
 		t.compact(in)

@@ -170,6 +170,9 @@ func TestClusterKeepsWhatTheProviderReads(t *testing.T) {
 	if !ptr.Deref(cluster.Spec.Paused, false) || cluster.Name != "c1" || len(cluster.Annotations) != 1 {
 		t.Errorf("what the provider reads is gone: %+v", cluster)
 	}
+	if cluster.Spec.Topology.ClassRef.Name != "class" {
+		t.Errorf("the ClusterClass, whose annotations may opt the Cluster in, is gone: %+v", cluster)
+	}
 	if cluster.Spec.Topology.Version != "" || cluster.Status.Phase != "" {
 		t.Errorf("topology or status kept: %+v", cluster)
 	}

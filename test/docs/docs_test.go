@@ -39,6 +39,7 @@ import (
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/cmd/clusterctl/client/yamlprocessor"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/hack/release/components"
@@ -110,6 +111,8 @@ func TestDocumentedYAML(t *testing.T) {
 				dryRunCreate(t, d.obj)
 			case apiVersion == "operator.cluster.x-k8s.io/v1alpha2" && kind == "IPAMProvider":
 				checkIPAMProvider(t, d.obj)
+			case apiVersion == "controlplane.cluster.x-k8s.io/v1beta2" && kind == "KubeadmControlPlane":
+				checkKubeVipRecipe(t, d.obj)
 			case slices.Contains(foreignKinds, kind):
 				assert.NotZero(t, refs, "%s has no reference to one of our pools", kind)
 			default:
@@ -137,6 +140,49 @@ func checkEndpointOptIn(t *testing.T, obj map[string]any) {
 	if g, ok := annotations[v1alpha1.ControlPlaneEndpointPoolGroupAnnotation]; !ok || g == group {
 		assert.Contains(t, poolKinds, kind, "%s must name one of our pool kinds", v1alpha1.ControlPlaneEndpointPoolAnnotation)
 	}
+}
+
+// checkKubeVipRecipe checks the control-plane endpoint's kube-vip recipe
+// for a plain Cluster: rendered as `clusterctl generate yaml` renders it,
+// with the address the Cluster got, its kube-vip manifest is a Pod that
+// announces that address.
+func checkKubeVipRecipe(t *testing.T, obj map[string]any) {
+	t.Helper()
+	const vip = "10.120.0.5"
+	raw, err := yaml.Marshal(obj)
+	require.NoError(t, err)
+	processor := yamlprocessor.NewSimpleProcessor()
+	names, err := processor.GetVariables(raw)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"CONTROL_PLANE_ENDPOINT_IP"}, names, "the recipe's only variable is the address")
+	rendered, err := processor.Process(raw, func(name string) (string, error) {
+		if name == "CONTROL_PLANE_ENDPOINT_IP" {
+			return vip, nil
+		}
+		return "", fmt.Errorf("variable %s not set", name)
+	})
+	require.NoError(t, err)
+	kcp := map[string]any{}
+	require.NoError(t, yaml.Unmarshal(rendered, &kcp))
+	files, _, _ := unstructured.NestedSlice(kcp, "spec", "kubeadmConfigSpec", "files")
+	var manifest string
+	for _, f := range files {
+		if f, ok := f.(map[string]any); ok && f["path"] == "/etc/kubernetes/manifests/kube-vip.yaml" {
+			manifest, _ = f["content"].(string)
+		}
+	}
+	require.NotEmpty(t, manifest, "the KubeadmControlPlane writes no kube-vip manifest")
+	pod := &corev1.Pod{}
+	require.NoError(t, yaml.UnmarshalStrict([]byte(manifest), pod), "kube-vip's manifest is not a Pod")
+	assert.Equal(t, "Pod", pod.Kind)
+	require.Len(t, pod.Spec.Containers, 1)
+	env := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	assert.Equal(t, vip, env["address"], "kube-vip announces the Cluster's endpoint")
+	assert.Equal(t, "true", env["cp_enable"], "for the control plane")
+	assert.True(t, pod.Spec.HostNetwork, "a VIP is announced from the host's network")
 }
 
 // checkIPAMProvider checks a cluster-api-operator IPAMProvider: it names

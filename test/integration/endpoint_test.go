@@ -341,3 +341,89 @@ func TestControlPlaneEndpointClaimOfAnotherIsLeftAlone(t *testing.T) {
 	assert.Len(t, f.markedRecords(), 1, "only the other claim's record: nothing was reserved for the Cluster")
 	assert.NotEmpty(t, otherAddress.Spec.Address)
 }
+
+// A fleet opts in once, on its ClusterClass: every Cluster made from it
+// gets its VIP in the class's variable, a Cluster's own annotations win,
+// and annotating the class later reaches the Clusters it already has.
+func TestControlPlaneEndpointOptInOnTheClusterClass(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.157.0.0/24")
+	f.waitPoolReady(f.createPool("vips", "10.157.0.0/24"))
+	f.seedNetwork("10.158.0.0/24")
+	f.waitPoolReady(f.createPool("other", "10.158.0.0/24"))
+	newClass := func(name string, annotations map[string]string) *clusterv1.ClusterClass {
+		class := &clusterv1.ClusterClass{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Annotations: annotations},
+			Spec: clusterv1.ClusterClassSpec{
+				Infrastructure: clusterv1.InfrastructureClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
+					APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "VSphereClusterTemplate", Name: name}},
+				ControlPlane: clusterv1.ControlPlaneClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
+					APIVersion: "controlplane.cluster.x-k8s.io/v1beta2", Kind: "KubeadmControlPlaneTemplate", Name: name}},
+				Variables: []clusterv1.ClusterClassVariable{{Name: "controlPlaneIpAddr", Required: ptr.To(true),
+					Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string"}}}},
+			},
+		}
+		require.NoError(t, k8s.Create(f.ctx, class))
+		return class
+	}
+	optIn := map[string]string{
+		v1alpha1.ControlPlaneEndpointPoolAnnotation:     "NetboxIPPool/vips",
+		v1alpha1.ControlPlaneEndpointVariableAnnotation: "controlPlaneIpAddr",
+	}
+	fleet := newClass("fleet", optIn)
+	ofClass := func(class string) func(*clusterv1.Cluster) {
+		return func(c *clusterv1.Cluster) {
+			c.Labels = f.labels()
+			c.Spec.Topology = clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: class}, Version: "v1.33.0"}
+		}
+	}
+	variable := func(cluster *clusterv1.Cluster) func() string {
+		return func() string {
+			got := &clusterv1.Cluster{}
+			if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
+				return err.Error()
+			}
+			for _, v := range got.Spec.Topology.Variables {
+				if v.Name == "controlPlaneIpAddr" {
+					var s string
+					_ = json.Unmarshal(v.Value.Raw, &s)
+					return s
+				}
+			}
+			return ""
+		}
+	}
+
+	a := f.createCluster("a", ofClass(fleet.Name))
+	addressA := f.waitBound(f.endpointClaim(a.Name))
+	assert.Equal(t, "vips", f.claimPool(f.endpointClaim(a.Name)), "the class's pool")
+	require.Eventually(t, func() bool { return variable(a)() == addressA.Spec.Address }, waitTimeout, pollInterval,
+		"the class's variable gets the VIP")
+
+	b := f.createCluster("b", ofClass(fleet.Name), func(c *clusterv1.Cluster) {
+		c.Annotations = map[string]string{v1alpha1.ControlPlaneEndpointPoolAnnotation: "NetboxIPPool/other"}
+	})
+	addressB := f.waitBound(f.endpointClaim(b.Name))
+	assert.Equal(t, "other", f.claimPool(f.endpointClaim(b.Name)), "the Cluster's own pool wins")
+	require.Eventually(t, func() bool { return variable(b)() == addressB.Spec.Address }, waitTimeout, pollInterval,
+		"the class's variable, with the Cluster's pool")
+
+	late := newClass("late", nil)
+	c := f.createCluster("c", ofClass(late.Name))
+	// A Cluster of a class without the opt-in is not the provider's.
+	f.createCluster("marker", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "invalid"))
+	f.waitEvent(f.ns, "marker", endpoint.InvalidControlPlaneEndpointConfigReason)
+	f.assertNoClaim(t, c.Name)
+	f.update(late, func() { late.Annotations = optIn })
+	addressC := f.waitBound(f.endpointClaim(c.Name))
+	require.Eventually(t, func() bool { return variable(c)() == addressC.Spec.Address }, waitTimeout, pollInterval,
+		"annotating the class reaches the Clusters it has")
+}
+
+// claimPool is the name of the pool a claim names.
+func (f *fixture) claimPool(claim *ipamv1.IPAddressClaim) string {
+	f.t.Helper()
+	got := &ipamv1.IPAddressClaim{}
+	require.NoError(f.t, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
+	return got.Spec.PoolRef.Name
+}
