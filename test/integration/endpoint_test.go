@@ -73,7 +73,7 @@ func (f *fixture) assertNoClaim(t *testing.T, cluster string) {
 // the one the collector deletes; test/gc runs it), and the endpoint stays.
 func TestControlPlaneEndpointFromPool(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
-		f.createPoolDescribed("vips", "10.150.0.0/24", "{{ .MachineName }} of cluster {{ .ClusterName }}")
+		f.createPoolDescribed("vips", "10.150.0.0/24", "{{ .MachineName }} of cluster {{ .Namespace }}/{{ .ClusterName }}")
 		cluster := f.createCluster("prod", f.optIn(
 			v1alpha1.ControlPlaneEndpointPoolAnnotation, f.sys.poolKind(false)+"/vips",
 			v1alpha1.ControlPlaneEndpointPortAnnotation, "8443"))
@@ -96,7 +96,7 @@ func TestControlPlaneEndpointFromPool(t *testing.T) {
 		records := f.recordsWithMarker(f.marker(claim.Name))
 		require.Len(t, records, 1)
 		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String())
-		assert.Equal(t, "prod-api of cluster prod", records[0].Description)
+		assert.Equal(t, "prod-api of cluster "+f.ns+"/prod", records[0].Description, "the namespace tells same-named Clusters apart")
 
 		require.NoError(t, k8s.Delete(f.ctx, claim))
 		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointKeptReason)

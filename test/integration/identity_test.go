@@ -76,6 +76,12 @@ func TestAnAuditTakesBackOnlyTheRecordItsIPAddressRecorded(t *testing.T) {
 		f.sys.deleteRecord(records[0])
 		f.sys.reserveForeign(held, source)
 		f.update(address, func() { address.Annotations[v1alpha1.ReservationMarkerAnnotation] = source })
+		// A third management cluster's claim of the same namespace and name,
+		// in the same network: its record is no record of this claim's,
+		// whatever its identity.
+		third := "third-cluster/" + f.ns + "/foo"
+		thirdHeld := netip.PrefixFrom(held.Addr().Next().Next().Next(), held.Bits())
+		f.sys.reserveForeign(thirdHeld, third)
 
 		report := f.audit(pool)
 		assert.Len(t, findings(report, v1alpha1.FindingRestored), 1, "%+v", report)
@@ -83,6 +89,9 @@ func TestAnAuditTakesBackOnlyTheRecordItsIPAddressRecorded(t *testing.T) {
 		require.Len(t, marked, 1, "the moved record is the claim's again")
 		assert.Equal(t, held, marked[0].Address)
 		assert.Empty(t, f.recordsWithMarker(source))
+		thirds := f.recordsWithMarker(third)
+		require.Len(t, thirds, 1, "the third cluster's record is left as it was")
+		assert.Equal(t, thirdHeld, thirds[0].Address)
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			got := &ipamv1.IPAddress{}
 			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), got))
