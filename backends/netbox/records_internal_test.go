@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -199,4 +200,78 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 			}
 		})
 	}
+}
+
+// conditionalFixture is a NetBox simulator holding one record with marker,
+// a driver, and the record as the driver read it (with its ETag).
+func conditionalFixture(t *testing.T, marker string) (*netboxsim.Server, *driver, ipRecord) {
+	t.Helper()
+	sim := netboxsim.New()
+	t.Cleanup(sim.Close)
+	sim.AddToken(internalToken, true)
+	sim.AddCustomField("capi_ipam_claim", "exact")
+	id := sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": marker}})
+	b, _, err := newDriver(Config{
+		URL: sim.URL(), Token: internalToken,
+		HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+		Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+	})
+	require.NoError(t, err)
+	r, found, err := b.getRecord(context.Background(), id)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.NotEmpty(t, r.etag)
+	return sim, b, r
+}
+
+// A record the IPAM team keeps editing under each write is given up after
+// three refusals, and left as it is: a transient failure, retried later,
+// never a write without the precondition.
+func TestAConditionalWriteGivesUpAfterThreeRefusals(t *testing.T) {
+	const marker = "mgmt-a/ns/claim"
+	sim, b, r := conditionalFixture(t, marker)
+	edits := 0
+	sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodPatch, PathContains: "/api/ipam/ip-addresses/", Times: 3,
+		Then: func() {
+			edits++
+			time.Sleep(2 * time.Microsecond)
+			sim.EditIPAddress(r.ID, func(ip *netboxsim.IPAddress) { ip.Description = fmt.Sprintf("edit %d", edits) })
+		}})
+	sim.ResetCalls()
+	err := b.Mark(context.Background(), r, "mgmt-a/ns/other", "")
+	require.ErrorIs(t, err, backends.ErrUnavailable)
+	assert.Contains(t, err.Error(), "changed under each of 3 writes")
+	assert.Equal(t, 3, sim.CountCalls(http.MethodPatch, "/api/ipam/ip-addresses/"), "three conditional writes, no fourth")
+	left := sim.IPAddresses()
+	require.Len(t, left, 1)
+	assert.Equal(t, marker, left[0].CustomFields["capi_ipam_claim"], "the record keeps its marker")
+	assert.Equal(t, "edit 3", left[0].Description, "and the IPAM team's last edit")
+}
+
+// A record deleted between the read and the write: a deletion has nothing
+// left to do, a re-mark says the record is gone; and a record deleted
+// after a refusal, before it is read again, likewise.
+func TestAConditionalWriteOfARecordDeletedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	t.Run("before the write", func(t *testing.T) {
+		sim, b, r := conditionalFixture(t, "mgmt-a/ns/claim")
+		sim.DeleteIPAddress(r.ID)
+		require.NoError(t, b.Drop(ctx, r), "nothing left to release is no error")
+		require.ErrorIs(t, b.Mark(ctx, r, "mgmt-a/ns/other", ""), backends.ErrNotFound)
+		assert.Empty(t, sim.IPAddresses(), "nothing was recreated")
+	})
+	t.Run("after a refusal", func(t *testing.T) {
+		sim, b, r := conditionalFixture(t, "mgmt-a/ns/claim")
+		sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodPatch, PathContains: "/api/ipam/ip-addresses/",
+			Then: func() {
+				time.Sleep(2 * time.Microsecond)
+				sim.EditIPAddress(r.ID, func(ip *netboxsim.IPAddress) { ip.Description = "edited" })
+			}})
+		sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodGet, PathContains: fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID),
+			Then: func() { sim.DeleteIPAddress(r.ID) }})
+		err := b.Mark(ctx, r, "mgmt-a/ns/other", "")
+		require.ErrorIs(t, err, backends.ErrNotFound)
+		assert.Contains(t, err.Error(), "was deleted meanwhile")
+		assert.Empty(t, sim.IPAddresses())
+	})
 }
