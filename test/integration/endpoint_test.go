@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,7 +104,11 @@ func TestControlPlaneEndpointFromPool(t *testing.T) {
 		assert.Equal(t, corev1.EventTypeWarning, e.Type)
 		assert.Contains(t, e.Note, address.Spec.Address)
 		f.waitClaimReason(claim, shared.AddressKeptReason)
-		assert.Len(t, f.recordsWithMarker(f.marker(claim.Name)), 1, "a live Cluster's VIP stays reserved when its claim is deleted")
+		kept := f.recordsWithMarker(f.marker(claim.Name))
+		assert.Len(t, kept, 1, "a live Cluster's VIP stays reserved when its claim is deleted")
+		for _, r := range kept {
+			t.Logf("%s: the endpoint's claim deleted while Cluster %s lives; its record %s (%s) is kept, marked %s", f.sys.name(), cluster.Name, r.Address, r.name(), r.Marker)
+		}
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), &ipamv1.IPAddress{}), "and its IPAddress stays")
 		machine := f.waitBound(f.createClaim("machine-0", "vips"))
 		assert.NotEqual(t, address.Spec.Address, machine.Spec.Address, "no machine is given the VIP")
@@ -138,6 +143,8 @@ func TestControlPlaneEndpointSetByHandIsReserved(t *testing.T) {
 		assert.Equal(t, set.Host, records[0].Address.Addr().String())
 		machine := f.waitBound(f.createClaim("machine-0", "vips"))
 		assert.NotEqual(t, set.Host, machine.Spec.Address, "no machine is given the VIP")
+		t.Logf("%s: the hand-picked VIP %s is reserved as %s (%s), marked %s; the next machine got %s",
+			f.sys.name(), set.Host, records[0].Address, records[0].name(), records[0].Marker, machine.Spec.Address)
 		got := &clusterv1.Cluster{}
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
 		assert.Equal(t, set, got.Spec.ControlPlaneEndpoint)
@@ -426,4 +433,13 @@ func (f *fixture) claimPool(claim *ipamv1.IPAddressClaim) string {
 	got := &ipamv1.IPAddressClaim{}
 	require.NoError(f.t, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
 	return got.Spec.PoolRef.Name
+}
+
+// name is how the IPAM system names a record: its reference, or NetBox's
+// IP address ID.
+func (r record) name() string {
+	if r.ref != "" {
+		return r.ref
+	}
+	return fmt.Sprintf("IP address %d", r.id)
 }
