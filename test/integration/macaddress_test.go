@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -279,6 +280,40 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		assert.Equal(t, "00:50:56:ab:cd:02", fixed[0].MAC, "the record keeps the MAC written")
 		// A write goes by reference, or guarded in a request object.
 		assert.Zero(t, f.wapi().CountObjectCalls("PUT", "fixedaddress")+f.wapi().CountObjectCalls("POST", "request"), "nothing was written to the grid")
+	})
+
+	t.Run("CAPV: a MAC reported late that another fixed address holds is said, not forced", func(t *testing.T) {
+		device := map[string]any{"spec": map[string]any{"network": map[string]any{"devices": []any{map[string]any{"networkName": "vm-network"}}}}}
+		vm := f.createObject("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM", "vm-c", nil, nil, device)
+		claim := f.createClaim("vm-c-0-0", pool.Name, ownedBy(vm))
+		f.waitBound(claim)
+		f.waitEvent(f.ns, claim.Name, shared.MACAddressDeferredReason)
+		before := f.fixedAddressOf(claim.Name)
+		require.Len(t, before, 1)
+		require.Equal(t, "RESERVED", before[0].MatchClient)
+
+		// vSphere reports a MAC that vm-a's fixed address already holds (a
+		// copied VM, say): the grid refuses it at write time.
+		f.setVMStatusMAC(vm, "00:50:56:AB:CD:01")
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			cond := conditions.Get(f.getClaim(claim), v1alpha1.MACAddressCurrentCondition)
+			require.NotNil(c, cond)
+			assert.Equal(c, metav1.ConditionFalse, cond.Status)
+			assert.Equal(c, shared.MACAddressNotWrittenReason, cond.Reason)
+			assert.Contains(c, cond.Message, "00:50:56:ab:cd:01")
+		}, waitTimeout, pollInterval)
+		event := f.waitEvent(f.ns, claim.Name, shared.MACAddressNotWrittenReason)
+		assert.Equal(t, corev1.EventTypeWarning, event.Type)
+		assert.Contains(t, event.Note, "00:50:56:ab:cd:01")
+
+		after := f.fixedAddressOf(claim.Name)
+		require.Len(t, after, 1, "the claim keeps its reservation")
+		assert.Equal(t, before[0].Addresses, after[0].Addresses)
+		assert.Equal(t, "RESERVED", after[0].MatchClient, "the refused MAC is not forced onto it")
+		holder := f.fixedAddressOf("vm-a-0-0")
+		require.Len(t, holder, 1)
+		assert.Equal(t, "00:50:56:ab:cd:01", holder[0].MAC, "and the holder keeps it")
+		assert.True(t, conditions.IsTrue(f.getClaim(claim), ipamv1.IPAddressClaimReadyCondition), "the claim stays Ready")
 	})
 
 	t.Run("a reservation kept for the grace period serves no machine", func(t *testing.T) {
