@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -442,4 +443,32 @@ func (r record) name() string {
 		return r.ref
 	}
 	return fmt.Sprintf("IP address %d", r.id)
+}
+
+// A VIP picked by hand that another record already holds is reserved for
+// no one: the Cluster says which record holds it, nothing is reserved,
+// and the endpoint is never rewritten.
+func TestControlPlaneEndpointSetByHandHeldByAnotherIsSaid(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.160.0.0/24")
+		pool := f.createPool("vips", "10.160.0.0/24")
+		f.waitPoolReady(pool)
+		set := clusterv1.APIEndpoint{Host: "10.160.0.9", Port: 6443}
+		// Another management cluster's record, say.
+		holder := "someone-else/" + f.ns + "/vip"
+		f.sys.reserveForeign(netip.MustParsePrefix("10.160.0.9/24"), holder)
+		cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, f.sys.poolKind(false)+"/vips"),
+			func(c *clusterv1.Cluster) { c.Spec.ControlPlaneEndpoint = set })
+
+		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointWaitingReason)
+		assert.Equal(t, corev1.EventTypeWarning, e.Type)
+		assert.Contains(t, e.Note, shared.RequestedAddressUnavailableReason)
+		assert.Contains(t, e.Note, holder, "the Cluster names the record that holds its VIP")
+		assert.Empty(t, f.recordsWithMarker(f.marker(cluster.Name+endpoint.ClaimSuffix)), "nothing was reserved")
+		holders := f.recordsWithMarker(holder)
+		require.Len(t, holders, 1, "the holder's record is left as it is")
+		got := &clusterv1.Cluster{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(t, set, got.Spec.ControlPlaneEndpoint, "the endpoint is never rewritten")
+	})
 }
