@@ -162,28 +162,15 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sim := netboxsim.New()
-			t.Cleanup(sim.Close)
-			sim.AddToken(internalToken, true)
-			sim.AddCustomField("capi_ipam_claim", "exact")
-			id := sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": marker}})
-			b, _, err := newDriver(Config{
-				URL: sim.URL(), Token: internalToken,
-				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
-				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
-			})
-			require.NoError(t, err)
+			sim, b, r := conditionalFixture(t, marker)
 			ctx := context.Background()
-			r, found, err := b.getRecord(ctx, id)
-			require.NoError(t, err)
-			require.True(t, found)
-			require.NotEmpty(t, r.etag, "NetBox answers a read with the record's ETag")
+			id := r.ID
 
 			// The edit lands in a later microsecond than the read's
 			// last_updated, as any edit by a person does.
 			time.Sleep(2 * time.Microsecond)
 			sim.EditIPAddress(id, tc.edit)
-			err = tc.write(b, ctx, r)
+			err := tc.write(b, ctx, r)
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 			} else {

@@ -200,18 +200,7 @@ func TestControlPlaneEndpointVariable(t *testing.T) {
 	f.seedNetwork("10.152.0.0/24")
 	pool := f.createPool("vips", "10.152.0.0/24")
 	f.waitPoolReady(pool)
-	class := &clusterv1.ClusterClass{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "quick-start"},
-		Spec: clusterv1.ClusterClassSpec{
-			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
-				APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "VSphereClusterTemplate", Name: "quick-start"}},
-			ControlPlane: clusterv1.ControlPlaneClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
-				APIVersion: "controlplane.cluster.x-k8s.io/v1beta2", Kind: "KubeadmControlPlaneTemplate", Name: "quick-start"}},
-			Variables: []clusterv1.ClusterClassVariable{{Name: "controlPlaneIpAddr", Required: ptr.To(true),
-				Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string"}}}},
-		},
-	}
-	require.NoError(t, k8s.Create(f.ctx, class))
+	class := f.createClusterClass("quick-start", nil)
 	topology := func(c *clusterv1.Cluster) {
 		c.Spec.Topology = clusterv1.Topology{ClassRef: clusterv1.ClusterClassRef{Name: class.Name}, Version: "v1.33.0"}
 	}
@@ -294,11 +283,7 @@ func TestControlPlaneEndpointPaused(t *testing.T) {
 
 	f.update(cluster, func() { cluster.Spec.Paused = ptr.To(false) })
 	address := f.waitBound(f.endpointClaim(cluster.Name))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := &clusterv1.Cluster{}
-		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
-		assert.Equal(c, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host)
-	}, waitTimeout, pollInterval)
+	f.waitEndpointHost(cluster, address.Spec.Address)
 }
 
 // A pool created after the Cluster named it is noticed at once: its
@@ -314,11 +299,7 @@ func TestControlPlaneEndpointPoolCreatedAfterTheCluster(t *testing.T) {
 		f.seedNetwork("10.155.0.0/24")
 		f.createPool("later", "10.155.0.0/24")
 		address := f.waitBound(f.endpointClaim(cluster.Name))
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			got := &clusterv1.Cluster{}
-			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
-			assert.Equal(c, address.Spec.Address, got.Spec.ControlPlaneEndpoint.Host)
-		}, waitTimeout, pollInterval)
+		f.waitEndpointHost(cluster, address.Spec.Address)
 	})
 }
 
@@ -359,26 +340,11 @@ func TestControlPlaneEndpointOptInOnTheClusterClass(t *testing.T) {
 	f.waitPoolReady(f.createPool("vips", "10.157.0.0/24"))
 	f.seedNetwork("10.158.0.0/24")
 	f.waitPoolReady(f.createPool("other", "10.158.0.0/24"))
-	newClass := func(name string, annotations map[string]string) *clusterv1.ClusterClass {
-		class := &clusterv1.ClusterClass{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Annotations: annotations},
-			Spec: clusterv1.ClusterClassSpec{
-				Infrastructure: clusterv1.InfrastructureClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
-					APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "VSphereClusterTemplate", Name: name}},
-				ControlPlane: clusterv1.ControlPlaneClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
-					APIVersion: "controlplane.cluster.x-k8s.io/v1beta2", Kind: "KubeadmControlPlaneTemplate", Name: name}},
-				Variables: []clusterv1.ClusterClassVariable{{Name: "controlPlaneIpAddr", Required: ptr.To(true),
-					Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string"}}}},
-			},
-		}
-		require.NoError(t, k8s.Create(f.ctx, class))
-		return class
-	}
 	optIn := map[string]string{
 		v1alpha1.ControlPlaneEndpointPoolAnnotation:     "NetboxIPPool/vips",
 		v1alpha1.ControlPlaneEndpointVariableAnnotation: "controlPlaneIpAddr",
 	}
-	fleet := newClass("fleet", optIn)
+	fleet := f.createClusterClass("fleet", optIn)
 	ofClass := func(class string) func(*clusterv1.Cluster) {
 		return func(c *clusterv1.Cluster) {
 			c.Labels = f.labels()
@@ -416,7 +382,7 @@ func TestControlPlaneEndpointOptInOnTheClusterClass(t *testing.T) {
 	require.Eventually(t, func() bool { return variable(b)() == addressB.Spec.Address }, waitTimeout, pollInterval,
 		"the class's variable, with the Cluster's pool")
 
-	late := newClass("late", nil)
+	late := f.createClusterClass("late", nil)
 	c := f.createCluster("c", ofClass(late.Name))
 	// A Cluster of a class without the opt-in is not the provider's.
 	f.createCluster("marker", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "invalid"))
@@ -471,4 +437,34 @@ func TestControlPlaneEndpointSetByHandHeldByAnotherIsSaid(t *testing.T) {
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
 		assert.Equal(t, set, got.Spec.ControlPlaneEndpoint, "the endpoint is never rewritten")
 	})
+}
+
+// createClusterClass creates a ClusterClass, with annotations, that defines
+// the string variable controlPlaneIpAddr, as CAPV's quick-start does.
+func (f *fixture) createClusterClass(name string, annotations map[string]string) *clusterv1.ClusterClass {
+	f.t.Helper()
+	class := &clusterv1.ClusterClass{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Annotations: annotations},
+		Spec: clusterv1.ClusterClassSpec{
+			Infrastructure: clusterv1.InfrastructureClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
+				APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: "VSphereClusterTemplate", Name: name}},
+			ControlPlane: clusterv1.ControlPlaneClass{TemplateRef: clusterv1.ClusterClassTemplateReference{
+				APIVersion: "controlplane.cluster.x-k8s.io/v1beta2", Kind: "KubeadmControlPlaneTemplate", Name: name}},
+			Variables: []clusterv1.ClusterClassVariable{{Name: "controlPlaneIpAddr", Required: ptr.To(true),
+				Schema: clusterv1.VariableSchema{OpenAPIV3Schema: clusterv1.JSONSchemaProps{Type: "string"}}}},
+		},
+	}
+	require.NoError(f.t, k8s.Create(f.ctx, class))
+	return class
+}
+
+// waitEndpointHost waits for the Cluster's spec.controlPlaneEndpoint.host
+// to be host.
+func (f *fixture) waitEndpointHost(cluster *clusterv1.Cluster, host string) {
+	f.t.Helper()
+	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
+		got := &clusterv1.Cluster{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
+		assert.Equal(c, host, got.Spec.ControlPlaneEndpoint.Host)
+	}, waitTimeout, pollInterval)
 }

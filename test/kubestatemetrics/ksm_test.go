@@ -21,15 +21,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
@@ -68,27 +63,11 @@ func TestKubeStateMetricsReportsEveryPoolKind(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 	admin, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
-	clientset, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
 
 	// kube-state-metrics' identity: a ServiceAccount bound to the shipped
 	// role and nothing else.
-	for _, ns := range []string{"tenant", "monitoring"} {
-		require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	}
-	role := &rbacv1.ClusterRole{}
-	raw, err := os.ReadFile(filepath.Join(envtestenv.RepoRoot(), "config", "metrics", "kube-state-metrics-role.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(raw, role))
-	require.NoError(t, admin.Create(ctx, role))
-	require.NoError(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: "kube-state-metrics"}}))
-	require.NoError(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-state-metrics-reads-pools"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "monitoring", Name: "kube-state-metrics"}},
-	}))
-	tr, err := clientset.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, "kube-state-metrics",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}}))
+	token, err := envtestenv.ServiceAccountToken(ctx, cfg, "monitoring", "kube-state-metrics", "config/metrics/kube-state-metrics-role.yaml")
 	require.NoError(t, err)
 
 	// A pool of each kind, with the status the pool reconciler writes.
@@ -122,7 +101,7 @@ func TestKubeStateMetricsReportsEveryPoolKind(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	require.NoError(t, envtestenv.WriteKubeconfig(&rest.Config{Host: cfg.Host, TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData},
-		BearerToken: tr.Status.Token}, kubeconfig))
+		BearerToken: token}, kubeconfig))
 	port := freePort(t)
 	logPath := filepath.Join(dir, "kube-state-metrics.log")
 	logFile, err := os.Create(logPath)

@@ -21,12 +21,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -85,8 +81,6 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 	admin, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	require.NoError(t, err)
-	clientset, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
 
 	sim := netboxsim.New()
 	t.Cleanup(sim.Close)
@@ -95,22 +89,10 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 
 	// Prometheus's identity, as config/prometheus/scraper.yaml makes it: a
 	// ServiceAccount bound to the released metrics-reader ClusterRole.
-	for _, ns := range []string{poolNS, managerNS, monitoringNS} {
+	for _, ns := range []string{poolNS, managerNS} {
 		require.NoError(t, admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	}
-	role := &rbacv1.ClusterRole{}
-	raw, err := os.ReadFile(filepath.Join(envtestenv.RepoRoot(), "config", "rbac", "metrics_reader_role.yaml"))
-	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(raw, role))
-	require.NoError(t, admin.Create(ctx, role))
-	require.NoError(t, admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: monitoringNS, Name: "prometheus"}}))
-	require.NoError(t, admin.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "prometheus-scrapes-ipam-bridge"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: monitoringNS, Name: "prometheus"}},
-	}))
-	tr, err := clientset.CoreV1().ServiceAccounts(monitoringNS).CreateToken(ctx, "prometheus",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+	scrapeToken, err := envtestenv.ServiceAccountToken(ctx, cfg, monitoringNS, "prometheus", "config/rbac/metrics_reader_role.yaml")
 	require.NoError(t, err)
 
 	// The manager, as a process of its own, serving metrics over HTTPS to
@@ -137,7 +119,7 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	require.NoError(t, mgr.Start())
 	t.Cleanup(mgr.Stop)
 
-	prom := startPrometheus(t, promBin, diagnostics, tr.Status.Token)
+	prom := startPrometheus(t, promBin, diagnostics, scrapeToken)
 	started := time.Now()
 	t.Cleanup(func() {
 		if t.Failed() {
