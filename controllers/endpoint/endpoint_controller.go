@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -66,6 +67,10 @@ const MachineNameSuffix = "-api"
 // provider's own pools are watched.
 const recheckInterval = time.Minute
 
+// watchedRecheckInterval is how soon a Cluster waiting for what a watch
+// reports is looked at again all the same.
+const watchedRecheckInterval = 10 * time.Minute
+
 // Reconciler gives opted-in Clusters their control-plane endpoint.
 type Reconciler struct {
 	// Client writes; its cache serves the watches.
@@ -83,6 +88,9 @@ type Reconciler struct {
 	Pools []client.Object
 
 	poolKinds []schema.GroupVersionKind
+	// classes says whether the API server serves ClusterClasses, whose
+	// annotations may opt their Clusters in.
+	classes bool
 
 	repeats waitRepeats
 }
@@ -105,11 +113,29 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 				predicate.LabelChangedPredicate{}),
 		)).
 		// The claim's binding brings its Cluster back.
-		Owns(&ipamv1.IPAddressClaim{}).
-		// An opt-in put on (or taken off) a ClusterClass brings its
-		// Clusters.
-		WatchesMetadata(classMetadata(), handler.EnqueueRequestsFromMapFunc(r.classToClusters),
-			builder.WithPredicates(predicate.AnnotationChangedPredicate{}))
+		Owns(&ipamv1.IPAddressClaim{})
+	// A management cluster whose Cluster API serves no ClusterClass (an
+	// old or trimmed one) still runs: its Clusters opt in one by one.
+	_, err := mgr.GetRESTMapper().RESTMapping(classMetadata().GroupVersionKind().GroupKind(), clusterv1.GroupVersion.Version)
+	switch {
+	case err == nil:
+		r.classes = true
+		// An opt-in put on, changed on or taken off a ClusterClass brings
+		// its Clusters.
+		b = b.WatchesMetadata(classMetadata(), handler.EnqueueRequestsFromMapFunc(r.classToClusters),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return !maps.Equal(optInOnly(e.ObjectOld.GetAnnotations()), optInOnly(e.ObjectNew.GetAnnotations()))
+				},
+				CreateFunc:  func(e event.CreateEvent) bool { return optedIn(e.Object.GetAnnotations()) },
+				DeleteFunc:  func(e event.DeleteEvent) bool { return optedIn(e.Object.GetAnnotations()) },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			}))
+	case meta.IsNoMatchError(err):
+		ctrl.LoggerFrom(ctx).Info("The API server serves no ClusterClass: only a Cluster's own annotations opt it in to a control-plane endpoint")
+	default:
+		return fmt.Errorf("finding ClusterClasses: %w", err)
+	}
 	for _, pool := range r.Pools {
 		gvk, err := apiutil.GVKForObject(pool, mgr.GetScheme())
 		if err != nil {
@@ -130,8 +156,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 }
 
 // poolToClusters maps a pool of kind gvk to the opted-in Clusters that name
-// it and have no endpoint claim yet: those of its namespace, or of every
-// namespace for a cluster-scoped pool.
+// it: those of its namespace, or of every namespace for a cluster-scoped
+// pool. A Cluster already served is reconciled again, to no effect.
 func (r *Reconciler) poolToClusters(gvk schema.GroupVersionKind) handler.MapFunc {
 	return func(ctx context.Context, pool client.Object) []reconcile.Request {
 		clusters := &clusterv1.ClusterList{}
@@ -162,6 +188,9 @@ func (r *Reconciler) poolToClusters(gvk schema.GroupVersionKind) handler.MapFunc
 // Reconcile claims the Cluster's address once, and writes it where the
 // opt-in says once it is bound, if that place is empty.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.notOurs(ctx, req) {
+		return ctrl.Result{}, nil
+	}
 	cluster := &clusterv1.Cluster{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, cluster); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -184,8 +213,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.letGoOnDeletion(ctx, cluster)
 	}
 	asked, err := r.optInOf(ctx, cluster)
-	if err != nil || asked == nil {
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if asked == nil {
+		// No opt-in (any more): nothing is claimed, but a claim made
+		// before still guards the address the Cluster may use.
+		forgetWaiting(cluster.Namespace, cluster.Name)
+		return ctrl.Result{}, r.protectWithoutOptIn(ctx, cluster)
 	}
 	log := ctrl.LoggerFrom(ctx)
 	if ptr.Deref(cluster.Spec.Paused, false) || annotations.HasPaused(cluster) {
@@ -237,8 +272,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if why != nil {
 				r.warn(cluster, why.reason, "%s", why.message)
 				if why.watched {
-					// The pool's creation brings the Cluster back.
-					return ctrl.Result{}, nil
+					// The pool's creation brings the Cluster back; the long
+					// wait covers an event that is missed.
+					return ctrl.Result{RequeueAfter: watchedRecheckInterval}, nil
 				}
 			}
 			return ctrl.Result{RequeueAfter: recheckInterval}, err
@@ -265,6 +301,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.reportSet(cluster, opt, claim, address, current)
 	}
 	return ctrl.Result{}, r.write(ctx, cluster, opt, address)
+}
+
+// notOurs says, from the cache alone, that the Cluster neither opts in nor
+// has an endpoint claim: most Clusters of a ClusterClass, which the watch
+// admits for their class's sake, are dismissed without a read from the API
+// server.
+func (r *Reconciler) notOurs(ctx context.Context, req ctrl.Request) bool {
+	cached := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cached); err != nil || !cached.DeletionTimestamp.IsZero() {
+		return false
+	}
+	if asked, err := r.optInOf(ctx, cached); err != nil || asked != nil {
+		return false
+	}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name + ClaimSuffix}, &ipamv1.IPAddressClaim{})
+	return apierrors.IsNotFound(err)
 }
 
 // claim returns the endpoint's claim, nil when there is none.

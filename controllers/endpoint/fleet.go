@@ -14,13 +14,14 @@ import (
 )
 
 // A fleet opts in once: the opt-in's annotations on a ClusterClass's own
-// metadata apply to every Cluster made from it, each annotation of a
-// Cluster's own winning over the class's. The class, not a label or a
-// namespace: it already describes the fleet's shape, it defines the
-// variable the endpoint is written into, and it moves and is versioned
-// with its Clusters. A Cluster cannot opt out of its class's opt-in but by
-// naming another pool; a class with Clusters that must not get a VIP
-// should not carry it.
+// metadata apply to every Cluster made from it that carries none of its
+// own; a Cluster that carries any uses its own, whole, so that a change of
+// the class never moves where a Cluster that chose for itself keeps its
+// endpoint. The class, not a label or a namespace: it already describes
+// the fleet's shape, it defines the variable the endpoint is written into,
+// and it moves and is versioned with its Clusters. A Cluster cannot opt
+// out of its class's opt-in but by opting in to another pool; a class with
+// Clusters that must not get a VIP should not carry it.
 
 // classOf is the key of the Cluster's ClusterClass, if it has a topology.
 func classOf(cluster *clusterv1.Cluster) (client.ObjectKey, bool) {
@@ -43,31 +44,38 @@ func classMetadata() *metav1.PartialObjectMetadata {
 	return class
 }
 
-// optInOf is the Cluster's opt-in: its ClusterClass's opt-in annotations,
-// overlaid by the Cluster's own; nil when neither opts in.
-func (r *Reconciler) optInOf(ctx context.Context, cluster *clusterv1.Cluster) (map[string]string, error) {
-	out := map[string]string{}
-	if key, ok := classOf(cluster); ok {
-		class := classMetadata()
-		err := r.Client.Get(ctx, key, class)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("getting ClusterClass %s: %w", key, err)
-		}
-		for _, a := range optInAnnotations {
-			if v, ok := class.GetAnnotations()[a]; ok {
-				out[a] = v
-			}
-		}
-	}
+// optInOnly is the opt-in's annotations among annotations; nil when none.
+func optInOnly(annotations map[string]string) map[string]string {
+	var out map[string]string
 	for _, a := range optInAnnotations {
-		if v, ok := cluster.Annotations[a]; ok {
+		if v, ok := annotations[a]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
 			out[a] = v
 		}
 	}
-	if len(out) == 0 {
+	return out
+}
+
+// optInOf is the Cluster's opt-in: its own annotations of the opt-in if it
+// carries any, else its ClusterClass's; nil when neither opts in.
+func (r *Reconciler) optInOf(ctx context.Context, cluster *clusterv1.Cluster) (map[string]string, error) {
+	if own := optInOnly(cluster.Annotations); own != nil {
+		return own, nil
+	}
+	key, ok := classOf(cluster)
+	if !ok || !r.classes {
 		return nil, nil
 	}
-	return out, nil
+	class := classMetadata()
+	if err := r.Client.Get(ctx, key, class); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting ClusterClass %s: %w", key, err)
+	}
+	return optInOnly(class.GetAnnotations()), nil
 }
 
 // classToClusters maps a ClusterClass whose annotations changed to the

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +47,7 @@ func (r *Reconciler) protect(ctx context.Context, cluster *clusterv1.Cluster, op
 	if !controllerutil.ContainsFinalizer(claim, v1alpha1.KeepAddressFinalizer) {
 		return true, nil
 	}
-	if address != "" && address == current {
+	if address != "" && (address == current || names(cluster, address)) {
 		r.warn(cluster, ControlPlaneEndpointKeptReason,
 			"IPAddressClaim %s is being deleted, but %s still names %s: the address stays reserved until the Cluster is deleted or its endpoint names another address",
 			claim.Name, placeName(opt), address)
@@ -58,6 +59,38 @@ func (r *Reconciler) protect(ctx context.Context, cluster *clusterv1.Cluster, op
 	r.Recorder.Eventf(cluster, claim, corev1.EventTypeNormal, ControlPlaneEndpointReleasedReason, "ReleaseEndpoint",
 		"IPAddressClaim %s was deleted and %s does not name its address %q: the address is released", claim.Name, placeName(opt), address)
 	return true, nil
+}
+
+// names says whether the Cluster's endpoint, or any of its topology
+// variables, holds address: wherever the opt-in pointed when the address
+// was written, the running cluster may use it.
+func names(cluster *clusterv1.Cluster, address string) bool {
+	if cluster.Spec.ControlPlaneEndpoint.Host == address {
+		return true
+	}
+	for _, v := range cluster.Spec.Topology.Variables {
+		var s string
+		if json.Unmarshal(v.Value.Raw, &s) == nil && s == address {
+			return true
+		}
+	}
+	return false
+}
+
+// protectWithoutOptIn guards the claim of a Cluster that no longer opts in
+// (its annotation or its ClusterClass's removed): nothing more is claimed,
+// but the address stays reserved while the Cluster names it.
+func (r *Reconciler) protectWithoutOptIn(ctx context.Context, cluster *clusterv1.Cluster) error {
+	claim, err := r.claim(ctx, cluster)
+	if err != nil || claim == nil || !metav1.IsControlledBy(claim, cluster) {
+		return err
+	}
+	address, err := r.boundAddress(ctx, claim)
+	if err != nil {
+		return err
+	}
+	_, err = r.protect(ctx, cluster, optIn{}, claim, address, cluster.Spec.ControlPlaneEndpoint.Host)
+	return err
 }
 
 // letGo removes the finalizer from the endpoint's claim of a Cluster that

@@ -25,7 +25,9 @@ import (
 var waitingEndpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "capi_ipam_bridge_control_plane_endpoint_waiting",
 	Help: "1 for each Cluster whose control-plane endpoint's IPAddressClaim waits for an address, by the claim's reason.",
-}, []string{"namespace", "cluster", "reason"})
+	// cluster_namespace, not namespace: a scrape's target label namespace
+	// (the manager's) would override it.
+}, []string{"cluster_namespace", "cluster", "reason"})
 
 var registerWaiting sync.Once
 
@@ -71,7 +73,7 @@ func (r *Reconciler) waiting(cluster *clusterv1.Cluster, claim *ipamv1.IPAddress
 		// Not looked at yet: its first answer brings the Cluster back.
 		return ctrl.Result{}
 	}
-	waitingEndpoints.DeletePartialMatch(prometheus.Labels{"namespace": cluster.Namespace, "cluster": cluster.Name})
+	waitingEndpoints.DeletePartialMatch(prometheus.Labels{"cluster_namespace": cluster.Namespace, "cluster": cluster.Name})
 	waitingEndpoints.WithLabelValues(cluster.Namespace, cluster.Name, ready.Reason).Set(1)
 	r.warn(cluster, ControlPlaneEndpointWaitingReason, "IPAddressClaim %s waits for the control-plane endpoint's address: %s: %s",
 		claim.Name, ready.Reason, ready.Message)
@@ -81,5 +83,5 @@ func (r *Reconciler) waiting(cluster *clusterv1.Cluster, claim *ipamv1.IPAddress
 // forgetWaiting ends the Cluster's wait: its endpoint is bound, or it is
 // gone.
 func forgetWaiting(namespace, cluster string) {
-	waitingEndpoints.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "cluster": cluster})
+	waitingEndpoints.DeletePartialMatch(prometheus.Labels{"cluster_namespace": namespace, "cluster": cluster})
 }

@@ -374,13 +374,14 @@ func TestControlPlaneEndpointOptInOnTheClusterClass(t *testing.T) {
 	require.Eventually(t, func() bool { return variable(a)() == addressA.Spec.Address }, waitTimeout, pollInterval,
 		"the class's variable gets the VIP")
 
+	// A Cluster that carries an opt-in of its own uses it, whole.
 	b := f.createCluster("b", ofClass(fleet.Name), func(c *clusterv1.Cluster) {
 		c.Annotations = map[string]string{v1alpha1.ControlPlaneEndpointPoolAnnotation: "NetboxIPPool/other"}
 	})
 	addressB := f.waitBound(f.endpointClaim(b.Name))
 	assert.Equal(t, "other", f.claimPool(f.endpointClaim(b.Name)), "the Cluster's own pool wins")
-	require.Eventually(t, func() bool { return variable(b)() == addressB.Spec.Address }, waitTimeout, pollInterval,
-		"the class's variable, with the Cluster's pool")
+	f.waitEndpointHost(b, addressB.Spec.Address)
+	assert.Empty(t, variable(b)(), "not the class's variable: the Cluster's own opt-in names none")
 
 	late := f.createClusterClass("late", nil)
 	c := f.createCluster("c", ofClass(late.Name))
@@ -467,4 +468,23 @@ func (f *fixture) waitEndpointHost(cluster *clusterv1.Cluster, host string) {
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(cluster), got))
 		assert.Equal(c, host, got.Spec.ControlPlaneEndpoint.Host)
 	}, waitTimeout, pollInterval)
+}
+
+// A Cluster whose opt-in is taken off (its annotation, or its class's)
+// claims nothing more, but the VIP it already has stays reserved while it
+// names it: deleting the claim then keeps the address.
+func TestControlPlaneEndpointOptInRemovedKeepsTheVIP(t *testing.T) {
+	f := newFixture(t)
+	f.seedNetwork("10.161.0.0/24")
+	f.waitPoolReady(f.createPool("vips", "10.161.0.0/24"))
+	cluster := f.createCluster("prod", f.optIn(v1alpha1.ControlPlaneEndpointPoolAnnotation, "NetboxIPPool/vips"))
+	claim := f.endpointClaim(cluster.Name)
+	address := f.waitBound(claim)
+	f.waitEndpointHost(cluster, address.Spec.Address)
+
+	f.update(cluster, func() { delete(cluster.Annotations, v1alpha1.ControlPlaneEndpointPoolAnnotation) })
+	require.NoError(t, k8s.Delete(f.ctx, claim))
+	f.waitClaimReason(claim, shared.AddressKeptReason)
+	f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointKeptReason)
+	assert.Len(t, f.recordsWithMarker(f.marker(claim.Name)), 1, "the VIP the Cluster still names stays reserved")
 }
