@@ -88,8 +88,8 @@ func (b *Backends) For(ctx context.Context, kind PoolKind, pool Pool) (backends.
 	// must not make the manager reach into the management cluster's network.
 	if kind.Namespaced && b.AllowedEndpoints.Restricted() && !b.AllowedEndpoints.Allows(kind.Endpoint(pool)) {
 		return nil, &UnusablePoolError{Reason: v1alpha1.EndpointNotAllowedReason,
-			Message: fmt.Sprintf("the pool's IPAM endpoint %s is not one that namespaced pools may use: the manager's --allowed-endpoints lists %s; "+
-				"ask a cluster administrator to add it, or use a Global pool", endpointpolicy.Describe(kind.Endpoint(pool)), b.AllowedEndpoints)}
+			Message: fmt.Sprintf("the pool's IPAM endpoint %s is not one that namespaced pools may use (the manager's --allowed-endpoints); "+
+				"ask a cluster administrator to add it, or use a Global pool", endpointpolicy.Describe(kind.Endpoint(pool)))}
 	}
 	key := b.secretKey(kind, pool)
 	meta, err := b.secretMetadata(ctx, key)

@@ -96,7 +96,7 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 	rt = limitingTransport{next: rt, limits: limits, minWait: opts.RetryWaitMin}
 
 	rc := retryablehttp.NewClient()
-	rc.HTTPClient = &http.Client{Transport: rt, Timeout: opts.Timeout}
+	rc.HTTPClient = &http.Client{Transport: rt, Timeout: opts.Timeout, CheckRedirect: noRedirects}
 	rc.Logger = nil
 	rc.RetryMax = opts.RetryMax
 	rc.RetryWaitMin = opts.RetryWaitMin
@@ -109,8 +109,16 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 			n.Add(1)
 		}
 	}
-	return rc.StandardClient()
+	c := rc.StandardClient()
+	c.CheckRedirect = noRedirects
+	return c
 }
+
+// noRedirects hands a redirect back to the caller, which reports it: the
+// IPAM APIs never redirect, and following one would take the pool's
+// credentials and requests to an endpoint that no administrator allowed
+// (--allowed-endpoints) and no pool names.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // cappedBackoff is go-retryablehttp's default backoff, which waits as long
 // as a 429's or 503's Retry-After says, unless that is longer than one

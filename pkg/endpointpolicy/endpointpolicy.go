@@ -77,7 +77,10 @@ func parseEntry(spec string) (entry, error) {
 	case u.Hostname() == "":
 		return entry{}, fmt.Errorf("no host")
 	}
-	e := entry{scheme: u.Scheme, host: strings.ToLower(u.Hostname()), port: portOf(u)}
+	if strings.Contains(u.Host, "%") {
+		return entry{}, fmt.Errorf("a host may not name an IPv6 zone or be percent-encoded")
+	}
+	e := entry{scheme: u.Scheme, host: strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), port: portOf(u)}
 	if rest, ok := strings.CutPrefix(e.host, "*."); ok {
 		if rest == "" || strings.Contains(rest, "*") {
 			return entry{}, fmt.Errorf("a wildcard must be the first label of a domain, as in *.example.com")
@@ -110,11 +113,14 @@ func (p *Policy) Allows(endpoint string) bool {
 		return true
 	}
 	u, err := url.Parse(strings.TrimSpace(endpoint))
-	if err != nil || u.Hostname() == "" {
+	// A zone (%25 in a URL) is dropped or resolved when the connection is
+	// made, so the host compared would not be the one dialled: refused.
+	if err != nil || u.Hostname() == "" || strings.Contains(u.Host, "%") {
 		return false
 	}
 	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(strings.TrimSuffix(u.Hostname(), ".")), portOf(u)
-	if ip := net.ParseIP(host); ip != nil {
+	ip := net.ParseIP(host)
+	if ip != nil {
 		// One spelling per address: ::ffff:10.0.0.1 is 10.0.0.1.
 		host = ip.String()
 	}
@@ -122,7 +128,8 @@ func (p *Policy) Allows(endpoint string) bool {
 		if e.scheme != scheme || e.port != port {
 			continue
 		}
-		if e.suffix && strings.HasSuffix(host, e.host) || !e.suffix && canonicalHost(e.host) == host {
+		// A domain's wildcard covers host names, never an IP address.
+		if e.suffix && ip == nil && strings.HasSuffix(host, e.host) || !e.suffix && canonicalHost(e.host) == host {
 			return true
 		}
 	}

@@ -33,12 +33,25 @@ func TestAllows(t *testing.T) {
 		{"https://xipam.example.org:8443", false},
 		{"https://[fd00:0::1]:443", true},
 		{"https://kubernetes.default.svc", false},
+		// A zone that looks like an allowed domain is dropped when the
+		// connection is made: the address dialled is the IP's.
+		{"https://[::ffff:10.96.0.1%25x.ipam.example.org]:8443/", false},
+		{"https://[fe80::1%25eth0]:8443/", false},
+		{"https://[::1%25a.ipam.example.org]:8443/", false},
+		{"https://10.0.0.1.ipam.example.org:8443", true},
 		{"not a url", false},
 		{"", false},
 	} {
 		assert.Equal(t, tc.allowed, policy.Allows(tc.endpoint), tc.endpoint)
 	}
 	assert.Equal(t, "https://netbox.example.com:443,http://10.0.0.5:8000,https://*.ipam.example.org:8443,https://[fd00::1]:443", policy.String())
+}
+
+func TestAWildcardWithATrailingDotMatches(t *testing.T) {
+	policy, err := Parse([]string{"https://*.example.com.", "https://netbox.example.org."})
+	require.NoError(t, err)
+	assert.True(t, policy.Allows("https://grid.example.com"))
+	assert.True(t, policy.Allows("https://netbox.example.org/"))
 }
 
 func TestAnUnrestrictedPolicyAllowsEveryEndpoint(t *testing.T) {
@@ -69,6 +82,7 @@ func TestParseRefuses(t *testing.T) {
 		{"https://"},
 		{"https://net*box.example.com"},
 		{"https://*."},
+		{"https://[fe80::1%25eth0]"},
 		{"*", "https://netbox.example.com"},
 	} {
 		_, err := Parse(spec)
