@@ -224,6 +224,9 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// claims outside our watch filter (secondary watches enqueue them too).
 	kind, ours := r.Kinds.For(claim.Spec.PoolRef)
 	if !ours || !shared.MatchesWatchFilter(claim, r.WatchFilterValue) {
+		// A claim that left the watch filter (or whose pool reference
+		// changed) is not counted as waiting here any more.
+		shared.Waiting.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	clusterName := shared.ClaimClusterName(claim)

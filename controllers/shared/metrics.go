@@ -284,8 +284,8 @@ type waitingClaims struct {
 	now    func() time.Time
 }
 
-// waitingClaim is a claim's pool and reason, and since when it waits: its
-// creation.
+// waitingClaim is a claim's pool and reason, and since when it waits: when
+// its Ready condition turned False.
 type waitingClaim struct {
 	group waitingGroup
 	since time.Time
@@ -299,12 +299,12 @@ var (
 		"IPAddressClaims of this provider's pools that have no address yet, by pool and the reason of their Ready condition (Paused: their Cluster or pool is paused).",
 		waitingLabels, nil)
 	waitingOldestDesc = prometheus.NewDesc("capi_ipam_bridge_claims_waiting_oldest_seconds",
-		"How long the oldest IPAddressClaim of a pool that has no address yet has existed, by pool and the reason of its Ready condition.",
+		"How long the IPAddressClaim of a pool that has waited longest for an address has waited (since its Ready condition turned False), by pool and the reason of its Ready condition.",
 		waitingLabels, nil)
 )
 
 // Set counts the claim as waiting on the pool (namespace "" for a Global
-// pool) for reason, since it was created.
+// pool) for reason, since since.
 func (w *waitingClaims) Set(key types.NamespacedName, kind, poolNamespace, pool, reason string, since time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -81,7 +81,7 @@ func TestWaitingClaimsSayWhichPoolWaitsAndForHowLong(t *testing.T) {
 # TYPE capi_ipam_bridge_claims_waiting gauge
 capi_ipam_bridge_claims_waiting{pool="grid",pool_kind="GlobalInfobloxIPPool",pool_namespace="",reason="Paused"} 1
 capi_ipam_bridge_claims_waiting{pool="lab",pool_kind="NetboxIPPool",pool_namespace="a",reason="PoolExhausted"} 2
-# HELP capi_ipam_bridge_claims_waiting_oldest_seconds How long the oldest IPAddressClaim of a pool that has no address yet has existed, by pool and the reason of its Ready condition.
+# HELP capi_ipam_bridge_claims_waiting_oldest_seconds How long the IPAddressClaim of a pool that has waited longest for an address has waited (since its Ready condition turned False), by pool and the reason of its Ready condition.
 # TYPE capi_ipam_bridge_claims_waiting_oldest_seconds gauge
 capi_ipam_bridge_claims_waiting_oldest_seconds{pool="grid",pool_kind="GlobalInfobloxIPPool",pool_namespace="",reason="Paused"} 3600
 capi_ipam_bridge_claims_waiting_oldest_seconds{pool="lab",pool_kind="NetboxIPPool",pool_namespace="a",reason="PoolExhausted"} 1200

@@ -30,9 +30,17 @@ fi
 
 export GOTOOLCHAIN=local GOWORK=off GOFLAGS="-mod=mod -buildvcs=false" CGO_ENABLED=0
 echo "building kube-state-metrics $KSM_VERSION (once; about two minutes on two cores)" >&2
-dir="$(go mod download -json "k8s.io/kube-state-metrics/v2@$KSM_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+# Outside any module, so that nothing touches the caller's go.mod.
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+if ! json="$(cd "$work" && go mod download -json "k8s.io/kube-state-metrics/v2@$KSM_VERSION")"; then
+  # The reason is in the answer's "Error" field.
+  printf 'could not download k8s.io/kube-state-metrics/v2@%s:\n%s\n' "$KSM_VERSION" "$json" >&2
+  exit 1
+fi
+dir="$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 if [[ -z "$dir" ]]; then
-  echo "could not download k8s.io/kube-state-metrics/v2@$KSM_VERSION" >&2
+  printf 'no module directory in the answer for k8s.io/kube-state-metrics/v2@%s:\n%s\n' "$KSM_VERSION" "$json" >&2
   exit 1
 fi
 mkdir -p "$(dirname "$BIN")"

@@ -101,6 +101,11 @@ func (ls *Limits) Set(owner, rawURL string, l Limit) {
 	}
 	ls.owners[owner] = key
 	ls.endpointLocked(key).want(owner, &l, ls.Default)
+	// At 0 from the moment a pool names the endpoint, so that rate() and
+	// increase() see the first throttled answer.
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		throttledRequests.WithLabelValues(key, fmt.Sprint(code))
+	}
 }
 
 // Remove forgets owner's limit.
@@ -125,6 +130,8 @@ func (ls *Limits) leave(owner, key string) {
 	if ep, ok := ls.endpoints[key]; ok && ep.want(owner, nil, ls.Default) == 0 {
 		// Clients still holding it keep working; a new one gets defaults.
 		delete(ls.endpoints, key)
+		// No pool names the endpoint any more: its series go with it.
+		forgetEndpointMetrics(key)
 	}
 }
 
@@ -143,11 +150,6 @@ func (ls *Limits) endpointLocked(key string) *endpoint {
 	}
 	ep := &endpoint{key: key, wants: map[string]Limit{}, rate: rate.NewLimiter(rate.Inf, 0)}
 	ep.apply(ls.Default)
-	// At 0 from the moment the endpoint is known, so that rate() and
-	// increase() see the first throttled answer.
-	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
-		throttledRequests.WithLabelValues(key, fmt.Sprint(code))
-	}
 	ls.endpoints[key] = ep
 	return ep
 }

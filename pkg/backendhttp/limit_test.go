@@ -311,3 +311,18 @@ func TestPauseBeyondTheDeadlineFailsAtOnce(t *testing.T) {
 	assert.ErrorIs(t, err, ErrThrottled)
 	assert.Len(t, srv.arrived(), 1, "only the request that was answered 429 reached the server")
 }
+
+// The throttled counters of an endpoint exist at 0 while a pool names it,
+// so that rate() sees the first 429, and go once none does.
+func TestThrottledSeriesFollowThePoolsThatNameTheEndpoint(t *testing.T) {
+	ls := NewLimits()
+	before := testutil.CollectAndCount(throttledRequests)
+	ls.Set("pool-a", "https://series.example.com/api", Limit{})
+	ls.Set("pool-b", "https://series.example.com:443/other", Limit{})
+	assert.Equal(t, before+2, testutil.CollectAndCount(throttledRequests), "429 and 503 at 0, once per endpoint")
+	assert.Zero(t, testutil.ToFloat64(throttledRequests.WithLabelValues("https://series.example.com:443", "429")))
+	ls.Remove("pool-a")
+	assert.Equal(t, before+2, testutil.CollectAndCount(throttledRequests), "pool-b still names it")
+	ls.Remove("pool-b")
+	assert.Equal(t, before, testutil.CollectAndCount(throttledRequests), "no pool names it: its series are gone")
+}

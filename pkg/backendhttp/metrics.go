@@ -23,6 +23,15 @@ var (
 	}, []string{"ipam_endpoint"})
 )
 
+// forgetEndpointMetrics drops the series of an endpoint no pool names.
+func forgetEndpointMetrics(key string) {
+	labels := prometheus.Labels{"ipam_endpoint": key}
+	limiterWaitSeconds.DeletePartialMatch(labels)
+	throttledRequests.DeletePartialMatch(labels)
+	// requestsInFlight stays: a client holding the endpoint may still have
+	// requests out, whose end would make a deleted gauge reappear below 0.
+}
+
 // Collectors are the metrics of this package, for the manager to register.
 func Collectors() []prometheus.Collector {
 	return []prometheus.Collector{limiterWaitSeconds, throttledRequests, requestsInFlight}

@@ -241,7 +241,7 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	}))
 	fire(nearlyFull, poolLabels)
 	fire(waiting, map[string]string{"pool_kind": "NetboxIPPool", "pool_namespace": poolNS, "pool": "lab", "reason": "PoolExhausted"})
-	fire(endpointWaiting, map[string]string{"namespace": poolNS, "cluster": "platform", "reason": "PoolExhausted"})
+	fire(endpointWaiting, map[string]string{"cluster_namespace": poolNS, "cluster": "platform", "reason": "PoolExhausted"})
 
 	// The manager puts its finalizer on the Secret: patch the token only.
 	rotate := func(to string) {
@@ -485,6 +485,10 @@ scrape_configs:
     insecure_skip_verify: true
   static_configs:
   - targets: [%q]
+    # What the ServiceMonitor's target carries: the manager's namespace,
+    # which would override a label of the manager's own of that name.
+    labels:
+      namespace: capi-ipam-bridge-system
 `, filepath.Join(dir, "rules.yaml"), job, filepath.Join(dir, "token"), target)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600))
 	addr, err := managerproc.FreeAddr()
