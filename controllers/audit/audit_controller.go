@@ -130,9 +130,18 @@ func auditMayBeDue() predicate.Funcs {
 func (r *AuditReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := r.Kind.New()
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			// An audit that ended after the pool's deletion began may have
+			// set its series again: this reconcile comes after it.
+			shared.ForgetAuditMetrics(r.Kind.Kind, req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !shared.MatchesWatchFilter(pool, r.WatchFilterValue) || !pool.GetDeletionTimestamp().IsZero() || annotations.HasPaused(pool) {
+	if !pool.GetDeletionTimestamp().IsZero() {
+		shared.ForgetAuditMetrics(r.Kind.Kind, req.Namespace, req.Name)
+		return ctrl.Result{}, nil
+	}
+	if !shared.MatchesWatchFilter(pool, r.WatchFilterValue) || annotations.HasPaused(pool) {
 		return ctrl.Result{}, nil
 	}
 	if !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {

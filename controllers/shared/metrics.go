@@ -373,6 +373,13 @@ func ForgetPoolAddresses(kind string, pool Pool) {
 	}
 }
 
+// ForgetAuditMetrics drops the audit's series of a pool that is deleted.
+func ForgetAuditMetrics(kind, namespace, name string) {
+	labels := prometheus.Labels{"pool_kind": kind, "pool_namespace": namespace, "pool": name}
+	auditFindings.DeletePartialMatch(labels)
+	auditFailing.DeletePartialMatch(labels)
+}
+
 // SetAuditFailing exports whether the pool's last audit failed.
 func SetAuditFailing(kind string, pool Pool, failing bool) {
 	v := 0.0

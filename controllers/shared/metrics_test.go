@@ -88,3 +88,17 @@ capi_ipam_bridge_claims_waiting_oldest_seconds{pool="lab",pool_kind="NetboxIPPoo
 `
 	require.NoError(t, testutil.CollectAndCompare(w, strings.NewReader(want)))
 }
+
+// A deleted pool's audit series go, even those an audit that ended after
+// the deletion began set again.
+func TestForgetAuditMetricsDropsADeletedPoolsSeries(t *testing.T) {
+	pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: "forget-test", Name: "pool"}}
+	findings, failing := testutil.CollectAndCount(auditFindings), testutil.CollectAndCount(auditFailing)
+	SetAuditFindings("NetboxIPPool", pool, v1alpha1.AuditStatus{Orphans: 1})
+	SetAuditFailing("NetboxIPPool", pool, true)
+	require.Equal(t, findings+5, testutil.CollectAndCount(auditFindings))
+	require.Equal(t, failing+1, testutil.CollectAndCount(auditFailing))
+	ForgetAuditMetrics("NetboxIPPool", "forget-test", "pool")
+	assert.Equal(t, findings, testutil.CollectAndCount(auditFindings))
+	assert.Equal(t, failing, testutil.CollectAndCount(auditFailing))
+}
