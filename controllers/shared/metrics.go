@@ -368,9 +368,10 @@ func poolMetricLabels(kind string, pool Pool) prometheus.Labels {
 
 func ForgetPoolAddresses(kind string, pool Pool) {
 	labels := poolMetricLabels(kind, pool)
-	for _, m := range []*prometheus.GaugeVec{poolCapacity, poolUsed, poolFree, poolReady, auditFindings, auditFailing} {
+	for _, m := range []*prometheus.GaugeVec{poolCapacity, poolUsed, poolFree, poolReady} {
 		m.DeletePartialMatch(labels)
 	}
+	ForgetAuditMetrics(kind, pool.GetNamespace(), pool.GetName())
 }
 
 // ForgetAuditMetrics drops the audit's series of a pool that is deleted.

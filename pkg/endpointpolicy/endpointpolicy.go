@@ -88,6 +88,9 @@ func parseEntry(spec string) (entry, error) {
 		e.host, e.suffix = "."+rest, true
 	} else if strings.Contains(e.host, "*") {
 		return entry{}, fmt.Errorf("a wildcard must be the first label of a domain, as in *.example.com")
+	} else if ip := net.ParseIP(e.host); ip != nil {
+		// One spelling per address, as Allows spells the endpoint's.
+		e.host = ip.String()
 	}
 	return e, nil
 }
@@ -129,18 +132,11 @@ func (p *Policy) Allows(endpoint string) bool {
 			continue
 		}
 		// A domain's wildcard covers host names, never an IP address.
-		if e.suffix && ip == nil && strings.HasSuffix(host, e.host) || !e.suffix && canonicalHost(e.host) == host {
+		if e.suffix && ip == nil && strings.HasSuffix(host, e.host) || !e.suffix && e.host == host {
 			return true
 		}
 	}
 	return false
-}
-
-func canonicalHost(h string) string {
-	if ip := net.ParseIP(h); ip != nil {
-		return ip.String()
-	}
-	return strings.TrimSuffix(h, ".")
 }
 
 // Describe is an endpoint as a message may name it: scheme, host and port,

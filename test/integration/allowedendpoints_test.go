@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"reflect"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -16,7 +17,9 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/cmd/poolkinds"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
 )
 
 // connectionCounter is a TCP listener that counts the connections made to
@@ -47,41 +50,40 @@ func countConnections(t *testing.T) *connectionCounter {
 	return c
 }
 
-// pointAt makes a pool name host:port as its IPAM endpoint, and returns the
-// endpoint as --allowed-endpoints spells it.
+// pointAt makes a pool, namespaced or Global, name host:port as its IPAM
+// endpoint, and returns the endpoint as --allowed-endpoints spells it.
 func pointAt(t *testing.T, pool shared.Pool, host string, port int) string {
 	t.Helper()
 	switch p := pool.(type) {
-	case *v1alpha1.NetboxIPPool:
-		u, err := url.Parse(p.Spec.Connection.URL)
+	case interface {
+		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
+	}:
+		c := &p.GetNetboxSpec().Connection
+		u, err := url.Parse(c.URL)
 		require.NoError(t, err)
 		u.Host = net.JoinHostPort(host, strconv.Itoa(port))
-		p.Spec.Connection.URL = u.String()
-		return u.Scheme + "://" + u.Host
-	case *v1alpha1.InfobloxIPPool:
-		p.Spec.Connection.Host, p.Spec.Connection.Port = host, int32(port)
-		return "https://" + net.JoinHostPort(host, strconv.Itoa(port))
+		c.URL = u.String()
+	case interface {
+		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
+	}:
+		c := &p.GetInfobloxSpec().Connection
+		c.Host, c.Port = host, int32(port)
+	default:
+		t.Fatalf("no endpoint for %T", pool)
 	}
-	t.Fatalf("no endpoint for %T", pool)
-	return ""
+	return endpointOf(t, pool)
 }
 
-// endpointOf is a pool's endpoint as --allowed-endpoints spells it.
+// endpointOf is a pool's endpoint as the manager reads it, spelled as
+// --allowed-endpoints spells it.
 func endpointOf(t *testing.T, pool shared.Pool) string {
 	t.Helper()
-	switch p := pool.(type) {
-	case *v1alpha1.NetboxIPPool:
-		u, err := url.Parse(p.Spec.Connection.URL)
-		require.NoError(t, err)
-		return u.Scheme + "://" + u.Host
-	case *v1alpha1.InfobloxIPPool:
-		port := p.Spec.Connection.Port
-		if port == 0 {
-			port = 443
+	for _, kind := range poolkinds.All() {
+		if reflect.TypeOf(kind.New()) == reflect.TypeOf(pool) {
+			return endpointpolicy.Describe(kind.Endpoint(pool))
 		}
-		return "https://" + net.JoinHostPort(p.Spec.Connection.Host, strconv.Itoa(int(port)))
 	}
-	t.Fatalf("no endpoint for %T", pool)
+	t.Fatalf("no pool kind for %T", pool)
 	return ""
 }
 
@@ -133,15 +135,7 @@ func TestANamespacedPoolReachesOnlyTheEndpointsAnAdministratorAllowed(t *testing
 		f.createSystemSecret(managerNamespace, secretName)
 		global := f.sys.newPool("", "global-endpoints-"+f.ns, "10.36.0.0/24", secretName, true)
 		global.SetLabels(f.labels())
-		switch p := global.(type) {
-		case *v1alpha1.GlobalNetboxIPPool:
-			u, err := url.Parse(p.Spec.Connection.URL)
-			require.NoError(t, err)
-			u.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-			p.Spec.Connection.URL = u.String()
-		case *v1alpha1.GlobalInfobloxIPPool:
-			p.Spec.Connection.Host, p.Spec.Connection.Port = "127.0.0.1", int32(port)
-		}
+		pointAt(t, global, "127.0.0.1", port)
 		require.NoError(t, k8s.Create(f.ctx, global))
 		require.Eventually(t, func() bool { return counter.accepted.Load() > 0 }, waitTimeout, 50*time.Millisecond,
 			"a Global pool on the same endpoint connects to it")

@@ -263,12 +263,19 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 	assert.Equal(t, "firing", prom.alertStates(t, ctx)[nearlyFull].State, "the pool is still full")
 
 	pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: poolNS, Name: "lab"}}
+	// requestAudit asks for an audit of the pool, as its annotation does.
+	requestAudit := func(ctx context.Context) error {
+		p := &v1alpha1.NetboxIPPool{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(pool), p); err != nil {
+			return err
+		}
+		before := p.DeepCopy()
+		p.Annotations = map[string]string{v1alpha1.AuditAnnotation: time.Now().Format(time.RFC3339Nano)}
+		return admin.Patch(ctx, p, client.MergeFrom(before))
+	}
 	audit := func() {
 		t.Helper()
-		require.NoError(t, admin.Get(ctx, client.ObjectKeyFromObject(pool), pool))
-		before := pool.DeepCopy()
-		pool.Annotations = map[string]string{v1alpha1.AuditAnnotation: time.Now().Format(time.RFC3339Nano)}
-		require.NoError(t, admin.Patch(ctx, pool, client.MergeFrom(before)))
+		require.NoError(t, requestAudit(ctx))
 	}
 
 	t.Log("NetBox fails every request; an audit asked for meanwhile fails")
@@ -346,12 +353,7 @@ func TestShippedAlertsFireAndResolve(t *testing.T) {
 		// Failures here are conflicts with the manager's own writes: the
 		// next round asks again.
 		for busy.Err() == nil {
-			p := &v1alpha1.NetboxIPPool{}
-			if admin.Get(busy, client.ObjectKeyFromObject(pool), p) == nil {
-				before := p.DeepCopy()
-				p.Annotations = map[string]string{v1alpha1.AuditAnnotation: time.Now().Format(time.RFC3339Nano)}
-				_ = admin.Patch(busy, p, client.MergeFrom(before))
-			}
+			_ = requestAudit(busy)
 			time.Sleep(200 * time.Millisecond)
 		}
 	}()
