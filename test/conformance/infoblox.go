@@ -206,6 +206,12 @@ func (h *infobloxHarness) BeforeNextMarking(_ testing.TB, then func()) {
 	h.sim.InjectFault(wapisim.Fault{Kind: httpfault.Before, Then: then, Match: wapisim.WriteTo(http.MethodPut, "")})
 }
 
+// LoseNextMarking loses the answer of the next change of an object, plain
+// or in a request object.
+func (h *infobloxHarness) LoseNextMarking(_ testing.TB, then func()) {
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Then: then, Match: wapisim.WriteTo(http.MethodPut, "")})
+}
+
 // FailBulkDeletions fails a request object of DELETEs, which is sent once.
 func (h *infobloxHarness) FailBulkDeletions(_ testing.TB, _ int) int {
 	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultStatus, Status: 502, Method: "POST", BodyContains: `"DELETE"`})

@@ -164,3 +164,35 @@ func markingNeverLandsOnTheNextClaimsRecord(t *testing.T, h Harness, cidr string
 	require.Len(t, mine, 1, "the next claim's record keeps its marker")
 	assert.Equal(t, allocNext.Address.Addr(), mine[0].Address)
 }
+
+// lostMarkingNeverLandsOnTheNextClaimsRecord: a hand-over's marker write is
+// applied and its answer lost; before the provider hears anything, the
+// record it marked is released and its address reserved by another claim
+// (of a second manager). Whatever the provider then sends, that claim's
+// record keeps its own marker.
+func lostMarkingNeverLandsOnTheNextClaimsRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b, second, a, allocA := fullButOne(t, h, cidr, "lost-marking")
+	next := claim("lost-marking-next")
+	const taker = "conformance/lost-marking-taker"
+	listed := backends.Record{Address: allocA.Address, Marker: a.Marker, Reference: allocA.Reference}
+	handedOver := backends.Record{Address: allocA.Address, Marker: taker, Reference: allocA.Reference}
+
+	var allocNext backends.Allocation
+	var thenErr error
+	h.LoseNextMarking(t, func() {
+		if thenErr = second.Delete(ctx, handedOver); thenErr == nil {
+			allocNext, thenErr = second.Allocate(ctx, next)
+		}
+	})
+	err := b.Remark(ctx, listed, taker)
+
+	require.NoError(t, thenErr, "the handed-over record was released and its address reserved again")
+	require.Equal(t, allocA.Address, allocNext.Address, "the next claim took the address while the marking's answer was lost")
+	assert.Error(t, err, "the hand-over is not reported done: the record is no longer the one it marked")
+	rs := h.Reservations(t, cidr)
+	assert.Empty(t, markedWith(rs, taker), "no record is left handed over")
+	mine := markedWith(rs, next.Marker)
+	require.Len(t, mine, 1, "the next claim's record keeps its marker")
+	assert.Equal(t, allocNext.Address.Addr(), mine[0].Address)
+}

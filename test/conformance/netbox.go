@@ -170,6 +170,11 @@ func (h *netboxHarness) BeforeNextMarking(_ testing.TB, then func()) {
 	h.target.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Then: then, Method: "PATCH", PathContains: "/api/ipam/ip-addresses/"})
 }
 
+// LoseNextMarking loses the answer of the next change of an IP address.
+func (h *netboxHarness) LoseNextMarking(_ testing.TB, then func()) {
+	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Then: then, Method: "PATCH", PathContains: "/api/ipam/ip-addresses/"})
+}
+
 // FailBulkDeletions fails deletions of the IP address list, which come
 // before any single record's.
 func (h *netboxHarness) FailBulkDeletions(_ testing.TB, retryMax int) int {

@@ -106,6 +106,10 @@ type Harness interface {
 	// arrives, before the system applies it: another writer acting between
 	// a backend's read of a record and its write.
 	BeforeNextMarking(t testing.TB, then func())
+	// LoseNextMarking makes the system apply the next write of a record's
+	// marker, run then, and cut the connection without answering: then
+	// acts while the writing backend waits.
+	LoseNextMarking(t testing.TB, then func())
 	// FailBulkDeletions makes the system refuse every attempt of the next
 	// deletion of several records at once with a server error, applying
 	// none, and returns how many attempts a backend whose client retries
@@ -191,6 +195,7 @@ func Run(t *testing.T, h Harness) {
 		{"LostDeletionNeverRemovesTheNextClaimsRecord", "10.201.32.0/29", lostDeletionNeverRemovesTheNextClaimsRecord},
 		{"LostBatchDeletionNeverRemovesTheNextClaimsRecord", "10.201.32.8/29", lostBatchDeletionNeverRemovesTheNextClaimsRecord},
 		{"MarkingNeverLandsOnTheNextClaimsRecord", "10.201.32.16/29", markingNeverLandsOnTheNextClaimsRecord},
+		{"LostMarkingNeverLandsOnTheNextClaimsRecord", "10.201.32.24/29", lostMarkingNeverLandsOnTheNextClaimsRecord},
 		// Batches (batch.go): each case takes the /24s its /23 or /22 holds.
 		{"BatchSharesOneSearchAndOneRequest", "10.201.20.0/23", batchSharesOneSearchAndOneRequest},
 		{"RefusedRecordFailsOnlyItsClaim", "10.201.22.0/24", refusedRecordFailsOnlyItsClaim},
