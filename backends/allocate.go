@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/attempts"
 )
 
 // pendingClaim is a claim of a batch that still needs an address.
@@ -146,10 +146,10 @@ func (p *Protocol[P, S, R, Q]) allocatePending(ctx context.Context, pool P, pend
 		if requests, pending = p.requests(pool, src, pending, results); len(pending) <= 1 {
 			break
 		}
-		counted, attempts := backendhttp.WithAttemptCounter(ctx)
+		counted, tries := attempts.WithCounter(ctx)
 		created, err := p.d.Create(counted, src, requests)
 		verdict := p.verdict(err)
-		if attempts.Load() > 1 || verdict == Unanswered {
+		if tries.Load() > 1 || verdict == Unanswered {
 			// An attempt may have been applied though its answer was lost
 			// or unreadable: the markers decide, nothing is allocated again.
 			p.uncertain()
@@ -278,16 +278,16 @@ func (p *Protocol[P, S, R, Q]) allocateFrom(ctx context.Context, pool P, claim C
 	if err != nil {
 		return zero, err
 	}
-	counted, attempts := backendhttp.WithAttemptCounter(ctx)
+	counted, tries := attempts.WithCounter(ctx)
 	created, err := p.d.Create(counted, src, []Q{request})
 	verdict := p.verdict(err)
-	if attempts.Load() > 1 || verdict == Unanswered {
+	if tries.Load() > 1 || verdict == Unanswered {
 		p.uncertain()
 		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker)
 		switch {
 		case lookupErr == nil && found:
 			return kept, nil
-		case lookupErr != nil && attempts.Load() > 1:
+		case lookupErr != nil && tries.Load() > 1:
 			// The answer's record may be a duplicate just deleted: never
 			// hand it out; the next attempt adopts by marker.
 			return zero, fmt.Errorf("allocating from %s: resolving a resent request: %w", src, lookupErr)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/attempts"
 )
 
 // A claim that requests an address (Claim.Requested) gets exactly that
@@ -142,12 +142,12 @@ func (p *Protocol[P, S, R, Q]) holders(ctx context.Context, pool P, src S, addr 
 func (p *Protocol[P, S, R, Q]) createRequested(ctx context.Context, pool P, claim Claim, src S) (R, error) {
 	var zero R
 	addr := claim.Requested
-	counted, attempts := backendhttp.WithAttemptCounter(ctx)
+	counted, tries := attempts.WithCounter(ctx)
 	created, err := p.d.CreateAt(counted, pool, claim, src, addr)
-	if err == nil && attempts.Load() <= 1 {
+	if err == nil && tries.Load() <= 1 {
 		return created, nil
 	}
-	if attempts.Load() > 1 || errors.Is(err, ErrUnavailable) {
+	if tries.Load() > 1 || errors.Is(err, ErrUnavailable) {
 		p.uncertain()
 		// A resent create is refused as a duplicate of the first attempt's
 		// record, whose answer was lost.

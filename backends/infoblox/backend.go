@@ -10,6 +10,7 @@ import (
 	"go4.org/netipx"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // driver is the grid as the reservation protocol (backends.Protocol)
@@ -85,9 +86,9 @@ func newDriver(cfg Config) (*driver, backends.Options, error) {
 		return nil, o, err
 	}
 	// The client's own transport is not used (see the package comment).
-	httpClient, err := backends.HTTPClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, cfg.clientCertificate())
+	httpClient, err := backendhttp.NewTLSClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, cfg.clientCertificate())
 	if err != nil {
-		return nil, o, err
+		return nil, o, fmt.Errorf("%w: %v", backends.ErrInvalidConfig, err)
 	}
 	d := &driver{
 		cfg: cfg,

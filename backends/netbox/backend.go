@@ -13,6 +13,7 @@ import (
 	netbox "github.com/netbox-community/go-netbox/v4"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
 )
 
 // driver is NetBox as the reservation protocol (backends.Protocol) drives
@@ -59,9 +60,9 @@ func newDriver(cfg Config) (*driver, backends.Options, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, o, err
 	}
-	httpClient, err := backends.HTTPClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, nil)
+	httpClient, err := backendhttp.NewTLSClient(cfg.HTTP, cfg.CABundle, cfg.InsecureSkipTLSVerify, nil)
 	if err != nil {
-		return nil, o, err
+		return nil, o, fmt.Errorf("%w: %v", backends.ErrInvalidConfig, err)
 	}
 	d := &driver{
 		cfg:     cfg,

@@ -12,11 +12,12 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/attempts"
 )
 
 // Options bound every request.
@@ -76,6 +77,19 @@ func TLSConfig(caBundle []byte, insecure bool) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// NewTLSClient is NewClient verifying the server against caBundle (the
+// system roots when empty) unless insecure is set, and presenting certs. A
+// CA bundle that does not parse is an error (see TLSConfig), where a client
+// library would turn verification off.
+func NewTLSClient(opts Options, caBundle []byte, insecure bool, certs []tls.Certificate) (*http.Client, error) {
+	tlsConfig, err := TLSConfig(caBundle, insecure)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig.Certificates = certs
+	return NewClient(opts, tlsConfig), nil
+}
+
 // NewClient returns a client that retries connection errors, 429 and 5xx
 // with backoff and bounds each attempt. Every attempt waits for its
 // endpoint's limiter. After the last attempt it hands back the last response
@@ -105,9 +119,7 @@ func NewClient(opts Options, tlsConfig *tls.Config) *http.Client {
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	rc.CheckRetry = checkRetry
 	rc.RequestLogHook = func(_ retryablehttp.Logger, req *http.Request, _ int) {
-		if n, ok := req.Context().Value(attemptsKey{}).(*atomic.Int32); ok {
-			n.Add(1)
-		}
+		attempts.Record(req.Context())
 	}
 	c := rc.StandardClient()
 	c.CheckRedirect = noRedirects
@@ -164,17 +176,6 @@ func checkRetry(ctx context.Context, resp *http.Response, err error) (bool, erro
 		return resp.StatusCode == http.StatusTooManyRequests, checkErr
 	}
 	return false, checkErr
-}
-
-// attemptsKey carries a counter of the attempts made for one logical request.
-type attemptsKey struct{}
-
-// WithAttemptCounter returns a context that counts the attempts of the
-// requests made with it. A POST that took more than one attempt may have
-// been applied more than once.
-func WithAttemptCounter(ctx context.Context) (context.Context, *atomic.Int32) {
-	n := new(atomic.Int32)
-	return context.WithValue(ctx, attemptsKey{}, n), n
 }
 
 // observingTransport reports each attempt to observe.
