@@ -20,7 +20,8 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/cachetransform"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
@@ -108,10 +109,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.controllers.SyncPeriod, "pool-sync-period", 5*time.Minute, "How often pools are validated again and their counts refreshed.")
 	fs.DurationVar(&o.controllers.ExhaustedRetryInterval, "exhausted-retry-interval", time.Minute, "How often a claim on a full pool retries.")
 	fs.StringSliceVar(&o.allowedEndpoints, "allowed-endpoints", nil, "The IPAM endpoints that namespaced pools may reach, each scheme://host[:port] (a host may be *.domain); a namespaced pool naming any other is refused before any connection (EndpointNotAllowed). Empty, or \"*\", allows every endpoint: set it wherever namespace editors may create pools (docs/security.md). Global pools are not held to it.")
-	fs.DurationVar(&o.controllers.LateRecordWindow, "late-record-window", shared.DefaultLateRecordWindow, "The longest a create sent to an IPAM system may still be applied (a request queued in the system, or sent by a manager that died): after a start, and after a create whose answer was lost, each pool is audited a quarter, a half and the whole of it later, and the duplicates such creates left are deleted at once (docs/audit.md).")
+	fs.DurationVar(&o.controllers.LateRecordWindow, "late-record-window", poolstate.DefaultLateRecordWindow, "The longest a create sent to an IPAM system may still be applied (a request queued in the system, or sent by a manager that died): after a start, and after a create whose answer was lost, each pool is audited a quarter, a half and the whole of it later, and the duplicates such creates left are deleted at once (docs/audit.md).")
 	fs.DurationVar(&o.controllers.AuditInterval, "audit-interval", audit.DefaultAuditInterval, "How often each pool's records in the IPAM system are audited against the claims (docs/audit.md), jittered by up to a tenth.")
 	fs.DurationVar(&o.controllers.PoolRefreshInterval, "pool-refresh-interval", pool.DefaultRefreshInterval, "Least time between two refreshes of a pool's address counts; a burst of allocations costs one refresh per interval.")
-	fs.DurationVar(&o.controllers.MaxRetryInterval, "max-retry-interval", shared.DefaultMaxRetryInterval, "Longest wait before a claim or pool that is not ready, or whose reconcile failed, is looked at again.")
+	fs.DurationVar(&o.controllers.MaxRetryInterval, "max-retry-interval", retry.DefaultMaxRetryInterval, "Longest wait before a claim or pool that is not ready, or whose reconcile failed, is looked at again.")
 
 	// The cluster-api-operator writes these from spec.manager.webhook. The
 	// provider serves no webhooks, so they are accepted and change nothing.

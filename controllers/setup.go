@@ -11,14 +11,19 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/audit"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/claim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/owners"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/eventrecorder"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // Options configure the provider's reconcilers.
@@ -47,7 +52,7 @@ type Options struct {
 	// LateRecordWindow is the longest a create may still be applied after
 	// it was sent (default 2m): after a start, and after a create whose
 	// answer was lost, the audit sweeps for the duplicates such creates
-	// leave (shared.LateRecords).
+	// leave (poolstate.LateRecords).
 	LateRecordWindow time.Duration
 	// MaxRetryInterval caps every wait that no event is guaranteed to end,
 	// and the backoff of failed reconciles (default 5m).
@@ -57,14 +62,14 @@ type Options struct {
 	// a wait.
 	FirstRetryInterval time.Duration
 
-	Backend shared.BackendOptions
+	Backend poolkind.BackendOptions
 	// AllowedEndpoints are the IPAM endpoints namespaced pools may reach;
 	// nil allows every endpoint.
 	AllowedEndpoints *endpointpolicy.Policy
 
 	// Kinds are the pool kinds to serve (see package poolkinds); at
 	// least one.
-	Kinds shared.PoolKinds
+	Kinds poolkind.Kinds
 }
 
 // The manager's secure diagnostics endpoint (--diagnostics-address) asks the
@@ -75,7 +80,7 @@ type Options struct {
 // Setup registers the indexes and reconcilers of every pool kind with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if opts.Identity == "" {
-		identity, err := shared.ClusterIdentity(ctx, mgr.GetAPIReader())
+		identity, err := reservation.ClusterIdentity(ctx, mgr.GetAPIReader())
 		if err != nil {
 			return err
 		}
@@ -85,26 +90,23 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := backends.ValidateIdentity(opts.Identity); err != nil {
 		return err
 	}
-	shared.RegisterMetrics()
-	opts.Backend.Observe = shared.ObserveRequests
-	opts.Backend.ObserveBatch = shared.ObserveBatches
-	if opts.Backend.Limits == nil {
-		opts.Backend.Limits = backendhttp.NewLimits()
-	}
+	metrics.Register()
+	opts.Backend.Observe = metrics.ObserveRequests
+	opts.Backend.ObserveBatch = metrics.ObserveBatches
 	kinds := opts.Kinds
 	if len(kinds) == 0 {
 		return fmt.Errorf("no pool kinds to serve")
 	}
-	shared.ZeroCounters(kinds)
-	if err := shared.SetupIndexes(ctx, mgr, kinds); err != nil {
+	metrics.ZeroCounters(kinds)
+	if err := index.Setup(ctx, mgr, kinds); err != nil {
 		return err
 	}
 	recorder, err := eventRecorders(mgr)
 	if err != nil {
 		return err
 	}
-	lateRecords := shared.NewLateRecords(opts.LateRecordWindow, time.Now())
-	cache := &shared.Backends{
+	lateRecords := poolstate.NewLateRecords(opts.LateRecordWindow, time.Now())
+	cache := &backendcache.Backends{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),
 		ManagerNamespace: opts.ManagerNamespace,
@@ -117,9 +119,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	} else {
 		ctrl.LoggerFrom(ctx).Info("Namespaced pools may reach any IPAM endpoint: set --allowed-endpoints where namespace editors may create pools")
 	}
-	inFlight := &shared.InFlight{}
-	alarms := shared.NewAlarms()
-	tombstones := &shared.Tombstones{}
+	inFlight := &poolstate.InFlight{}
+	alarms := poolstate.NewAlarms()
+	tombstones := &poolstate.Tombstones{}
 	claims := &claim.ClaimReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
@@ -129,8 +131,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:                recorder("ipam-bridge-claim-controller"),
 		Kinds:                   kinds,
 		Backends:                cache,
-		MachineNames:            &claim.MachineNames{Reader: mgr.GetAPIReader(), Follow: shared.ConsumerOwnerKinds},
-		MACAddresses:            &macaddress.Sources{Reader: mgr.GetAPIReader(), Follow: shared.ConsumerOwnerKinds},
+		MachineNames:            &claim.MachineNames{Reader: mgr.GetAPIReader(), Follow: owners.ConsumerOwnerKinds},
+		MACAddresses:            &macaddress.Sources{Reader: mgr.GetAPIReader(), Follow: owners.ConsumerOwnerKinds},
 		Identity:                opts.Identity,
 		WatchFilterValue:        opts.WatchFilterValue,
 		MaxConcurrentReconciles: opts.ClaimConcurrency,
@@ -150,9 +152,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		APIReader:        mgr.GetAPIReader(),
 		Recorder:         recorder("ipam-bridge-endpoint-controller"),
 		WatchFilterValue: opts.WatchFilterValue,
-	}
-	for _, kind := range kinds {
-		endpoints.Pools = append(endpoints.Pools, kind.New())
+		Kinds:            kinds,
 	}
 	if err := endpoints.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the control-plane endpoint controller: %w", err)

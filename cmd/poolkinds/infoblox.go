@@ -6,40 +6,44 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
+	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // infobloxPool is implemented by both Infoblox pool kinds.
 type infobloxPool interface {
-	shared.Pool
+	poolkind.Pool
 	GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
 }
 
 // Infoblox is the Infoblox pool kinds: InfobloxIPPool and GlobalInfobloxIPPool.
-func Infoblox() shared.PoolKinds {
-	secretName := func(p shared.Pool) string {
+func Infoblox(limits *backendhttp.Limits) poolkind.Kinds {
+	secretName := func(p poolkind.Pool) string {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.CredentialsSecretRef.Name
 	}
-	rateLimit := func(p shared.Pool) *v1alpha1.RateLimit {
+	rateLimit := func(p poolkind.Pool) *v1alpha1.RateLimit {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit
 	}
-	return twins(shared.PoolKind{Backend: "infoblox", SecretName: secretName, RateLimit: rateLimit, Endpoint: infobloxEndpoint, InsecureConnection: infobloxInsecure, NewBackend: newInfobloxBackend},
+	kind := poolkind.Kind{Backend: "infoblox", SecretName: secretName, Endpoint: infobloxEndpoint, InsecureConnection: infobloxInsecure, WantsMAC: infobloxWantsMAC, Spans: infobloxSpans}
+	return twins(limited(kind, limits, rateLimit, newInfobloxBackend),
 		"InfobloxIPPool",
-		func() shared.Pool { return &v1alpha1.InfobloxIPPool{} }, func() shared.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
+		func() poolkind.Pool { return &v1alpha1.InfobloxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
 		func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} })
 }
 
 // infobloxEndpoint is the grid's URL: WAPI is served over https only.
-func infobloxEndpoint(p shared.Pool) string {
+func infobloxEndpoint(p poolkind.Pool) string {
 	c := p.(infobloxPool).GetInfobloxSpec().Connection
 	port := c.Port
 	if port == 0 {
@@ -48,13 +52,13 @@ func infobloxEndpoint(p shared.Pool) string {
 	return "https://" + net.JoinHostPort(c.Host, strconv.Itoa(int(port)))
 }
 
-func infobloxInsecure(p shared.Pool) string {
+func infobloxInsecure(p poolkind.Pool) string {
 	c := p.(infobloxPool).GetInfobloxSpec().Connection
 	return insecureConnection(false, c.InsecureSkipTLSVerify)
 }
 
 // newInfobloxBackend turns an Infoblox pool and its Secret into a backend.
-func newInfobloxBackend(pool shared.Pool, secret *corev1.Secret, opts shared.BackendOptions) (backends.Backend, error) {
+func newInfobloxBackend(pool poolkind.Pool, secret *corev1.Secret, opts poolkind.BackendOptions, limits *backendhttp.Limits) (backends.Backend, error) {
 	spec := pool.(infobloxPool).GetInfobloxSpec()
 	creds, err := infobloxCredentials(secret)
 	if err != nil {
@@ -78,7 +82,7 @@ func newInfobloxBackend(pool shared.Pool, secret *corev1.Secret, opts shared.Bac
 			CommentPattern:       spec.Reservation.CommentPattern,
 			ExtensibleAttributes: spec.Reservation.ExtensibleAttributes,
 		},
-		HTTP:      infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("infoblox"), Limits: opts.Limits},
+		HTTP:      infoblox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("infoblox"), Limits: limits},
 		Batch:     backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "infoblox")},
 		Uncertain: opts.Uncertain,
 	}
@@ -120,7 +124,7 @@ func infobloxCredentials(secret *corev1.Secret) (infobloxSecret, error) {
 		ca:       secret.Data[v1alpha1.CABundleKey],
 	}
 	invalid := func(format string, args ...any) error {
-		return &shared.UnusablePoolError{Reason: v1alpha1.InvalidCredentialsSecretReason,
+		return &poolkind.UnusablePoolError{Reason: v1alpha1.InvalidCredentialsSecretReason,
 			Message: fmt.Sprintf("Secret %s/%s: %s", secret.Namespace, secret.Name, fmt.Sprintf(format, args...))}
 	}
 	// The backend holds the rule; here it is said in the Secret's keys.
@@ -166,4 +170,45 @@ func infobloxSource(s v1alpha1.InfobloxAddressSource) (infoblox.Source, error) {
 		return infoblox.Source{Start: start, End: end}, nil
 	}
 	return infoblox.Source{}, fmt.Errorf("neither network nor range is set")
+}
+
+// infobloxWantsMAC says whether the pool's fixed addresses carry the
+// machine's MAC. Only IPv4 fixed addresses do (an IPv6 one matches a DUID),
+// so a pool of IPv6 sources alone has its claims wait for no MAC.
+func infobloxWantsMAC(pool poolkind.Pool) bool {
+	spec := pool.(infobloxPool).GetInfobloxSpec()
+	return spec.Reservation.MACAddress == v1alpha1.InfobloxMACMachine && slices.ContainsFunc(spec.Sources, isIPv4Source)
+}
+
+// isIPv4Source says whether an Infoblox source gives IPv4 addresses.
+func isIPv4Source(s v1alpha1.InfobloxAddressSource) bool {
+	switch {
+	case s.Network != nil:
+		prefix, err := netip.ParsePrefix(s.Network.CIDR)
+		return err == nil && prefix.Addr().Is4()
+	case s.Range != nil:
+		start, err := netip.ParseAddr(s.Range.Start)
+		return err == nil && start.Is4()
+	}
+	return false
+}
+
+// infobloxSpans are the addresses of the pool's sources, as its spec names
+// them.
+func infobloxSpans(pool poolkind.Pool) ([]netipx.IPRange, bool) {
+	var spans []netipx.IPRange
+	for _, s := range pool.(infobloxPool).GetInfobloxSpec().Sources {
+		var span netipx.IPRange
+		switch {
+		case s.Network != nil:
+			span = prefixSpan(s.Network.CIDR)
+		case s.Range != nil:
+			span = rangeSpan(s.Range.Start, s.Range.End)
+		}
+		if !span.IsValid() {
+			return nil, false
+		}
+		spans = append(spans, span)
+	}
+	return spans, true
 }

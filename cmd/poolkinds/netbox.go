@@ -5,48 +5,51 @@ import (
 	"net/netip"
 	"strings"
 
+	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // netboxPool is implemented by both NetBox pool kinds.
 type netboxPool interface {
-	shared.Pool
+	poolkind.Pool
 	GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
 }
 
 // NetBox is the NetBox pool kinds: NetboxIPPool and GlobalNetboxIPPool.
-func NetBox() shared.PoolKinds {
-	secretName := func(p shared.Pool) string {
+func NetBox(limits *backendhttp.Limits) poolkind.Kinds {
+	secretName := func(p poolkind.Pool) string {
 		return p.(netboxPool).GetNetboxSpec().Connection.CredentialsSecretRef.Name
 	}
-	rateLimit := func(p shared.Pool) *v1alpha1.RateLimit {
+	rateLimit := func(p poolkind.Pool) *v1alpha1.RateLimit {
 		return p.(netboxPool).GetNetboxSpec().Connection.RateLimit
 	}
-	return twins(shared.PoolKind{Backend: "netbox", SecretName: secretName, RateLimit: rateLimit, Endpoint: netboxEndpoint, InsecureConnection: netboxInsecure, NewBackend: newNetboxBackend},
+	kind := poolkind.Kind{Backend: "netbox", SecretName: secretName, Endpoint: netboxEndpoint, InsecureConnection: netboxInsecure, Spans: netboxSpans}
+	return twins(limited(kind, limits, rateLimit, newNetboxBackend),
 		"NetboxIPPool",
-		func() shared.Pool { return &v1alpha1.NetboxIPPool{} }, func() shared.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
+		func() poolkind.Pool { return &v1alpha1.NetboxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
 		func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} })
 }
 
-func netboxEndpoint(p shared.Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.URL }
+func netboxEndpoint(p poolkind.Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.URL }
 
-func netboxInsecure(p shared.Pool) string {
+func netboxInsecure(p poolkind.Pool) string {
 	c := p.(netboxPool).GetNetboxSpec().Connection
 	return insecureConnection(strings.HasPrefix(strings.ToLower(c.URL), "http://"), c.InsecureSkipTLSVerify)
 }
 
 // newNetboxBackend turns a NetBox pool and its Secret into a backend.
-func newNetboxBackend(pool shared.Pool, secret *corev1.Secret, opts shared.BackendOptions) (backends.Backend, error) {
+func newNetboxBackend(pool poolkind.Pool, secret *corev1.Secret, opts poolkind.BackendOptions, limits *backendhttp.Limits) (backends.Backend, error) {
 	spec := pool.(netboxPool).GetNetboxSpec()
 	token := strings.TrimSpace(string(secret.Data[v1alpha1.NetboxTokenKey]))
 	if token == "" {
-		return nil, &shared.UnusablePoolError{Reason: v1alpha1.InvalidCredentialsSecretReason,
+		return nil, &poolkind.UnusablePoolError{Reason: v1alpha1.InvalidCredentialsSecretReason,
 			Message: fmt.Sprintf("Secret %s/%s has no %q key", secret.Namespace, secret.Name, v1alpha1.NetboxTokenKey)}
 	}
 	cfg := netbox.Config{
@@ -64,7 +67,7 @@ func newNetboxBackend(pool shared.Pool, secret *corev1.Secret, opts shared.Backe
 			Tags:               spec.Reservation.Tags,
 			CustomFields:       spec.Reservation.CustomFields,
 		},
-		HTTP:      netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("netbox"), Limits: opts.Limits},
+		HTTP:      netbox.HTTPOptions{Timeout: opts.RequestTimeout, Observe: opts.Observe("netbox"), Limits: limits},
 		Batch:     backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "netbox")},
 		Uncertain: opts.Uncertain,
 	}
@@ -116,4 +119,24 @@ func netboxSource(s v1alpha1.NetboxAddressSource) (netbox.Source, error) {
 		return src, nil
 	}
 	return netbox.Source{}, fmt.Errorf("neither prefix nor ipRange is set")
+}
+
+// netboxSpans are the addresses of the pool's sources, as its spec names
+// them: a prefix or range named by ID alone is known only to NetBox.
+func netboxSpans(pool poolkind.Pool) ([]netipx.IPRange, bool) {
+	var spans []netipx.IPRange
+	for _, s := range pool.(netboxPool).GetNetboxSpec().Sources {
+		var span netipx.IPRange
+		switch {
+		case s.Prefix != nil:
+			span = prefixSpan(s.Prefix.CIDR)
+		case s.IPRange != nil:
+			span = rangeSpan(s.IPRange.Start, s.IPRange.End)
+		}
+		if !span.IsValid() {
+			return nil, false
+		}
+		spans = append(spans, span)
+	}
+	return spans, true
 }

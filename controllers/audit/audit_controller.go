@@ -32,8 +32,15 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // DefaultAuditInterval is how often each pool is audited.
@@ -52,18 +59,18 @@ type AuditReconciler struct {
 	// has not seen yet, or an allocation in flight, is never misjudged.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Kind      shared.PoolKind
-	Backends  *shared.Backends
+	Kind      poolkind.Kind
+	Backends  *backendcache.Backends
 	// Identity is the marker prefix of this management cluster's records.
 	Identity         string
 	WatchFilterValue string
 	// Interval between two audits of a pool; jittered by up to a tenth.
 	Interval time.Duration
 	// Tombstones are the grace periods that releases started.
-	Tombstones *shared.Tombstones
+	Tombstones *poolstate.Tombstones
 	// LateRecords plans the sweeps for records that creates may still
 	// make after their claims were bound elsewhere.
-	LateRecords *shared.LateRecords
+	LateRecords *poolstate.LateRecords
 
 	mu sync.Mutex
 	// firstSeen remembers, per pool, when an audit first saw a record
@@ -75,7 +82,7 @@ type AuditReconciler struct {
 }
 
 // startedWith says whether the pool was audited since the process started.
-func (r *AuditReconciler) startedWith(pool shared.Pool) bool {
+func (r *AuditReconciler) startedWith(pool poolkind.Pool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.audited[pool.GetUID()]
@@ -96,7 +103,7 @@ func (r *AuditReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 			auditMayBeDue())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		// A deleted IPAddress may have left a tombstone to expire.
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(shared.AddressToPool(r.Kind)),
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(index.AddressToPool(r.Kind)),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc:  func(event.CreateEvent) bool { return false },
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
@@ -115,7 +122,7 @@ func auditMayBeDue() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			oldPool, newPool := e.ObjectOld.(shared.Pool), e.ObjectNew.(shared.Pool)
+			oldPool, newPool := e.ObjectOld.(poolkind.Pool), e.ObjectNew.(poolkind.Pool)
 			return oldPool.GetAnnotations()[v1alpha1.AuditAnnotation] != newPool.GetAnnotations()[v1alpha1.AuditAnnotation] ||
 				oldPool.GetGeneration() != newPool.GetGeneration() ||
 				conditions.IsTrue(oldPool, v1alpha1.ReadyCondition) != conditions.IsTrue(newPool, v1alpha1.ReadyCondition)
@@ -133,15 +140,15 @@ func (r *AuditReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if apierrors.IsNotFound(err) {
 			// An audit that ended after the pool's deletion began may have
 			// set its series again: this reconcile comes after it.
-			shared.ForgetAuditMetrics(r.Kind.Kind, req.Namespace, req.Name)
+			metrics.ForgetAuditMetrics(r.Kind.Kind, req.Namespace, req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pool.GetDeletionTimestamp().IsZero() {
-		shared.ForgetAuditMetrics(r.Kind.Kind, req.Namespace, req.Name)
+		metrics.ForgetAuditMetrics(r.Kind.Kind, req.Namespace, req.Name)
 		return ctrl.Result{}, nil
 	}
-	if !shared.MatchesWatchFilter(pool, r.WatchFilterValue) || annotations.HasPaused(pool) {
+	if !reservation.MatchesWatchFilter(pool, r.WatchFilterValue) || annotations.HasPaused(pool) {
 		return ctrl.Result{}, nil
 	}
 	if !conditions.IsTrue(pool, v1alpha1.ReadyCondition) {
@@ -157,7 +164,7 @@ func (r *AuditReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 // untilDue is the time until the pool's next audit: after the interval,
 // at once when asked by annotation, or when a tombstone expires.
-func (r *AuditReconciler) untilDue(pool shared.Pool) time.Duration {
+func (r *AuditReconciler) untilDue(pool poolkind.Pool) time.Duration {
 	last := pool.GetPoolStatus().Audit
 	if last == nil || pool.GetAnnotations()[v1alpha1.AuditAnnotation] != last.Request || last.ObservedGeneration != pool.GetGeneration() {
 		return 0
@@ -195,7 +202,7 @@ func jitter(uid types.UID, max time.Duration) time.Duration {
 
 // audit lists the pool's marked records, judges each, acts where the pool's
 // policy allows, and records what it found.
-func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Result, error) {
+func (r *AuditReconciler) audit(ctx context.Context, pool poolkind.Pool) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	backend, err := r.Backends.Auditor(ctx, r.Kind, pool)
 	var records []backends.Record
@@ -203,13 +210,13 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 		records, err = backend.Records(ctx, r.Identity+"/")
 	}
 	if err != nil {
-		shared.AuditRuns.WithLabelValues(r.Kind.Kind, shared.AuditFailed).Inc()
-		shared.SetAuditFailing(r.Kind.Kind, pool, true)
+		metrics.AuditRuns.WithLabelValues(r.Kind.Kind, metrics.AuditFailed).Inc()
+		metrics.SetAuditFailing(r.Kind.Kind, pool, true)
 		if setErr := r.setAuditFailed(ctx, pool, err); setErr != nil {
 			return ctrl.Result{}, setErr
 		}
 		log.Info("Audit failed, retrying at the next interval", "error", err.Error())
-		return ctrl.Result{RequeueAfter: min(r.Interval, shared.DefaultMaxRetryInterval)}, nil
+		return ctrl.Result{RequeueAfter: min(r.Interval, retry.DefaultMaxRetryInterval)}, nil
 	}
 	now := time.Now()
 	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: now, movedSeen: map[types.NamespacedName]string{},
@@ -228,8 +235,8 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 	r.mu.Lock()
 	r.audited[pool.GetUID()] = true
 	r.mu.Unlock()
-	shared.AuditRuns.WithLabelValues(r.Kind.Kind, shared.AuditSucceeded).Inc()
-	shared.SetAuditFailing(r.Kind.Kind, pool, false)
+	metrics.AuditRuns.WithLabelValues(r.Kind.Kind, metrics.AuditSucceeded).Inc()
+	metrics.SetAuditFailing(r.Kind.Kind, pool, false)
 	if err := a.report(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -246,7 +253,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool shared.Pool) (ctrl.Res
 // auditRun is one audit of one pool.
 type auditRun struct {
 	*AuditReconciler
-	pool    shared.Pool
+	pool    poolkind.Pool
 	backend backends.Auditor
 	now     time.Time
 
@@ -262,7 +269,7 @@ type auditRun struct {
 	// with where each record went.
 	movedSeen map[types.NamespacedName]string
 	// sweep: the audit looks for records that creates left late (see
-	// shared.LateRecords), and deletes duplicates without waiting.
+	// poolstate.LateRecords), and deletes duplicates without waiting.
 	sweep bool
 }
 
@@ -367,10 +374,10 @@ func (a *auditRun) claimState(ctx context.Context, key types.NamespacedName) (cl
 	if err := a.Client.Get(ctx, key, address); err != nil {
 		return claimState{}, client.IgnoreNotFound(err)
 	}
-	if !shared.AddressBelongsTo(address, claim) || !address.DeletionTimestamp.IsZero() {
+	if !reservation.AddressBelongsTo(address, claim) || !address.DeletionTimestamp.IsZero() {
 		return claimState{}, nil
 	}
-	p, err := shared.AddressPrefix(address)
+	p, err := reservation.AddressPrefix(address)
 	if err != nil {
 		return claimState{}, nil
 	}
@@ -384,7 +391,7 @@ func (a *auditRun) orphan(ctx context.Context, rec backends.Record) error {
 	a.status.Orphans++
 	released := false
 	if a.pool.GetOrphans().Policy == v1alpha1.OrphansRelease && a.oldEnough(rec) {
-		done, err := a.drop(ctx, rec, shared.AuditOrphanReleased)
+		done, err := a.drop(ctx, rec, metrics.AuditOrphanReleased)
 		if err != nil {
 			return err
 		}
@@ -411,7 +418,7 @@ func (a *auditRun) duplicate(ctx context.Context, key types.NamespacedName, rec 
 			return err
 		}
 		if live.IsValid() && live != rec.Address.Addr() {
-			done, err := a.drop(ctx, rec, shared.AuditDuplicateReleased)
+			done, err := a.drop(ctx, rec, metrics.AuditDuplicateReleased)
 			if err != nil {
 				return err
 			}
@@ -435,10 +442,10 @@ func (a *auditRun) liveBound(ctx context.Context, key types.NamespacedName) (*ip
 			return nil, netip.Addr{}, client.IgnoreNotFound(err)
 		}
 	}
-	if !claim.DeletionTimestamp.IsZero() || !shared.AddressBelongsTo(address, claim) || !address.DeletionTimestamp.IsZero() {
+	if !claim.DeletionTimestamp.IsZero() || !reservation.AddressBelongsTo(address, claim) || !address.DeletionTimestamp.IsZero() {
 		return nil, netip.Addr{}, nil
 	}
-	p, err := shared.AddressPrefix(address)
+	p, err := reservation.AddressPrefix(address)
 	if err != nil {
 		return nil, netip.Addr{}, nil
 	}
@@ -456,7 +463,7 @@ func (a *auditRun) tombstone(ctx context.Context, rec backends.Record, releasedA
 		a.pending(expiry)
 		return nil
 	}
-	done, err := a.drop(ctx, rec, shared.AuditTombstoneDeleted)
+	done, err := a.drop(ctx, rec, metrics.AuditTombstoneDeleted)
 	if !done && err == nil {
 		a.status.Tombstones++
 	}
@@ -476,7 +483,7 @@ func (a *auditRun) drop(ctx context.Context, rec backends.Record, action string)
 		a.failures = append(a.failures, fmt.Errorf("deleting %s (%s): %w", rec.Reference, rec.Address.Addr(), err))
 		return false, nil
 	}
-	shared.AuditActions.WithLabelValues(a.Kind.Kind, action).Inc()
+	metrics.AuditActions.WithLabelValues(a.Kind.Kind, action).Inc()
 	return true, nil
 }
 
@@ -558,12 +565,12 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: a.Kind.Kind, Name: a.pool.GetName()}
 	addresses := &ipamv1.IPAddressList{}
 	if err := a.Client.List(ctx, addresses, client.InNamespace(a.pool.GetNamespace()),
-		client.MatchingFields{shared.PoolRefField: shared.PoolRefKey(ref)}); err != nil {
+		client.MatchingFields{index.PoolRefField: index.PoolRefKey(ref)}); err != nil {
 		return fmt.Errorf("listing IPAddresses of the pool: %w", err)
 	}
 	for i := range addresses.Items {
 		address := &addresses.Items[i]
-		p, err := shared.AddressPrefix(address)
+		p, err := reservation.AddressPrefix(address)
 		marker := backends.Marker(a.Identity, address.Namespace, address.Spec.ClaimRef.Name)
 		if err != nil || !address.DeletionTimestamp.IsZero() {
 			continue
@@ -593,7 +600,7 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 			}
 			// An IPAddress from before markers were recorded learns the
 			// marker its record carries: a clusterctl move takes it along.
-			if err := shared.NoteMarker(ctx, a.Client, address, marker); err != nil {
+			if err := reservation.NoteMarker(ctx, a.Client, address, marker); err != nil {
 				return err
 			}
 			if err := a.markReserved(ctx, address, true, ""); err != nil {
@@ -618,18 +625,18 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	}
 	// A paused Cluster's claims are not acted on, by the audit either: in
 	// the middle of a clusterctl move the source still owns them.
-	cluster, err := shared.GetCluster(ctx, a.Client, liveClaim.Namespace, shared.ClaimClusterName(liveClaim))
+	cluster, err := reservation.GetCluster(ctx, a.Client, liveClaim.Namespace, reservation.ClaimClusterName(liveClaim))
 	if err != nil {
 		return err
 	}
-	if paused, _ := shared.IsPaused(cluster, a.pool); paused {
+	if paused, _ := reservation.IsPaused(cluster, a.pool); paused {
 		return nil
 	}
-	claim := shared.BackendClaim(a.Identity, liveClaim)
+	claim := reservation.BackendClaim(a.Identity, liveClaim)
 	// Only a record under the marker the reservation was recorded with is
 	// the claim's to restore: another management cluster may hold the
 	// address for a claim of the same namespace and name.
-	claim.Recorded = shared.RecordedReservation(liveClaim, address).Marker
+	claim.Recorded = reservation.Recorded(liveClaim, address).Marker
 	movedTo := ""
 	switch found, err := a.backend.Lookup(ctx, claim); {
 	case err == nil && found.Address.Addr() == p.Addr():
@@ -656,20 +663,20 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		// Noted before the address is held again: were the manager to stop
 		// in between, the next audit would take the moved record for a
 		// duplicate of the restored one and delete the IPAM team's edit.
-		if err := shared.MarkRecordMoved(ctx, a.Client, address, movedTo); err != nil {
+		if err := reservation.MarkRecordMoved(ctx, a.Client, address, movedTo); err != nil {
 			return err
 		}
 	}
 	if movedTo == "" {
 		// A deleted DHCP reservation comes back as it was made; a moved
 		// record still holds the MAC, so the address is only held.
-		claim.MAC = macaddress.Recorded(liveClaim, a.pool)
+		claim.MAC = macaddress.Recorded(liveClaim, a.Kind, a.pool)
 	}
 	alloc, err := a.backend.Restore(ctx, claim, p)
 	if err == nil {
 		// Marked with this cluster's marker now (after a clusterctl move,
 		// say): a move back must know it by that marker.
-		if err := shared.NoteMarker(ctx, a.Client, address, claim.Marker); err != nil {
+		if err := reservation.NoteMarker(ctx, a.Client, address, claim.Marker); err != nil {
 			return err
 		}
 	}
@@ -680,17 +687,17 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		a.status.Drifted++
 		rec.Reference = alloc.Reference
 		a.addFinding(v1alpha1.FindingRestored, rec, false)
-		shared.AuditActions.WithLabelValues(a.Kind.Kind, shared.AuditRestored).Inc()
+		metrics.AuditActions.WithLabelValues(a.Kind.Kind, metrics.AuditRestored).Inc()
 		log.Info("Restored the claim's record", "address", p.Addr().String(), "claim", key.String())
 		a.actions = append(a.actions, fmt.Sprintf("restored %s for claim %s", p.Addr(), key))
-		a.Recorder.Eventf(address, a.pool, corev1.EventTypeNormal, shared.ReservationRestoredReason, "Audit",
+		a.Recorder.Eventf(address, a.pool, corev1.EventTypeNormal, reasons.ReservationRestoredReason, "Audit",
 			"No record in the IPAM system held %s under this cluster's marker; it is held for the claim again (%s)", p.Addr(), alloc.Reference)
 		return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordDeletedReason, fmt.Sprintf(
 			"the record of this claim's address %s was deleted in the IPAM system; the machine still uses it, and it is held for it again (%s)", p.Addr(), alloc.Reference))
 	case errors.Is(err, backends.ErrAddressTaken):
 		a.status.Drifted++
 		a.addFinding(v1alpha1.FindingTaken, rec, false)
-		shared.AuditActions.WithLabelValues(a.Kind.Kind, shared.AuditTaken).Inc()
+		metrics.AuditActions.WithLabelValues(a.Kind.Kind, metrics.AuditTaken).Inc()
 		msg := fmt.Sprintf("the record of %s is gone from the IPAM system and another record holds the address, so two machines may use it: %v", p.Addr(), err)
 		a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "%s", msg)
 		a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "Claim %s: %s", key, msg)
@@ -716,7 +723,7 @@ func (a *auditRun) recordMoved(ctx context.Context, address *ipamv1.IPAddress, p
 		a.status.Drifted++
 		a.addFinding(v1alpha1.FindingMoved, backends.Record{Address: p, Marker: backends.Marker(a.Identity, key.Namespace, address.Spec.ClaimRef.Name)}, false)
 	}
-	shared.AuditActions.WithLabelValues(a.Kind.Kind, shared.AuditRestored).Inc()
+	metrics.AuditActions.WithLabelValues(a.Kind.Kind, metrics.AuditRestored).Inc()
 	a.actions = append(a.actions, fmt.Sprintf("held %s for claim %s again: its record was moved to %s", p.Addr(), key, movedTo))
 	msg := fmt.Sprintf("the record of this claim's address %s was moved in the IPAM system to %s; the machine still uses %s, which is held for it again (%s). To move the machine, replace it",
 		p.Addr(), movedTo, p.Addr(), alloc.Reference)
@@ -733,7 +740,7 @@ func (a *auditRun) reportMovedHeld(ctx context.Context, address *ipamv1.IPAddres
 		return client.IgnoreNotFound(err)
 	}
 	if c := conditions.Get(claim, v1alpha1.AddressReservedCondition); c != nil && c.Status == metav1.ConditionTrue &&
-		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == shared.AddressHeldInClusterReason) {
+		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == reasons.AddressHeldInClusterReason) {
 		return nil
 	}
 	return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordMovedReason, fmt.Sprintf(
@@ -750,10 +757,10 @@ func (a *auditRun) reportHeldAgain(ctx context.Context, address *ipamv1.IPAddres
 		return client.IgnoreNotFound(err)
 	}
 	if c := conditions.Get(claim, v1alpha1.AddressReservedCondition); c != nil && c.Status == metav1.ConditionTrue &&
-		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == v1alpha1.RecordDeletedReason || c.Reason == shared.AddressHeldInClusterReason) {
+		(c.Reason == v1alpha1.RecordMovedReason || c.Reason == v1alpha1.RecordDeletedReason || c.Reason == reasons.AddressHeldInClusterReason) {
 		return nil
 	}
-	return a.setReserved(ctx, address, metav1.ConditionTrue, shared.AddressHeldInClusterReason, fmt.Sprintf(
+	return a.setReserved(ctx, address, metav1.ConditionTrue, reasons.AddressHeldInClusterReason, fmt.Sprintf(
 		"the IPAM system no longer held this claim's address %s for it (its record is at %s); the machine still uses it, and a record holds it for this claim again",
 		p.Addr(), note))
 }
@@ -784,7 +791,7 @@ func (a *auditRun) setReserved(ctx context.Context, address *ipamv1.IPAddress, s
 	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(address), claim); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	return shared.SetAddressReserved(ctx, a.Client, claim, status, reason, msg)
+	return reservation.SetAddressReserved(ctx, a.Client, claim, status, reason, msg)
 }
 
 // oldEnough says whether a record has been seen in its state for minAge,
@@ -868,9 +875,9 @@ func (a *auditRun) report(ctx context.Context) error {
 	if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AuditedCondition}}); err != nil {
 		return fmt.Errorf("writing the audit's status: %w", err)
 	}
-	shared.SetAuditFindings(a.Kind.Kind, pool, s)
+	metrics.SetAuditFindings(a.Kind.Kind, pool, s)
 	for _, action := range a.actions {
-		a.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, shared.AuditActionReason, "Audit", "%s", action)
+		a.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, reasons.AuditActionReason, "Audit", "%s", action)
 	}
 	if s.Orphans+s.Duplicates > 0 {
 		a.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.FindingsReportedReason, "Audit", "%s (see status.audit)", summary)
@@ -881,7 +888,7 @@ func (a *auditRun) report(ctx context.Context) error {
 }
 
 // setAuditFailed records a failed listing without losing the last report.
-func (r *AuditReconciler) setAuditFailed(ctx context.Context, pool shared.Pool, err error) error {
+func (r *AuditReconciler) setAuditFailed(ctx context.Context, pool poolkind.Pool, err error) error {
 	prev := conditions.Get(pool, v1alpha1.AuditedCondition)
 	if prev != nil && prev.Reason == v1alpha1.AuditFailedReason && prev.Message == err.Error() {
 		return nil

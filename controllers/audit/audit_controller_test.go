@@ -22,7 +22,8 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // testIdentity is the management cluster's identity in the tests' markers.
@@ -95,13 +96,13 @@ func (emptyCache) Get(_ context.Context, key client.ObjectKey, _ client.Object, 
 func testAuditReconciler(c client.Client, reader client.Reader) *AuditReconciler {
 	return &AuditReconciler{
 		Client: c, APIReader: reader, Recorder: events.NewFakeRecorder(100),
-		Kind: shared.PoolKind{Kind: "NetboxIPPool"}, Identity: testIdentity,
+		Kind: poolkind.Kind{Kind: "NetboxIPPool"}, Identity: testIdentity,
 		firstSeen: map[types.UID]map[string]time.Time{}, audited: map[types.UID]bool{},
 	}
 }
 
 // judgeAt runs one audit's judgement of what backend lists, at now.
-func judgeAt(t *testing.T, r *AuditReconciler, pool shared.Pool, backend *memoryAuditor, now time.Time) *auditRun {
+func judgeAt(t *testing.T, r *AuditReconciler, pool poolkind.Pool, backend *memoryAuditor, now time.Time) *auditRun {
 	t.Helper()
 	ctx := context.Background()
 	records, err := backend.Records(ctx, r.Identity+"/")
@@ -182,7 +183,7 @@ func TestAuditJudgesEachRecordByItsClaim(t *testing.T) {
 					cache = emptyCache{c}
 				}
 			case "deleting":
-				claim := apitest.CreateClaim(t, c, ns, "m", shared.ClaimFinalizer)
+				claim := apitest.CreateClaim(t, c, ns, "m", reservation.ClaimFinalizer)
 				apitest.CreateAddress(t, c, claim, bound, nil)
 				require.NoError(t, c.Delete(ctx, claim))
 			default:

@@ -12,7 +12,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // allocate reserves the claim's address in the backend and writes the
@@ -25,7 +25,7 @@ func (r *ClaimReconciler) allocate(ctx context.Context, s *scope) (ctrl.Result, 
 	switch state {
 	case callRunning:
 		if call != nil && call.Slow() && s.claim.Status.AddressRef.Name == "" {
-			waitingForAnswer(s, shared.ReservationPendingReason, "reservation")
+			waitingForAnswer(s, reasons.ReservationPendingReason, "reservation")
 		}
 		return ctrl.Result{}, nil
 	case callDone:
@@ -128,17 +128,17 @@ func (r *ClaimReconciler) answeredBeforeAChange(ctx context.Context, s *scope, a
 // success, which resets controller-runtime's error backoff; the claim's own
 // wait, which only Ready resets, spaces the attempts.
 func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err error) (ctrl.Result, error) {
-	reason := shared.ClaimReason(err)
+	reason := reasons.ClaimReason(err)
 	msg := err.Error()
 	var retry ctrl.Result
 	switch reason {
-	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, shared.PlannedRecordConflictReason:
+	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, reasons.PlannedRecordConflictReason:
 		// A release in this cluster wakes the claim sooner (see
 		// addressToWaitingClaims); this covers space freed, or a plan
 		// given back, in the backend.
 		retry = ctrl.Result{RequeueAfter: r.ExhaustedRetryInterval}
 		r.holds.hold(claim, retry.RequeueAfter)
-	case shared.MACAddressInUseReason:
+	case reasons.MACAddressInUseReason:
 		// Until the MAC's holder or its source changes: a correction of
 		// the claim's annotation, or a change of the object the MAC is
 		// read from, ends the hold (see macaddress.Sources.Refused).
@@ -152,13 +152,13 @@ func (r *ClaimReconciler) allocationFailed(claim *ipamv1.IPAddressClaim, err err
 	setClaimReady(claim, metav1.ConditionFalse, reason, msg)
 	r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reason, "Allocate", "%s", msg)
 	switch reason {
-	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, shared.PlannedRecordConflictReason, shared.RequestedAddressUnavailableReason,
-		shared.ReservationOutsidePoolReason, shared.MACAddressInUseReason:
+	case ipamv1.IPAddressClaimReadyPoolExhaustedReason, reasons.PlannedRecordConflictReason, reasons.RequestedAddressUnavailableReason,
+		reasons.ReservationOutsidePoolReason, reasons.MACAddressInUseReason:
 		// Expected outcomes, waiting on someone else (the holder of the
 		// address or the MAC, a corrected request, pool or record), not
 		// failed reconciles: the condition and the event say why.
 		return retry, nil
-	case shared.UnusableAddressAnsweredReason:
+	case reasons.UnusableAddressAnsweredReason:
 		// Not a failed reconcile either: the system would answer the same
 		// address again until the pool's validation, under way, says why.
 		return retry, nil

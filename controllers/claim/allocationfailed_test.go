@@ -14,35 +14,35 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
 )
 
 // Outcomes a claim waits out are requeued without an error, so that
 // controller-runtime logs no "Reconciler error" for them; a failure is
 // returned.
 func TestAllocationFailedRequeuesExpectedOutcomesWithoutError(t *testing.T) {
-	const retry = 42 * time.Second
+	const exhaustedRetry = 42 * time.Second
 	for _, tc := range []struct {
 		name       string
 		err        error
 		wantResult ctrl.Result
 		wantErr    bool
 	}{
-		{name: "pool exhausted", err: fmt.Errorf("allocating: %w", backends.ErrExhausted), wantResult: ctrl.Result{RequeueAfter: retry}},
+		{name: "pool exhausted", err: fmt.Errorf("allocating: %w", backends.ErrExhausted), wantResult: ctrl.Result{RequeueAfter: exhaustedRetry}},
 		{name: "planned record held by another claim", err: fmt.Errorf("allocating: %w",
-			&backends.PlannedConflictError{Record: "NetBox IP address 7", Holder: `marker "id/ns/other"`}), wantResult: ctrl.Result{RequeueAfter: retry}},
+			&backends.PlannedConflictError{Record: "NetBox IP address 7", Holder: `marker "id/ns/other"`}), wantResult: ctrl.Result{RequeueAfter: exhaustedRetry}},
 		// Waits with the claim's capped backoff, which starts at a second.
 		{name: "MAC held by another fixed address", err: fmt.Errorf("allocating: %w", backends.ErrMACAddressInUse),
-			wantResult: ctrl.Result{RequeueAfter: shared.FirstRetryInterval}},
+			wantResult: ctrl.Result{RequeueAfter: retry.FirstRetryInterval}},
 		{name: "requested address held", err: fmt.Errorf("allocating: %w", backends.ErrRequestedUnavailable),
-			wantResult: ctrl.Result{RequeueAfter: shared.FirstRetryInterval}},
+			wantResult: ctrl.Result{RequeueAfter: retry.FirstRetryInterval}},
 		{name: "marked record outside the pool", err: fmt.Errorf("allocating: %w", backends.ErrOutsidePool),
-			wantResult: ctrl.Result{RequeueAfter: shared.FirstRetryInterval}},
+			wantResult: ctrl.Result{RequeueAfter: retry.FirstRetryInterval}},
 		{name: "unavailable", err: fmt.Errorf("allocating: %w", backends.ErrUnavailable), wantErr: true},
 		{name: "other", err: errors.New("boom"), wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: retry, waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{})}
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: exhaustedRetry, waits: retry.NewWaitBackoff(retry.FirstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{})}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 			result, err := r.allocationFailed(claim, tc.err)
 			if tc.wantErr {

@@ -15,7 +15,10 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 // bind writes the IPAddress of the address the backend reserved for the
@@ -26,10 +29,10 @@ func (r *ClaimReconciler) bind(ctx context.Context, s *scope, answer allocationA
 	backend, alloc := answer.backend, answer.alloc
 	if err != nil {
 		switch {
-		case shared.IsRefusal(err):
+		case poolstate.IsRefusal(err):
 			r.Alarms.Refused(s.kind, s.pool, backend, s.claim, err)
 		case errors.Is(err, backends.ErrUnusableAnswer):
-			r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, shared.UnusableAddressAnsweredReason, "Allocate",
+			r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, reasons.UnusableAddressAnsweredReason, "Allocate",
 				"Claim %s/%s: %v", s.claim.Namespace, s.claim.Name, err)
 			r.Alarms.Revalidate(s.kind, s.pool)
 		}
@@ -63,13 +66,13 @@ func (r *ClaimReconciler) bind(ctx context.Context, s *scope, answer allocationA
 	r.written.Set(s.claim.UID, false, writtenMemory)
 	describeRecordMAC(s, alloc.MAC)
 	log.Info("Allocated address", "address", alloc.Address.String(), "reference", alloc.Reference)
-	shared.ClaimBindSeconds.WithLabelValues(s.kind.Kind).Observe(time.Since(s.claim.CreationTimestamp.Time).Seconds())
-	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.AddressAllocatedReason, "Allocate",
+	metrics.ClaimBindSeconds.WithLabelValues(s.kind.Kind).Observe(time.Since(s.claim.CreationTimestamp.Time).Seconds())
+	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.AddressAllocatedReason, "Allocate",
 		"Allocated %s from %s %s (%s)", alloc.Address, s.kind.Kind, s.pool.GetName(), alloc.Reference)
 
 	forgetReservation(s.claim)
 	s.claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-	setClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+	setClaimReady(s.claim, metav1.ConditionTrue, reasons.AddressAllocatedReason, "")
 	return ctrl.Result{}, nil
 }
 
@@ -84,7 +87,7 @@ func (r *ClaimReconciler) lostToAnotherWriter(ctx context.Context, claim *ipamv1
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), existing); err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading the IPAddress another writer created: %w", err)
 	}
-	if !shared.AddressBelongsTo(existing, claim) {
+	if !reservation.AddressBelongsTo(existing, claim) {
 		// Not this claim's: nothing of ours to undo.
 		return ctrl.Result{RequeueAfter: cacheLagRetry}, nil
 	}

@@ -30,8 +30,14 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;patch
@@ -53,15 +59,15 @@ type ClaimReconciler struct {
 	// stale view.
 	APIReader client.Reader
 	// InFlight keeps allocations and pool deletions apart.
-	InFlight *shared.InFlight
+	InFlight *poolstate.InFlight
 	// Alarms tells a pool at once that its credentials were refused, or
 	// that its IPAM system answered what the pool may not give.
-	Alarms *shared.Alarms
+	Alarms *poolstate.Alarms
 	// Tombstones learns of the grace periods releases start, for the audit.
-	Tombstones *shared.Tombstones
+	Tombstones *poolstate.Tombstones
 	Recorder   events.EventRecorder
-	Kinds      shared.PoolKinds
-	Backends   *shared.Backends
+	Kinds      poolkind.Kinds
+	Backends   *backendcache.Backends
 	// MachineNames names the Machine of each new claim, for the pools'
 	// patterns.
 	MachineNames *MachineNames
@@ -87,7 +93,7 @@ type ClaimReconciler struct {
 	// zero.
 	FirstRetryInterval time.Duration
 
-	waits *shared.WaitBackoff
+	waits *retry.WaitBackoff
 	// holds keep a refused claim from asking again before its wait is
 	// over (see holds).
 	holds *holds
@@ -127,12 +133,12 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		r.ExhaustedRetryInterval = time.Minute
 	}
 	if r.MaxRetryInterval == 0 {
-		r.MaxRetryInterval = shared.DefaultMaxRetryInterval
+		r.MaxRetryInterval = retry.DefaultMaxRetryInterval
 	}
 	if r.FirstRetryInterval == 0 {
-		r.FirstRetryInterval = shared.FirstRetryInterval
+		r.FirstRetryInterval = retry.FirstRetryInterval
 	}
-	r.waits = shared.NewWaitBackoff(r.FirstRetryInterval, r.MaxRetryInterval)
+	r.waits = retry.NewWaitBackoff(r.FirstRetryInterval, r.MaxRetryInterval)
 	r.holds = newHolds(clock.RealClock{})
 	r.released = cache.NewExpiring()
 	r.written = cache.NewExpiring()
@@ -158,7 +164,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
-			RateLimiter:             shared.ErrorRateLimiter(r.MaxRetryInterval),
+			RateLimiter:             retry.ErrorRateLimiter(r.MaxRetryInterval),
 		}).
 		// An IPAddress event goes to its claim; a deleted one may also have
 		// freed the space a waiting claim needs.
@@ -172,7 +178,7 @@ func (r *ClaimReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToClaims),
 			builder.WithPredicates(clusterPausedChanged())).
 		// New credentials may be what a claim waits for.
-		Watches(shared.SecretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToWaitingClaims), builder.OnlyMetadata).
+		Watches(backendcache.SecretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToWaitingClaims), builder.OnlyMetadata).
 		// A background reservation or release has answered.
 		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{}))
 	for _, kind := range r.Kinds {
@@ -210,7 +216,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	claim := &ipamv1.IPAddressClaim{}
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		if apierrors.IsNotFound(err) {
-			shared.Waiting.Forget(req.NamespacedName)
+			metrics.Waiting.Forget(req.NamespacedName)
 			r.waits.Forget(req.NamespacedName)
 			r.holds.release(req.NamespacedName)
 			r.allocations.forget(req.NamespacedName)
@@ -223,13 +229,13 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// Claims for other providers' pools are not ours to touch, nor are
 	// claims outside our watch filter (secondary watches enqueue them too).
 	kind, ours := r.Kinds.For(claim.Spec.PoolRef)
-	if !ours || !shared.MatchesWatchFilter(claim, r.WatchFilterValue) {
+	if !ours || !reservation.MatchesWatchFilter(claim, r.WatchFilterValue) {
 		// A claim that left the watch filter (or whose pool reference
 		// changed) is not counted as waiting here any more.
-		shared.Waiting.Forget(req.NamespacedName)
+		metrics.Waiting.Forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	clusterName := shared.ClaimClusterName(claim)
+	clusterName := reservation.ClaimClusterName(claim)
 	log := ctrl.LoggerFrom(ctx).WithValues(kind.Kind, claim.Spec.PoolRef.Name, "Cluster", clusterName)
 	ctx = ctrl.LoggerInto(ctx, log)
 	deleting := !claim.DeletionTimestamp.IsZero()
@@ -245,7 +251,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		}
 	}
 
-	cluster, err := shared.GetCluster(ctx, r.Client, claim.Namespace, clusterName)
+	cluster, err := reservation.GetCluster(ctx, r.Client, claim.Namespace, clusterName)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -253,12 +259,12 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		// The Cluster watch brings the claim back when the Cluster appears;
 		// the wait covers a missed event.
 		log.Info("Cluster not found, waiting for it")
-		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, shared.ClusterNotFoundReason, "Reconcile",
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, reasons.ClusterNotFoundReason, "Reconcile",
 			"Cluster %s/%s not found", claim.Namespace, clusterName)
 		return r.wait(claim), nil
 	}
 
-	pool, err := shared.GetPool(ctx, r.Client, kind, claim.Namespace, claim.Spec.PoolRef.Name)
+	pool, err := poolkind.GetPool(ctx, r.Client, kind, claim.Namespace, claim.Spec.PoolRef.Name)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", kind.Kind, claim.Spec.PoolRef.Name, err)
 	}
@@ -273,7 +279,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		result, reterr = r.patchClaim(ctx, &claimPatch, claim, deleting, result, reterr)
 	}()
 
-	if paused, why := shared.IsPaused(cluster, pool); paused {
+	if paused, why := reservation.IsPaused(cluster, pool); paused {
 		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue,
 			Reason: clusterv1.PausedReason, Message: why})
 		log.V(4).Info("Paused, skipping", "why", why)
@@ -282,7 +288,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// A new claim's first reconcile persists only its finalizer, in one
 	// write, and the one that starts its reservation nothing: NotPaused goes
 	// with the allocation's status that follows (see markNotPaused).
-	notPaused = controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) || pool == nil
+	notPaused = controllerutil.ContainsFinalizer(claim, reservation.ClaimFinalizer) || pool == nil
 
 	s := &scope{claim: claim, kind: kind, pool: pool}
 	if deleting {
@@ -305,7 +311,7 @@ func markNotPaused(before, claim *ipamv1.IPAddressClaim) {
 // the wait backoff of a claim that is Ready. Only Ready does: the reconcile
 // that starts a reservation ends no wait, so a claim refused again and
 // again waits longer each time, up to the cap.
-func (r *ClaimReconciler) trackOutcome(key types.NamespacedName, claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
+func (r *ClaimReconciler) trackOutcome(key types.NamespacedName, claim *ipamv1.IPAddressClaim, kind poolkind.Kind) {
 	trackWaiting(claim, kind)
 	if conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
 		r.waits.Forget(key)
@@ -330,7 +336,7 @@ func (r *ClaimReconciler) patchClaim(ctx context.Context, p *claimPatch, claim *
 		return result, kerrors.NewAggregate([]error{reterr, err})
 	case p.before.Status.AddressRef.Name == "" && claim.Status.AddressRef.Name != "":
 		r.written.Set(claim.UID, true, writtenMemory)
-	case deleting && !controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer) && controllerutil.ContainsFinalizer(p.before, shared.ClaimFinalizer):
+	case deleting && !controllerutil.ContainsFinalizer(claim, reservation.ClaimFinalizer) && controllerutil.ContainsFinalizer(p.before, reservation.ClaimFinalizer):
 		r.released.Set(claim.UID, true, releasedMemory)
 	}
 	return result, reterr
@@ -338,11 +344,11 @@ func (r *ClaimReconciler) patchClaim(ctx context.Context, p *claimPatch, claim *
 
 // trackWaiting counts the claim as waiting while it has no address, on its
 // pool, for the reason and since when it waits.
-func trackWaiting(claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
+func trackWaiting(claim *ipamv1.IPAddressClaim, kind poolkind.Kind) {
 	key := client.ObjectKeyFromObject(claim)
 	ready := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
 	if !claim.DeletionTimestamp.IsZero() || (ready != nil && ready.Status == metav1.ConditionTrue) {
-		shared.Waiting.Forget(key)
+		metrics.Waiting.Forget(key)
 		return
 	}
 	reason := "Pending"
@@ -365,7 +371,7 @@ func trackWaiting(claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
 	if ready != nil && ready.Status == metav1.ConditionFalse && ready.LastTransitionTime.After(since) {
 		since = ready.LastTransitionTime.Time
 	}
-	shared.Waiting.Set(key, kind.Kind, poolNamespace, claim.Spec.PoolRef.Name, reason, since)
+	metrics.Waiting.Set(key, kind.Kind, poolNamespace, claim.Spec.PoolRef.Name, reason, since)
 }
 
 // scope is what one reconcile knows of its claim, and hands from phase to
@@ -373,6 +379,6 @@ func trackWaiting(claim *ipamv1.IPAddressClaim, kind shared.PoolKind) {
 // pool kind its poolRef names, and that pool (nil when it is not found).
 type scope struct {
 	claim *ipamv1.IPAddressClaim
-	kind  shared.PoolKind
-	pool  shared.Pool
+	kind  poolkind.Kind
+	pool  poolkind.Pool
 }

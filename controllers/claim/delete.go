@@ -16,14 +16,17 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 // reconcileDelete releases the address, deletes the IPAddress and lets the
 // claim go.
 func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	if !controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) || kept(s) {
+	if !controllerutil.ContainsFinalizer(s.claim, reservation.ClaimFinalizer) || kept(s) {
 		return ctrl.Result{}, nil
 	}
 	// An allocation under way may still reserve an address: the release
@@ -41,7 +44,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		}
 		address = nil
 	}
-	if address != nil && !shared.AddressBelongsTo(address, s.claim) && !strippedOfItsClaim(address, s.claim) {
+	if address != nil && !reservation.AddressBelongsTo(address, s.claim) && !strippedOfItsClaim(address, s.claim) {
 		address = nil
 	}
 
@@ -49,7 +52,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		// The pool's finalizer should prevent this; without the pool there is
 		// no backend to release in.
 		log.Info("Pool is gone, the address cannot be released in the backend")
-		r.Recorder.Eventf(s.claim, nil, corev1.EventTypeWarning, shared.PoolNotFoundReason, "Release",
+		r.Recorder.Eventf(s.claim, nil, corev1.EventTypeWarning, reasons.PoolNotFoundReason, "Release",
 			"%s %s not found: the address was not released in the IPAM system", s.kind.Kind, s.claim.Spec.PoolRef.Name)
 	} else if _, done := r.released.Get(s.claim.UID); !done {
 		// The release runs in the background; the reconcile its answer
@@ -77,7 +80,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 			return ctrl.Result{}, fmt.Errorf("deleting IPAddress: %w", err)
 		}
 	}
-	controllerutil.RemoveFinalizer(s.claim, shared.ClaimFinalizer)
+	controllerutil.RemoveFinalizer(s.claim, reservation.ClaimFinalizer)
 	return ctrl.Result{}, nil
 }
 
@@ -94,27 +97,27 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1
 	switch call, state := r.releases.take(s.claim); state {
 	case callRunning:
 		if call != nil && call.Slow() {
-			waitingForAnswer(s, shared.ReleasePendingReason, "release")
+			waitingForAnswer(s, reasons.ReleasePendingReason, "release")
 		}
 		return false, nil
 	case callDone:
 		call.Finish()
 		backend, last, err = call.value.backend, call.value.last, call.err
 	default:
-		last = shared.RecordedReservation(s.claim, address)
+		last = reservation.Recorded(s.claim, address)
 		if backend, err = r.Backends.Reserver(ctx, s.kind, s.pool); err == nil {
 			r.startRelease(ctx, s, backend, last)
 			return false, nil
 		}
 	}
-	if backend != nil && shared.IsRefusal(err) {
+	if backend != nil && poolstate.IsRefusal(err) {
 		r.Alarms.Refused(s.kind, s.pool, backend, s.claim, err)
 	}
 	// A record left in the IPAM system is never silent: a condition, an
 	// event on the claim and on the pool (which outlives it), and a metric.
 	leave := func(reason string) error {
 		log.Info("Leaving the backend record in place", "reason", err.Error())
-		shared.RecordsLeft.WithLabelValues(s.kind.Kind, reason).Inc()
+		metrics.RecordsLeft.WithLabelValues(s.kind.Kind, reason).Inc()
 		setClaimReady(s.claim, metav1.ConditionFalse, reason, err.Error())
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reason, "Release", "%v", err)
 		r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, reason, "Release",
@@ -124,18 +127,18 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope, address *ipamv1
 	switch {
 	case errors.Is(err, backends.ErrNotOwned):
 		// Someone took the record over in the IPAM system: respect that.
-		return true, leave(shared.ReleaseSkippedReason)
+		return true, leave(reasons.ReleaseSkippedReason)
 	case errors.Is(err, backends.ErrUnreachable):
 		// The record lives where the pool no longer reaches.
-		return true, leave(shared.ReleaseLeftReason)
+		return true, leave(reasons.ReleaseLeftReason)
 	case err != nil:
-		setClaimReady(s.claim, metav1.ConditionFalse, shared.ReleaseFailedReason, err.Error())
-		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, shared.ReleaseFailedReason, "Release", "%v", err)
+		setClaimReady(s.claim, metav1.ConditionFalse, reasons.ReleaseFailedReason, err.Error())
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reasons.ReleaseFailedReason, "Release", "%v", err)
 		return false, fmt.Errorf("releasing address: %w", err)
 	}
 	if last.Address.IsValid() {
 		log.Info("Released address", "address", last.Address.String())
-		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.AddressReleasedReason, "Release",
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.AddressReleasedReason, "Release",
 			"Released %s to %s %s", last.Address, s.kind.Kind, s.pool.GetName())
 	}
 	return true, nil

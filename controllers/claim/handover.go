@@ -14,8 +14,12 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // The guard in the cluster: whatever the IPAM system answers, the provider
@@ -32,8 +36,8 @@ func (r *ClaimReconciler) heldInCluster(ctx context.Context, claim *ipamv1.IPAdd
 		return nil, nil
 	}
 	addresses := &ipamv1.IPAddressList{}
-	key := shared.AddressScopeKey(alloc.Endpoint, alloc.Scope, alloc.Address.Addr().String())
-	if err := r.Client.List(ctx, addresses, client.MatchingFields{shared.AddressScopeField: key}); err != nil {
+	key := index.AddressScopeKey(alloc.Endpoint, alloc.Scope, alloc.Address.Addr().String())
+	if err := r.Client.List(ctx, addresses, client.MatchingFields{index.AddressScopeField: key}); err != nil {
 		return nil, fmt.Errorf("listing the IPAddresses that hold %s: %w", alloc.Address.Addr(), err)
 	}
 	for i := range addresses.Items {
@@ -58,29 +62,29 @@ func (r *ClaimReconciler) heldInCluster(ctx context.Context, claim *ipamv1.IPAdd
 func (r *ClaimReconciler) handOver(ctx context.Context, s *scope, backend backends.Reserver, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
 	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(s.claim).Marker, Reference: alloc.Reference}
-	holderClaim, err := r.giveToHolder(ctx, backend, s.pool, rec, macaddress.Recorded(s.claim, s.pool), holder, fmt.Sprintf(
+	holderClaim, err := r.giveToHolder(ctx, backend, s.kind, s.pool, rec, macaddress.Recorded(s.claim, s.kind, s.pool), holder, fmt.Sprintf(
 		"another address or scope (%s answered %s to claim %s/%s)", alloc.Endpoint, alloc.Address.Addr(), s.claim.Namespace, s.claim.Name))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if holderClaim == nil {
-		setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressHeldInClusterReason, fmt.Sprintf(
+		setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressHeldInClusterReason, fmt.Sprintf(
 			"%s reserved %s (%s) for this claim, but IPAddress %s of claim %s, which is being deleted, still holds that address in this management cluster; this claim keeps the record and gets the address once that IPAddress is gone",
 			alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey))
 		return r.wait(s.claim), nil
 	}
-	shared.AddressConflicts.WithLabelValues(s.kind.Kind).Inc()
+	metrics.AddressConflicts.WithLabelValues(s.kind.Kind).Inc()
 	msg := fmt.Sprintf("%s reserved %s (%s) for this claim, but IPAddress %s of claim %s holds that address in this management cluster; the record now holds it for that claim, and this claim gets another address",
 		alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey)
 	ctrl.LoggerFrom(ctx).Info("The IPAM system answered an address another claim holds; handed the record to it", "address", alloc.Address.Addr().String(),
 		"reference", alloc.Reference, "holder", holderKey.String())
-	setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressHeldInClusterReason, msg)
-	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", msg)
-	r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", s.claim.Namespace, s.claim.Name, msg)
+	setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressHeldInClusterReason, msg)
+	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reasons.AddressHeldInClusterReason, "Allocate", "%s", msg)
+	r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, reasons.AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", s.claim.Namespace, s.claim.Name, msg)
 	held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 		alloc.Endpoint, alloc.Address.Addr(), s.claim.Namespace, s.claim.Name, alloc.Reference)
-	r.Recorder.Eventf(holderClaim, s.pool, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", held)
-	if err := shared.SetAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, shared.AddressHeldInClusterReason, held); err != nil {
+	r.Recorder.Eventf(holderClaim, s.pool, corev1.EventTypeWarning, reasons.AddressHeldInClusterReason, "Allocate", "%s", held)
+	if err := reservation.SetAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, reasons.AddressHeldInClusterReason, held); err != nil {
 		return ctrl.Result{}, err
 	}
 	return r.wait(s.claim), nil
@@ -100,20 +104,20 @@ func (r *ClaimReconciler) handOver(ctx context.Context, s *scope, backend backen
 // claim it was made for, which gets the address once holder is gone. Should
 // the holder's deletion begin while the record is handed over, the record
 // is taken back.
-func (r *ClaimReconciler) giveToHolder(ctx context.Context, backend backends.Reserver, pool shared.Pool, rec backends.Record, ownMAC string,
+func (r *ClaimReconciler) giveToHolder(ctx context.Context, backend backends.Reserver, kind poolkind.Kind, pool poolkind.Pool, rec backends.Record, ownMAC string,
 	holder *ipamv1.IPAddress, movedTo string) (*ipamv1.IPAddressClaim, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
 	holderClaim, err := r.holderClaim(ctx, r.Client, holderKey)
 	if err != nil || holderClaim == nil || !holderClaim.DeletionTimestamp.IsZero() {
 		return nil, err
 	}
-	if err := shared.MarkRecordMoved(ctx, r.Client, holder, movedTo); err != nil {
+	if err := reservation.MarkRecordMoved(ctx, r.Client, holder, movedTo); err != nil {
 		return nil, err
 	}
 	// The record was made with the other claim's machine's MAC, where the
 	// pool's records carry one: handed over, it serves the holder's machine.
 	handed := rec
-	handed.MAC = macaddress.Recorded(holderClaim, pool)
+	handed.MAC = macaddress.Recorded(holderClaim, kind, pool)
 	holderMarker := backends.Marker(r.Identity, holderKey.Namespace, holderKey.Name)
 	if err := backend.Remark(ctx, handed, holderMarker); err != nil && !errors.Is(err, backends.ErrNotOwned) {
 		return nil, fmt.Errorf("handing %s (%s) to claim %s, whose IPAddress holds it: %w", rec.Address.Addr(), rec.Reference, holderKey, err)

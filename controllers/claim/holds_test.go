@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // A held claim asks again only once its wait is over, its request changed,
@@ -41,7 +41,7 @@ func TestHoldsEndWithTheWaitAChangedRequestOrAnEvent(t *testing.T) {
 			then: func(_ *holds, _ *clocktesting.FakePassiveClock, claim *ipamv1.IPAddressClaim) { claim.Generation++ }},
 		{name: "the status changes",
 			then: func(_ *holds, _ *clocktesting.FakePassiveClock, claim *ipamv1.IPAddressClaim) {
-				setClaimReady(claim, metav1.ConditionFalse, shared.RequestedAddressUnavailableReason, "held")
+				setClaimReady(claim, metav1.ConditionFalse, reasons.RequestedAddressUnavailableReason, "held")
 			}},
 		{name: "an event releases it", over: true,
 			then: func(h *holds, _ *clocktesting.FakePassiveClock, claim *ipamv1.IPAddressClaim) {

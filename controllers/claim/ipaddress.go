@@ -16,12 +16,13 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // backendClaim describes the claim to the backend.
 func (r *ClaimReconciler) backendClaim(claim *ipamv1.IPAddressClaim) backends.Claim {
-	return shared.BackendClaim(r.Identity, claim)
+	return reservation.BackendClaim(r.Identity, claim)
 }
 
 // newIPAddress builds the claim's IPAddress: same name, owned by the claim
@@ -32,7 +33,7 @@ func (r *ClaimReconciler) newIPAddress(s *scope, alloc backends.Allocation) (*ip
 		ObjectMeta: metav1.ObjectMeta{
 			Name:       s.claim.Name,
 			Namespace:  s.claim.Namespace,
-			Finalizers: []string{shared.ProtectAddressFinalizer},
+			Finalizers: []string{reservation.ProtectAddressFinalizer},
 		},
 		Spec: ipamv1.IPAddressSpec{
 			ClaimRef: ipamv1.IPAddressClaimReference{Name: s.claim.Name},
@@ -44,7 +45,7 @@ func (r *ClaimReconciler) newIPAddress(s *scope, alloc backends.Allocation) (*ip
 	if alloc.Gateway.IsValid() {
 		address.Spec.Gateway = alloc.Gateway.String()
 	}
-	if name := shared.ClaimClusterName(s.claim); name != "" {
+	if name := reservation.ClaimClusterName(s.claim); name != "" {
 		address.Labels = map[string]string{clusterv1.ClusterNameLabel: name}
 	}
 	scheme := r.Client.Scheme()
@@ -82,7 +83,7 @@ func (r *ClaimReconciler) cacheBehind(ctx context.Context, claim *ipamv1.IPAddre
 // once: it must be on the claim before the IPAddress is let go.
 func (r *ClaimReconciler) persistReservation(ctx context.Context, claim *ipamv1.IPAddressClaim) error {
 	kept := map[string]string{}
-	for _, k := range shared.ReservationAnnotations {
+	for _, k := range reservation.Annotations {
 		if v, ok := claim.Annotations[k]; ok {
 			kept[k] = v
 		}
@@ -102,18 +103,18 @@ func (r *ClaimReconciler) persistReservation(ctx context.Context, claim *ipamv1.
 }
 
 func (r *ClaimReconciler) removeAddressFinalizer(ctx context.Context, address *ipamv1.IPAddress) error {
-	if !controllerutil.ContainsFinalizer(address, shared.ProtectAddressFinalizer) {
+	if !controllerutil.ContainsFinalizer(address, reservation.ProtectAddressFinalizer) {
 		return nil
 	}
 	base := address.DeepCopy()
-	controllerutil.RemoveFinalizer(address, shared.ProtectAddressFinalizer)
+	controllerutil.RemoveFinalizer(address, reservation.ProtectAddressFinalizer)
 	if err := r.Client.Patch(ctx, address, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
 	}
 	return nil
 }
 
-func freeCount(p shared.Pool) int64 {
+func freeCount(p poolkind.Pool) int64 {
 	if a := p.GetPoolStatus().Addresses; a != nil {
 		return a.Free
 	}

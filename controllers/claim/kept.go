@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // kept says whether a claim being deleted keeps its address: its consumer
@@ -18,7 +18,7 @@ func kept(s *scope) bool {
 	if !controllerutil.ContainsFinalizer(s.claim, v1alpha1.KeepAddressFinalizer) {
 		return false
 	}
-	setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressKeptReason, fmt.Sprintf(
+	setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressKeptReason, fmt.Sprintf(
 		"the claim is being deleted, but finalizer %s keeps its address reserved while its consumer serves it (a Cluster's control-plane endpoint stays until the Cluster is gone or names another address); nothing is released until that finalizer is removed",
 		v1alpha1.KeepAddressFinalizer))
 	return true

@@ -15,7 +15,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // macForAllocation returns the MAC the claim's new record carries, or the
@@ -27,7 +27,7 @@ import (
 // rebuilding its IPAddress (bound once) never waits: its record exists,
 // whatever MAC it carries.
 func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (string, *ctrl.Result, error) {
-	if r.MACAddresses == nil || !macaddress.WantedBy(s.pool) {
+	if r.MACAddresses == nil || !s.kind.WantsMachineMAC(s.pool) {
 		return "", nil, nil
 	}
 	key := client.ObjectKeyFromObject(s.claim)
@@ -67,7 +67,7 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (strin
 		// Waiting would wait for ever: reserve without a MAC, and say so,
 		// once.
 		if r.MACAddresses.FirstDeferral(key) {
-			r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, shared.MACAddressDeferredReason, "Allocate",
+			r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.MACAddressDeferredReason, "Allocate",
 				"the fixed address is reserved without a MAC: %s; the MAC is written into it once the VM reports it", found.Deferred)
 		}
 		deferMAC(s.claim, found.Deferred)
@@ -86,7 +86,7 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (strin
 // in) carries none. Without one the annotations go, the source too: there
 // is nothing the machine's MAC could be compared with (checkBoundMAC).
 func describeRecordMAC(s *scope, carried string) {
-	if !macaddress.WantedBy(s.pool) {
+	if !s.kind.WantsMachineMAC(s.pool) {
 		return
 	}
 	if carried == "" {
@@ -104,10 +104,10 @@ func describeRecordMAC(s *scope, carried string) {
 // sent when the claim starts waiting, not at every look.
 func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
 	msg := "waiting for the MAC address of the machine's interface, which the pool's fixed addresses carry: " + why
-	if prev := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); prev == nil || prev.Reason != shared.MACAddressUnknownReason {
-		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, shared.MACAddressUnknownReason, "Allocate", "%s", msg)
+	if prev := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); prev == nil || prev.Reason != reasons.MACAddressUnknownReason {
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, reasons.MACAddressUnknownReason, "Allocate", "%s", msg)
 	}
-	setClaimReady(claim, metav1.ConditionFalse, shared.MACAddressUnknownReason, msg)
+	setClaimReady(claim, metav1.ConditionFalse, reasons.MACAddressUnknownReason, msg)
 }
 
 // checkBoundMAC compares the MAC a bound claim's record carries (its
@@ -121,7 +121,7 @@ func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
 // or a resync of thousands of bound claims reads nothing but the cache.
 func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, s *scope) error {
 	recorded := s.claim.Annotations[v1alpha1.MACAddressAnnotation]
-	if r.MACAddresses == nil || recorded == "" || s.pool == nil || !macaddress.WantedBy(s.pool) {
+	if r.MACAddresses == nil || recorded == "" || s.pool == nil || !s.kind.WantsMachineMAC(s.pool) {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(s.claim)

@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +15,15 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/owners"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -40,24 +44,24 @@ func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{apitest.OwnerRef(apitest.InfraV1beta1, "Metal3Data", "workers-0")},
 		Annotations: map[string]string{v1alpha1.MACAddressAnnotation: "52:54:00:aa:bb:01",
 			v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0"}}}
-	r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
+	r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), MACAddresses: &macaddress.Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds}}
 	ctx := context.Background()
 
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
 	assert.Len(t, reader.Gets, 3, "the first comparison reads the chain")
 	assert.Equal(t, v1alpha1.MACAddressMatchesReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
 
 	reader.Gets = nil
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
-	r.MACAddresses = &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds} // a restart
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
+	r.MACAddresses = &macaddress.Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds} // a restart
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
 	assert.Empty(t, reader.Gets, "a resync or a restart reads nothing")
 
 	host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
 	reqs := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, func(types.NamespacedName) {})(ctx, host)
 	require.Len(t, reqs, 1, "the restarted manager maps the host to the claim from its annotation")
 	require.NoError(t, unstructured.SetNestedField(reader.Objects["BareMetalHost/ns/host-0"].Object, "52:54:00:aa:bb:02", "spec", "bootMACAddress"))
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, pool: pool}))
+	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
 	assert.Len(t, reader.Gets, 3, "an event on the source makes it compare again")
 	assert.Equal(t, v1alpha1.MACAddressChangedReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
 }
@@ -102,17 +106,17 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "workers-0-pool",
 				OwnerReferences: []metav1.OwnerReference{apitest.OwnerRef(apitest.InfraV1beta1, "Metal3Data", "workers-0")},
 				Annotations:     maps.Clone(tc.annotations)}}
-			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{}),
-				MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
+			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), waits: retry.NewWaitBackoff(retry.FirstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{}),
+				MACAddresses: &macaddress.Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds}}
 			ctx := context.Background()
 
 			result, err := r.allocationFailed(claim, refusal)
 			require.NoError(t, err, "a wait, not a failed reconcile")
-			assert.Equal(t, shared.FirstRetryInterval, result.RequeueAfter)
+			assert.Equal(t, retry.FirstRetryInterval, result.RequeueAfter)
 			assert.Equal(t, tc.wantKept, claim.Annotations)
 			ready := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition)
 			require.NotNil(t, ready)
-			assert.Equal(t, shared.MACAddressInUseReason, ready.Reason)
+			assert.Equal(t, reasons.MACAddressInUseReason, ready.Reason)
 			assert.Contains(t, ready.Message, "is held by fixedaddress/abc")
 			assert.Contains(t, ready.Message, tc.wantMessage)
 
@@ -131,14 +135,14 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 				assert.Positive(t, r.holds.remaining(claim), "still held back")
 				claim.Annotations[v1alpha1.MACAddressAnnotation] = "52:54:00:aa:bb:02"
 				assert.Zero(t, r.holds.remaining(claim), "the correction ends the hold")
-				mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
+				mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
 				require.NoError(t, err)
 				assert.Nil(t, later)
 				assert.Equal(t, "52:54:00:aa:bb:02", mac)
 				return
 			}
 			assert.Zero(t, r.holds.remaining(claim), "the host's change ends the hold")
-			mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
+			mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
 			require.NoError(t, err)
 			require.Len(t, woken, 1)
 			require.NotNil(t, later, "the MAC read again is written before the reservation")
@@ -160,7 +164,7 @@ func TestDescribeRecordMAC(t *testing.T) {
 		v1alpha1.MACAddressSourceAnnotation: "BareMetalHost.metal3.io/ns/host-0", "other": "kept"}
 	for _, tc := range []struct {
 		name        string
-		pool        shared.Pool
+		pool        poolkind.Pool
 		annotations map[string]string
 		carried     string
 		want        map[string]string
@@ -180,7 +184,7 @@ func TestDescribeRecordMAC(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Annotations: maps.Clone(tc.annotations)}}
-			describeRecordMAC(&scope{claim: claim, pool: tc.pool}, tc.carried)
+			describeRecordMAC(&scope{claim: claim, kind: kindOf(tc.pool), pool: tc.pool}, tc.carried)
 			assert.Equal(t, tc.want, claim.Annotations)
 		})
 	}
@@ -197,14 +201,14 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-a-0-0",
 		OwnerReferences: []metav1.OwnerReference{apitest.OwnerRef(apitest.InfraV1beta1, "VSphereVM", "vm-a")}}}
 	recorder := events.NewFakeRecorder(10)
-	r := &ClaimReconciler{Recorder: recorder, MACAddresses: &macaddress.Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}}
+	r := &ClaimReconciler{Recorder: recorder, MACAddresses: &macaddress.Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds}}
 	ctx := context.Background()
 	deferrals := func() int {
 		n := 0
 		for {
 			select {
 			case e := <-recorder.Events:
-				assert.Contains(t, e, shared.MACAddressDeferredReason)
+				assert.Contains(t, e, reasons.MACAddressDeferredReason)
 				n++
 			default:
 				return n
@@ -213,7 +217,7 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	}
 
 	for range 3 {
-		mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
+		mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
 		require.NoError(t, err)
 		assert.Nil(t, later, "reserved at once")
 		assert.Empty(t, mac)
@@ -221,7 +225,7 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	assert.Equal(t, 1, deferrals(), "said once")
 
 	r.MACAddresses.Forget(client.ObjectKeyFromObject(claim))
-	_, _, err := r.macForAllocation(ctx, &scope{claim: claim, pool: pool})
+	_, _, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
 	require.NoError(t, err)
 	assert.Equal(t, 1, deferrals(), "a claim of the same name, after the first is gone")
 }

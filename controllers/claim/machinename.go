@@ -14,7 +14,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/owners"
 )
 
 // MachineNames finds the Machine a claim's address is for by walking owner
@@ -38,7 +38,7 @@ func (m *MachineNames) Ensure(ctx context.Context, claim *ipamv1.IPAddressClaim)
 	if claim.Annotations[v1alpha1.MachineNameAnnotation] != "" {
 		return nil
 	}
-	name, err := m.resolve(ctx, claim.Namespace, claim.OwnerReferences, shared.MaxOwnerHops, map[string]bool{})
+	name, err := m.resolve(ctx, claim.Namespace, claim.OwnerReferences, owners.MaxOwnerHops, map[string]bool{})
 	if err != nil {
 		return fmt.Errorf("finding the claim's Machine: %w", err)
 	}
@@ -56,7 +56,7 @@ func (m *MachineNames) Ensure(ctx context.Context, claim *ipamv1.IPAddressClaim)
 // resolve returns the first Machine among refs or, depth first, among the
 // owners of the objects refs name that are of a followed kind; "" if none.
 func (m *MachineNames) resolve(ctx context.Context, namespace string, refs []metav1.OwnerReference, hops int, seen map[string]bool) (string, error) {
-	ref, err := shared.FindOwner(ctx, m.Reader, m.Follow, namespace, refs, hops, seen, isMachine)
+	ref, err := owners.FindOwner(ctx, m.Reader, m.Follow, namespace, refs, hops, seen, isMachine)
 	if err != nil || ref == nil {
 		return "", err
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/owners"
 )
 
 // metadataReader serves objects' metadata by kind and name, and records
@@ -180,7 +180,7 @@ func TestMachineNamesEnsure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			reader := &metadataReader{owners: tt.owners, errs: tt.errs}
-			names := &MachineNames{Reader: reader, Follow: shared.ConsumerOwnerKinds}
+			names := &MachineNames{Reader: reader, Follow: owners.ConsumerOwnerKinds}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim-0", OwnerReferences: tt.claimOwners}}
 			if tt.annotation != "" {
 				claim.Annotations = map[string]string{v1alpha1.MachineNameAnnotation: tt.annotation}
@@ -195,12 +195,12 @@ func TestMachineNamesEnsure(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, claim.Annotations[v1alpha1.MachineNameAnnotation])
-			assert.Equal(t, tt.want, shared.MachineName(claim))
+			assert.Equal(t, tt.want, owners.MachineName(claim))
 		})
 	}
 }
 
 func TestMachineNameOfAClaimWithoutAnnotation(t *testing.T) {
 	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: "bound-before-upgrade"}}
-	assert.Equal(t, "bound-before-upgrade", shared.MachineName(claim))
+	assert.Equal(t, "bound-before-upgrade", owners.MachineName(claim))
 }

@@ -16,7 +16,8 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // The MAC written late. A CAPV claim of a pool whose fixed addresses carry
@@ -35,7 +36,7 @@ import (
 // MAC is written into its record once the machine reports it.
 func deferMAC(claim *ipamv1.IPAddressClaim, why string) {
 	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
-		Reason: shared.MACAddressDeferredReason,
+		Reason: reasons.MACAddressDeferredReason,
 		Message: "the fixed address was reserved without a MAC: " + why +
 			"; the MAC is written into it once the machine reports it"})
 }
@@ -44,7 +45,7 @@ func deferMAC(claim *ipamv1.IPAddressClaim, why string) {
 // be written into its record.
 func macDeferred(claim *ipamv1.IPAddressClaim) bool {
 	c := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
-	return c != nil && c.Reason == shared.MACAddressDeferredReason
+	return c != nil && c.Reason == reasons.MACAddressDeferredReason
 }
 
 // writeDeferredMAC writes the machine's MAC into the fixed address of a
@@ -53,7 +54,7 @@ func macDeferred(claim *ipamv1.IPAddressClaim) bool {
 // MAC written before a restart) is handed to checkBoundMAC's comparison.
 func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, s *scope, address *ipamv1.IPAddress) error {
 	claim, kind, pool := s.claim, s.kind, s.pool
-	if r.MACAddresses == nil || pool == nil || !macaddress.WantedBy(pool) || !macDeferred(claim) {
+	if r.MACAddresses == nil || pool == nil || !kind.WantsMachineMAC(pool) || !macDeferred(claim) {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(claim)
@@ -88,7 +89,7 @@ func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, s *scope, addres
 
 // writeMAC writes the machine's MAC found into the claim's record rec and
 // says on the claim what came of it.
-func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool shared.Pool, writer backends.MACWriter,
+func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool poolkind.Pool, writer backends.MACWriter,
 	rec backends.Record, found macaddress.Found) error {
 	key := client.ObjectKeyFromObject(claim)
 	carried, err := writer.WriteMAC(ctx, rec, found.MAC)
@@ -105,9 +106,9 @@ func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressC
 		msg := fmt.Sprintf("%s gives MAC %s, which could not be written into the claim's record %s: %v; "+
 			"the provider does not try again: set the MAC in the grid and the claim's annotation %s, or delete the claim to reserve again",
 			found.Source, found.MAC, rec.Reference, err, v1alpha1.MACAddressAnnotation)
-		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, shared.MACAddressNotWrittenReason, "WriteMAC", "%s", msg)
+		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, reasons.MACAddressNotWrittenReason, "WriteMAC", "%s", msg)
 		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
-			Reason: shared.MACAddressNotWrittenReason, Message: msg})
+			Reason: reasons.MACAddressNotWrittenReason, Message: msg})
 		return nil
 	case err != nil:
 		return fmt.Errorf("writing the machine's MAC into %s: %w", rec.Reference, err)
@@ -131,10 +132,10 @@ func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressC
 	}
 	ctrl.LoggerFrom(ctx).Info("Wrote the machine's MAC into its fixed address", "mac", carried, "source", found.Source.String(),
 		"record", rec.Reference)
-	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, shared.MACAddressWrittenReason, "WriteMAC",
+	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, reasons.MACAddressWrittenReason, "WriteMAC",
 		"wrote MAC %s, which %s reports, into the claim's fixed address %s (match_client MAC_ADDRESS)", carried, found.Source, rec.Reference)
 	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
-		Reason:  shared.MACAddressWrittenReason,
+		Reason:  reasons.MACAddressWrittenReason,
 		Message: fmt.Sprintf("the fixed address carries MAC %s, which %s reported after the address was reserved", carried, found.Source)})
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // fakeMACWriter answers WriteMAC with carried and err, and remembers the
@@ -53,17 +53,17 @@ func TestWriteMACSaysWhatCameOfIt(t *testing.T) {
 		wantEvent   string
 		wantWaiting bool
 	}{
-		{name: "written", writer: &fakeMACWriter{carried: mac}, wantReason: shared.MACAddressWrittenReason,
-			wantStatus: metav1.ConditionTrue, wantMAC: mac, wantEvent: shared.MACAddressWrittenReason},
+		{name: "written", writer: &fakeMACWriter{carried: mac}, wantReason: reasons.MACAddressWrittenReason,
+			wantStatus: metav1.ConditionTrue, wantMAC: mac, wantEvent: reasons.MACAddressWrittenReason},
 		{name: "the record carried another MAC", writer: &fakeMACWriter{carried: "52:54:00:00:00:99"}, wantMAC: "52:54:00:00:00:99"},
 		{name: "a plan without a MAC", writer: &fakeMACWriter{}},
 		{name: "refused", writer: &fakeMACWriter{err: fmt.Errorf("held by fixedaddress/x: %w", backends.ErrMACAddressInUse)},
-			wantReason: shared.MACAddressNotWrittenReason, wantStatus: metav1.ConditionFalse, wantEvent: shared.MACAddressNotWrittenReason},
+			wantReason: reasons.MACAddressNotWrittenReason, wantStatus: metav1.ConditionFalse, wantEvent: reasons.MACAddressNotWrittenReason},
 		{name: "no longer the claim's", writer: &fakeMACWriter{err: backends.ErrNotOwned},
-			wantReason: shared.MACAddressNotWrittenReason, wantStatus: metav1.ConditionFalse, wantEvent: shared.MACAddressNotWrittenReason},
+			wantReason: reasons.MACAddressNotWrittenReason, wantStatus: metav1.ConditionFalse, wantEvent: reasons.MACAddressNotWrittenReason},
 		{name: "matches no client by MAC", writer: &fakeMACWriter{err: backends.ErrNoMACMatch}},
 		{name: "the grid is down", writer: &fakeMACWriter{err: fmt.Errorf("reaching the grid: %w", backends.ErrUnavailable)}, wantErr: true,
-			wantReason: shared.MACAddressDeferredReason, wantStatus: metav1.ConditionFalse, wantWaiting: true},
+			wantReason: reasons.MACAddressDeferredReason, wantStatus: metav1.ConditionFalse, wantWaiting: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 // reconcileNormal makes sure the claim has its IPAddress. Every outcome that
@@ -35,14 +36,14 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 	// Machine's name, which the records will carry, goes in the same write.
 	// A pool being deleted waits for every claim with the finalizer: a new
 	// claim of it gets none, so that it cannot hold the pool.
-	if !controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) {
+	if !controllerutil.ContainsFinalizer(s.claim, reservation.ClaimFinalizer) {
 		if !s.pool.GetDeletionTimestamp().IsZero() {
 			return r.poolBeingDeleted(s), nil
 		}
 		if err := r.MachineNames.Ensure(ctx, s.claim); err != nil {
 			return ctrl.Result{}, err
 		}
-		controllerutil.AddFinalizer(s.claim, shared.ClaimFinalizer)
+		controllerutil.AddFinalizer(s.claim, reservation.ClaimFinalizer)
 		return ctrl.Result{}, nil
 	}
 
@@ -58,7 +59,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		// A claim of the same name that is gone left its IPAddress; it is
 		// garbage, and never this claim's.
 		log.Info("Removing the IPAddress of a deleted claim of the same name", "owner", metav1.GetControllerOf(address).UID)
-		setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
+		setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressConflictReason,
 			fmt.Sprintf("IPAddress %s belonged to a deleted claim of the same name and is being removed", address.Name))
 		if err := r.removeAddressFinalizer(ctx, address); err != nil {
 			return ctrl.Result{}, err
@@ -67,8 +68,8 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 			return ctrl.Result{}, fmt.Errorf("deleting the IPAddress of a deleted claim: %w", err)
 		}
 		return r.wait(s.claim), nil
-	case !shared.AddressBelongsTo(address, s.claim):
-		setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressConflictReason,
+	case !reservation.AddressBelongsTo(address, s.claim):
+		setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressConflictReason,
 			fmt.Sprintf("IPAddress %s exists but belongs to claim %q of pool %s %s", address.Name,
 				address.Spec.ClaimRef.Name, address.Spec.PoolRef.Kind, address.Spec.PoolRef.Name))
 		return r.wait(s.claim), nil
@@ -77,7 +78,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		// the marker finds the same address again. The delete event brings
 		// the claim back, and the wait covers an event that is missed.
 		log.Info("IPAddress is being deleted while its claim exists, recreating it")
-		setClaimReady(s.claim, metav1.ConditionFalse, shared.AddressDeletedReason,
+		setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressDeletedReason,
 			fmt.Sprintf("IPAddress %s is being deleted; it is written again with the same address", address.Name))
 		keepReservation(s.claim, address)
 		if err := r.persistReservation(ctx, s.claim); err != nil {
@@ -99,7 +100,7 @@ func (r *ClaimReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 			return ctrl.Result{}, err
 		}
 		s.claim.Status.AddressRef = ipamv1.IPAddressReference{Name: address.Name}
-		setClaimReady(s.claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+		setClaimReady(s.claim, metav1.ConditionTrue, reasons.AddressAllocatedReason, "")
 		return ctrl.Result{}, nil
 	}
 
@@ -142,7 +143,7 @@ func (r *ClaimReconciler) holdBack(claim *ipamv1.IPAddressClaim) ctrl.Result {
 // claim is deleted and its release, which goes through the pool, is done.
 func (r *ClaimReconciler) poolBeingDeleted(s *scope) ctrl.Result {
 	msg := fmt.Sprintf("%s %s is being deleted and gives no address out", s.kind.Kind, s.pool.GetName())
-	if controllerutil.ContainsFinalizer(s.claim, shared.ClaimFinalizer) {
+	if controllerutil.ContainsFinalizer(s.claim, reservation.ClaimFinalizer) {
 		msg += "; its deletion waits for this claim to be deleted"
 	}
 	setClaimReady(s.claim, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, msg)

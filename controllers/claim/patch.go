@@ -8,9 +8,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
 
 // claimPatch writes what one reconcile changed on a claim with as few
@@ -36,7 +36,7 @@ func newClaimPatch(claim *ipamv1.IPAddressClaim) claimPatch {
 // claim with the finalizer ever holds an address, and its deletion brings
 // the claim back.
 func (p claimPatch) apply(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim) error {
-	released := !claim.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(claim, shared.ClaimFinalizer)
+	released := !claim.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(claim, reservation.ClaimFinalizer)
 	metadataChanged := !equality.Semantic.DeepEqual(p.before.ObjectMeta, claim.ObjectMeta)
 	// A patch's answer overwrites the object it was sent with: each is sent
 	// with a copy, and the claim keeps what this reconcile wants.

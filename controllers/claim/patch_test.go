@@ -15,7 +15,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 func claimPath(claim *ipamv1.IPAddressClaim) string {
@@ -25,7 +26,7 @@ func claimPath(claim *ipamv1.IPAddressClaim) string {
 // bindInMemory changes the claim's status as an allocation does.
 func bindInMemory(claim *ipamv1.IPAddressClaim) {
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: claim.Name}
-	setClaimReady(claim, metav1.ConditionTrue, shared.AddressAllocatedReason, "")
+	setClaimReady(claim, metav1.ConditionTrue, reasons.AddressAllocatedReason, "")
 }
 
 func TestClaimPatchWritesTheStatusThenTheMetadataInOneRequestEach(t *testing.T) {
@@ -51,7 +52,7 @@ func TestClaimPatchWritesTheStatusThenTheMetadataInOneRequestEach(t *testing.T) 
 				bindInMemory(claim)
 			}
 			if tc.metadata {
-				controllerutil.AddFinalizer(claim, shared.ClaimFinalizer)
+				controllerutil.AddFinalizer(claim, reservation.ClaimFinalizer)
 			}
 			want := claim.DeepCopy()
 			log.Take()
@@ -83,7 +84,7 @@ func TestClaimPatchWritesTheStatusThenTheMetadataInOneRequestEach(t *testing.T) 
 			stored := &ipamv1.IPAddressClaim{}
 			require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(claim), stored))
 			assert.Equal(t, stored.ResourceVersion, claim.ResourceVersion, "the claim carries the version written last")
-			assert.Equal(t, tc.metadata, controllerutil.ContainsFinalizer(stored, shared.ClaimFinalizer))
+			assert.Equal(t, tc.metadata, controllerutil.ContainsFinalizer(stored, reservation.ClaimFinalizer))
 			assert.Equal(t, tc.status, conditions.IsTrue(stored, ipamv1.IPAddressClaimReadyCondition))
 			assert.Equal(t, want.Status.AddressRef, stored.Status.AddressRef)
 		})
@@ -106,7 +107,7 @@ func TestClaimPatchOfAStatusReadBeforeAnotherWriteConflicts(t *testing.T) {
 
 	p := newClaimPatch(stale)
 	bindInMemory(stale)
-	controllerutil.AddFinalizer(stale, shared.ClaimFinalizer)
+	controllerutil.AddFinalizer(stale, reservation.ClaimFinalizer)
 	log.Take()
 	err := p.apply(ctx, c, stale)
 	require.Error(t, err)
@@ -117,22 +118,22 @@ func TestClaimPatchOfAStatusReadBeforeAnotherWriteConflicts(t *testing.T) {
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(claim), stored))
 	assert.Equal(t, "a later view", conditions.GetMessage(stored, ipamv1.IPAddressClaimReadyCondition), "the later write stands")
 	assert.Empty(t, stored.Status.AddressRef.Name)
-	assert.False(t, controllerutil.ContainsFinalizer(stored, shared.ClaimFinalizer))
+	assert.False(t, controllerutil.ContainsFinalizer(stored, reservation.ClaimFinalizer))
 }
 
 func TestClaimPatchLetsAReleasedClaimGoWithoutWritingItsStatus(t *testing.T) {
 	c, log := apitest.LoggingClient(t)
 	ctx := context.Background()
 	ns := apitest.Namespace(t, c)
-	claim := apitest.CreateClaim(t, c, ns, "released", shared.ClaimFinalizer)
+	claim := apitest.CreateClaim(t, c, ns, "released", reservation.ClaimFinalizer)
 	require.NoError(t, c.Delete(ctx, claim))
 	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(claim), claim))
 	require.False(t, claim.DeletionTimestamp.IsZero())
 
 	p := newClaimPatch(claim)
 	// What a release leaves on the claim: a condition, and no finalizer.
-	setClaimReady(claim, metav1.ConditionFalse, shared.ReleaseSkippedReason, "left in place")
-	controllerutil.RemoveFinalizer(claim, shared.ClaimFinalizer)
+	setClaimReady(claim, metav1.ConditionFalse, reasons.ReleaseSkippedReason, "left in place")
+	controllerutil.RemoveFinalizer(claim, reservation.ClaimFinalizer)
 	log.Take()
 	require.NoError(t, p.apply(ctx, c, claim))
 	assert.Equal(t, []string{"PATCH " + claimPath(claim)}, log.Requests(), "the metadata only: no status for a claim about to vanish")
@@ -162,7 +163,7 @@ func TestClaimPatchOfAClaimAlreadyGoneIsNoError(t *testing.T) {
 			if tc.status {
 				bindInMemory(claim)
 			}
-			controllerutil.AddFinalizer(claim, shared.ClaimFinalizer)
+			controllerutil.AddFinalizer(claim, reservation.ClaimFinalizer)
 			log.Take()
 			require.NoError(t, p.apply(ctx, c, claim))
 			var wantRequests []string

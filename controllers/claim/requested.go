@@ -15,7 +15,10 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // A claim may request one address: by its annotation
@@ -48,7 +51,7 @@ type preAllocating interface {
 
 // requestOf reads the address the claim requests from its annotation and
 // its pool's pre-allocations; none when neither names one.
-func requestOf(claim *ipamv1.IPAddressClaim, pool shared.Pool) addressRequest {
+func requestOf(claim *ipamv1.IPAddressClaim, pool poolkind.Pool) addressRequest {
 	annotated, byAnnotation := claim.Annotations[v1alpha1.RequestedAddressAnnotation]
 	var preAllocated v1alpha1.IPAddressString
 	var byPool bool
@@ -111,7 +114,7 @@ func (r *ClaimReconciler) reservation(s *scope, backend backends.Reserver, claim
 	if req.err == nil && !req.addr.IsValid() {
 		return func(ctx context.Context) (backends.Allocation, error) { return backend.Allocate(ctx, claim) }
 	}
-	asked := requested{req: req, kind: s.kind.Kind, pool: s.pool, bound: s.claim.Status.AddressRef.Name != ""}
+	asked := requested{req: req, kind: s.kind, pool: s.pool, bound: s.claim.Status.AddressRef.Name != ""}
 	return func(ctx context.Context) (backends.Allocation, error) {
 		return r.allocateRequested(ctx, backend, claim, asked)
 	}
@@ -121,8 +124,8 @@ func (r *ClaimReconciler) reservation(s *scope, backend backends.Reserver, claim
 // knows of it.
 type requested struct {
 	req  addressRequest
-	kind string
-	pool shared.Pool
+	kind poolkind.Kind
+	pool poolkind.Pool
 	// bound: the claim had its IPAddress once (status.addressRef), and
 	// rebuilds it: its machine uses the address its record holds.
 	bound bool
@@ -199,18 +202,18 @@ func (r *ClaimReconciler) allocateRequested(ctx context.Context, backend backend
 func (r *ClaimReconciler) handToHolder(ctx context.Context, backend backends.Reserver, asked requested, claim backends.Claim, alloc backends.Allocation,
 	holder *ipamv1.IPAddress) (bool, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
-	holderClaim, err := r.giveToHolder(ctx, backend, asked.pool, recordOf(claim, alloc), claim.MAC, holder, fmt.Sprintf(
+	holderClaim, err := r.giveToHolder(ctx, backend, asked.kind, asked.pool, recordOf(claim, alloc), claim.MAC, holder, fmt.Sprintf(
 		"another address or scope (%s answered %s to claim %s/%s, which requested it)", alloc.Endpoint, alloc.Address.Addr(), claim.Namespace, claim.Name))
 	if err != nil || holderClaim == nil {
 		return false, err
 	}
-	shared.AddressConflicts.WithLabelValues(asked.kind).Inc()
+	metrics.AddressConflicts.WithLabelValues(asked.kind.Kind).Inc()
 	ctrl.LoggerFrom(ctx).Info("A requested address is held in the cluster; handed the record made for it to the holder",
 		"address", alloc.Address.Addr().String(), "reference", alloc.Reference, "holder", holderKey.String())
 	held := fmt.Sprintf("claim %s/%s requested this claim's address %s, which %s no longer held for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",
 		claim.Namespace, claim.Name, alloc.Address.Addr(), alloc.Endpoint, alloc.Reference)
-	r.Recorder.Eventf(holderClaim, nil, corev1.EventTypeWarning, shared.AddressHeldInClusterReason, "Allocate", "%s", held)
-	return true, shared.SetAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, shared.AddressHeldInClusterReason, held)
+	r.Recorder.Eventf(holderClaim, nil, corev1.EventTypeWarning, reasons.AddressHeldInClusterReason, "Allocate", "%s", held)
+	return true, reservation.SetAddressReserved(ctx, r.Client, holderClaim, metav1.ConditionTrue, reasons.AddressHeldInClusterReason, held)
 }
 
 // recordOf is the record an allocation for claim names.

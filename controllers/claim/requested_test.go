@@ -14,21 +14,21 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 func TestRequestOf(t *testing.T) {
 	annotated := func(v string) map[string]string { return map[string]string{v1alpha1.RequestedAddressAnnotation: v} }
-	netboxPool := func(pre v1alpha1.PreAllocations) shared.Pool {
+	netboxPool := func(pre v1alpha1.PreAllocations) poolkind.Pool {
 		return &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: v1alpha1.NetboxIPPoolSpec{PreAllocations: pre}}
 	}
-	globalPool := func(pre v1alpha1.PreAllocations) shared.Pool {
+	globalPool := func(pre v1alpha1.PreAllocations) poolkind.Pool {
 		return &v1alpha1.GlobalInfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Name: "pool"}, Spec: v1alpha1.InfobloxIPPoolSpec{PreAllocations: pre}}
 	}
 	for _, tc := range []struct {
 		name        string
 		annotations map[string]string
-		pool        shared.Pool
+		pool        poolkind.Pool
 		want        string // "" for none
 		from        string
 		err         string // "" for none

@@ -7,7 +7,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 // recordReservation notes on the IPAddress where the claim's address lives,
@@ -45,7 +45,7 @@ func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
 	if claim.Annotations == nil {
 		claim.Annotations = map[string]string{}
 	}
-	for _, k := range shared.ReservationAnnotations {
+	for _, k := range reservation.Annotations {
 		if v, ok := address.Annotations[k]; ok {
 			claim.Annotations[k] = v
 		} else {
@@ -57,7 +57,7 @@ func keepReservation(claim *ipamv1.IPAddressClaim, address *ipamv1.IPAddress) {
 // forgetReservation drops what the claim kept of a reservation once a new
 // IPAddress holds it.
 func forgetReservation(claim *ipamv1.IPAddressClaim) {
-	for _, k := range shared.ReservationAnnotations {
+	for _, k := range reservation.Annotations {
 		delete(claim.Annotations, k)
 	}
 }

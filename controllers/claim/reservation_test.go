@@ -14,7 +14,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 func TestReservationAnnotationsFollowTheAddressToItsClaimAndBack(t *testing.T) {
@@ -30,15 +30,15 @@ func TestReservationAnnotationsFollowTheAddressToItsClaimAndBack(t *testing.T) {
 	}, address.Annotations)
 
 	want := backends.Reservation{Address: netip.MustParsePrefix("10.0.0.7/24"), Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Marker: "mgmt-a/ns/m"}
-	assert.Equal(t, want, shared.RecordedReservation(claim, address), "read from the IPAddress while it lives")
+	assert.Equal(t, want, reservation.Recorded(claim, address), "read from the IPAddress while it lives")
 	assert.Empty(t, claim.Annotations, "a new claim is spared the write")
 
 	keepReservation(claim, address)
 	want.Address = netip.Prefix{}
-	assert.Equal(t, want, shared.RecordedReservation(claim, nil), "the claim keeps it once its IPAddress is let go")
+	assert.Equal(t, want, reservation.Recorded(claim, nil), "the claim keeps it once its IPAddress is let go")
 
 	forgetReservation(claim)
-	assert.Equal(t, backends.Reservation{}, shared.RecordedReservation(claim, nil))
+	assert.Equal(t, backends.Reservation{}, reservation.Recorded(claim, nil))
 
 	keepReservation(claim, &ipamv1.IPAddress{})
 	assert.Empty(t, claim.Annotations, "nothing to keep from an IPAddress that recorded nothing")
@@ -53,10 +53,10 @@ func TestReservationOfAPlanSaysItWasPlanned(t *testing.T) {
 			address := &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "m"},
 				Spec: ipamv1.IPAddressSpec{Address: "10.0.0.7", Prefix: ptr.To[int32](24)}}
 			recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Planned: planned}, "mgmt-a/ns/m")
-			assert.Equal(t, planned, shared.RecordedReservation(claim, address).Planned, "read from the IPAddress")
+			assert.Equal(t, planned, reservation.Recorded(claim, address).Planned, "read from the IPAddress")
 
 			keepReservation(claim, address)
-			assert.Equal(t, planned, shared.RecordedReservation(claim, nil).Planned, "kept by the claim")
+			assert.Equal(t, planned, reservation.Recorded(claim, nil).Planned, "kept by the claim")
 
 			forgetReservation(claim)
 			assert.Empty(t, claim.Annotations)

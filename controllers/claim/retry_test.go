@@ -15,7 +15,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
 )
 
 // Every refusal holds the claim back for its wait, which grows with each
@@ -41,13 +41,13 @@ func TestAllocationFailedHoldsTheClaimForItsWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: exhausted,
-				waits: shared.NewWaitBackoff(shared.FirstRetryInterval, time.Hour), holds: newHolds(clocktesting.NewFakePassiveClock(time.Now()))}
+				waits: retry.NewWaitBackoff(retry.FirstRetryInterval, time.Hour), holds: newHolds(clocktesting.NewFakePassiveClock(time.Now()))}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 			for i := range 3 {
 				result, err := r.allocationFailed(claim, tc.err)
 				want := exhausted
 				if tc.grows {
-					want = shared.FirstRetryInterval << i
+					want = retry.FirstRetryInterval << i
 				}
 				assert.Equal(t, want, r.holds.remaining(claim), "held back after refusal %d", i+1)
 				if err == nil {

@@ -16,14 +16,16 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // clusterToClaims maps a Cluster to the claims that belong to it.
 func (r *ClaimReconciler) clusterToClaims(ctx context.Context, o client.Object) []reconcile.Request {
 	claims := &ipamv1.IPAddressClaimList{}
 	if err := r.Client.List(ctx, claims, client.InNamespace(o.GetNamespace()),
-		client.MatchingFields{shared.ClusterNameField: o.GetName()}); err != nil {
+		client.MatchingFields{index.ClusterNameField: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of Cluster", "Cluster", o.GetName())
 		return nil
 	}
@@ -31,7 +33,7 @@ func (r *ClaimReconciler) clusterToClaims(ctx context.Context, o client.Object) 
 }
 
 // poolToClaims maps a pool to its claims that still wait for an address.
-func (r *ClaimReconciler) poolToClaims(kind shared.PoolKind) handler.MapFunc {
+func (r *ClaimReconciler) poolToClaims(kind poolkind.Kind) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind.Kind, Name: o.GetName()}
 		return r.waitingClaims(ctx, ref, o.GetNamespace())
@@ -55,7 +57,7 @@ func (r *ClaimReconciler) addressToWaitingClaims(ctx context.Context, o client.O
 
 func (r *ClaimReconciler) waitingClaims(ctx context.Context, ref ipamv1.IPPoolReference, namespace string) []reconcile.Request {
 	claims := &ipamv1.IPAddressClaimList{}
-	if err := r.Client.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{shared.PoolRefField: shared.PoolRefKey(ref)}); err != nil {
+	if err := r.Client.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{index.PoolRefField: index.PoolRefKey(ref)}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing claims of pool", "pool", ref.Name)
 		return nil
 	}
@@ -108,7 +110,7 @@ func poolMayUnblockClaims() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			oldPool, newPool := e.ObjectOld.(shared.Pool), e.ObjectNew.(shared.Pool)
+			oldPool, newPool := e.ObjectOld.(poolkind.Pool), e.ObjectNew.(poolkind.Pool)
 			return oldPool.GetGeneration() != newPool.GetGeneration() ||
 				conditions.IsTrue(oldPool, v1alpha1.ReadyCondition) != conditions.IsTrue(newPool, v1alpha1.ReadyCondition) ||
 				annotations.HasPaused(oldPool) != annotations.HasPaused(newPool) ||
@@ -124,7 +126,7 @@ func poolMayUnblockClaims() predicate.Funcs {
 func (r *ClaimReconciler) secretToWaitingClaims(ctx context.Context, secret client.Object) []reconcile.Request {
 	var requests []reconcile.Request
 	for _, kind := range r.Kinds {
-		pools, err := shared.PoolsOfSecret(ctx, r.Client, kind, r.Backends.ManagerNamespace, secret)
+		pools, err := backendcache.PoolsOfSecret(ctx, r.Client, kind, r.Backends.ManagerNamespace, secret)
 		if err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "Waking the claims of a changed Secret")
 			continue

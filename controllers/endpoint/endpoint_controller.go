@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // Clusters are read past the cache, which keeps only their metadata and
@@ -82,10 +83,10 @@ type Reconciler struct {
 	// WatchFilterValue limits reconciliation to Clusters labelled
 	// cluster.x-k8s.io/watch-filter=<value>; the claim carries the label.
 	WatchFilterValue string
-	// Pools are the provider's pool kinds, one empty object of each: a
-	// pool of one of them made after a Cluster named it brings that
-	// Cluster back at once.
-	Pools []client.Object
+	// Kinds are the provider's pool kinds: a pool of one of them made
+	// after a Cluster named it brings that Cluster back at once, and a
+	// hand-picked endpoint outside its pool's sources is not claimed.
+	Kinds poolkind.Kinds
 
 	poolKinds []schema.GroupVersionKind
 	// classes says whether the API server serves ClusterClasses, whose
@@ -136,7 +137,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	default:
 		return fmt.Errorf("finding ClusterClasses: %w", err)
 	}
-	for _, pool := range r.Pools {
+	for _, kind := range r.Kinds {
+		pool := kind.New()
 		gvk, err := apiutil.GVKForObject(pool, mgr.GetScheme())
 		if err != nil {
 			return fmt.Errorf("watching pools: %w", err)

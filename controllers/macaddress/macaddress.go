@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +28,8 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/owners"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // DHCP reservations with the machine's MAC: an Infoblox pool with
@@ -146,33 +145,6 @@ type Sources struct {
 	awaiting sets.Set[types.NamespacedName]
 }
 
-// wantsMachineMAC says whether the pool's fixed addresses carry the
-// machine's MAC. Only IPv4 fixed addresses do (an IPv6 one matches a DUID),
-// so a pool of IPv6 sources alone has its claims wait for no MAC.
-func WantedBy(pool shared.Pool) bool {
-	p, ok := pool.(interface {
-		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
-	})
-	if !ok {
-		return false
-	}
-	spec := p.GetInfobloxSpec()
-	return spec.Reservation.MACAddress == v1alpha1.InfobloxMACMachine && slices.ContainsFunc(spec.Sources, isIPv4Source)
-}
-
-// isIPv4Source says whether an Infoblox source gives IPv4 addresses.
-func isIPv4Source(s v1alpha1.InfobloxAddressSource) bool {
-	switch {
-	case s.Network != nil:
-		prefix, err := netip.ParsePrefix(s.Network.CIDR)
-		return err == nil && prefix.Addr().Is4()
-	case s.Range != nil:
-		start, err := netip.ParseAddr(s.Range.Start)
-		return err == nil && start.Is4()
-	}
-	return false
-}
-
 // NormalizeMAC parses a 48-bit MAC in any of the usual notations and
 // writes it as NIOS stores it: lower case, with colons.
 func Normalize(s string) (string, error) {
@@ -187,11 +159,11 @@ func Normalize(s string) (string, error) {
 // Metal3 or CAPV machine owns gets a zero machineMAC.
 func (m *Sources) Lookup(ctx context.Context, claim *ipamv1.IPAddressClaim) (Found, error) {
 	isVM := func(ref metav1.OwnerReference) bool { return refKind(ref) == VSphereVMKind }
-	if vm, _ := shared.FindOwner(ctx, m.Reader, nil, claim.Namespace, claim.OwnerReferences, 0, nil, isVM); vm != nil {
+	if vm, _ := owners.FindOwner(ctx, m.Reader, nil, claim.Namespace, claim.OwnerReferences, 0, nil, isVM); vm != nil {
 		return m.fromVSphereVM(ctx, claim, *vm)
 	}
 	isM3M := func(ref metav1.OwnerReference) bool { return refKind(ref) == metal3MachineKind }
-	m3m, err := shared.FindOwner(ctx, m.Reader, m.Follow, claim.Namespace, claim.OwnerReferences, shared.MaxOwnerHops, map[string]bool{}, isM3M)
+	m3m, err := owners.FindOwner(ctx, m.Reader, m.Follow, claim.Namespace, claim.OwnerReferences, owners.MaxOwnerHops, map[string]bool{}, isM3M)
 	if err != nil || m3m == nil {
 		return Found{}, err
 	}
@@ -553,10 +525,10 @@ func (w *kindWatches) ensure(kind schema.GroupKind) {
 	w.log.Info("Watching a kind MACs are read from, which a pool's claims now need", "kind", kind.String())
 }
 
-// recordedMAC is the MAC the claim's record carries, for a pool whose
-// fixed addresses carry the machine's MAC; "" otherwise.
-func Recorded(claim *ipamv1.IPAddressClaim, pool shared.Pool) string {
-	if !WantedBy(pool) {
+// Recorded is the MAC the claim's record carries, for a pool whose records
+// carry the machine's MAC; "" otherwise.
+func Recorded(claim *ipamv1.IPAddressClaim, kind poolkind.Kind, pool poolkind.Pool) string {
+	if !kind.WantsMachineMAC(pool) {
 		return ""
 	}
 	mac, err := Normalize(claim.Annotations[v1alpha1.MACAddressAnnotation])

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/owners"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
@@ -198,7 +198,7 @@ func TestMACAddressesLookup(t *testing.T) {
 				name = "claim-0"
 			}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, OwnerReferences: tt.claimOwners}}
-			got, err := (&Sources{Reader: reader, Follow: shared.ConsumerOwnerKinds}).Lookup(context.Background(), claim)
+			got, err := (&Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds}).Lookup(context.Background(), claim)
 			assert.Equal(t, tt.wantGets, reader.Gets)
 			if tt.wantErr {
 				require.Error(t, err)
@@ -303,39 +303,6 @@ func TestKindWatchesStartOnceAndRetryAKindNotServed(t *testing.T) {
 
 	var none *kindWatches
 	none.ensure(BareMetalHostKind) // no watches (a reconciler without a manager): nothing to start
-}
-
-// TestOnlyIPv4FixedAddressesCarryTheMachinesMAC: an IPv6 fixed address
-// matches a DUID, not a MAC, so a pool of IPv6 sources alone has its claims
-// wait for no MAC; a pool with one IPv4 source does.
-func TestOnlyIPv4FixedAddressesCarryTheMachinesMAC(t *testing.T) {
-	network := func(cidr string) v1alpha1.InfobloxAddressSource {
-		return v1alpha1.InfobloxAddressSource{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr}}
-	}
-	ipRange := func(start, end string) v1alpha1.InfobloxAddressSource {
-		return v1alpha1.InfobloxAddressSource{Range: &v1alpha1.InfobloxRangeSource{Start: start, End: end}}
-	}
-	for _, tc := range []struct {
-		name    string
-		setting v1alpha1.InfobloxMACAddress
-		sources []v1alpha1.InfobloxAddressSource
-		want    bool
-	}{
-		{name: "an IPv4 network", setting: v1alpha1.InfobloxMACMachine, sources: []v1alpha1.InfobloxAddressSource{network("10.0.0.0/24")}, want: true},
-		{name: "an IPv4 range", setting: v1alpha1.InfobloxMACMachine, sources: []v1alpha1.InfobloxAddressSource{ipRange("10.0.0.10", "10.0.0.20")}, want: true},
-		{name: "IPv6 then IPv4", setting: v1alpha1.InfobloxMACMachine,
-			sources: []v1alpha1.InfobloxAddressSource{network("2001:db8::/64"), network("10.0.0.0/24")}, want: true},
-		{name: "IPv6 alone", setting: v1alpha1.InfobloxMACMachine,
-			sources: []v1alpha1.InfobloxAddressSource{network("2001:db8::/64"), ipRange("2001:db8:1::10", "2001:db8:1::20")}, want: false},
-		{name: "not asked for", setting: v1alpha1.InfobloxMACNone, sources: []v1alpha1.InfobloxAddressSource{network("10.0.0.0/24")}, want: false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pool := &v1alpha1.InfobloxIPPool{Spec: v1alpha1.InfobloxIPPoolSpec{Sources: tc.sources,
-				Reservation: v1alpha1.InfobloxReservation{MACAddress: tc.setting}}}
-			assert.Equal(t, tc.want, WantedBy(pool))
-		})
-	}
-	assert.False(t, WantedBy(&v1alpha1.NetboxIPPool{}), "NetBox has no DHCP")
 }
 
 // TestMACSourceListingWakesWithoutComparing: the watch's first listing (a

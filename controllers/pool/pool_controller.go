@@ -32,7 +32,14 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
@@ -49,8 +56,8 @@ import (
 type PoolReconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
-	Kind     shared.PoolKind
-	Backends *shared.Backends
+	Kind     poolkind.Kind
+	Backends *backendcache.Backends
 
 	WatchFilterValue        string
 	MaxConcurrentReconciles int
@@ -65,10 +72,10 @@ type PoolReconciler struct {
 	RefreshInterval time.Duration
 	// InFlight counts the allocations under way, so that a deleted pool is
 	// let go only when none can still write an IPAddress for it.
-	InFlight *shared.InFlight
+	InFlight *poolstate.InFlight
 	// Alarms are what the claims met: requests refused for the pool's
 	// credentials, answers the pool may not give.
-	Alarms *shared.Alarms
+	Alarms *poolstate.Alarms
 
 	mu sync.Mutex
 	// validated remembers when each pool was last validated, so that the
@@ -79,7 +86,7 @@ type PoolReconciler struct {
 	// outages remember since when a ready pool's backend has been failing:
 	// one failed request must not stop every allocation from the pool.
 	outages map[types.UID]outage
-	retries *shared.WaitBackoff
+	retries *retry.WaitBackoff
 }
 
 type outage struct {
@@ -109,12 +116,12 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 		r.SyncPeriod = 5 * time.Minute
 	}
 	if r.MaxRetryInterval == 0 {
-		r.MaxRetryInterval = shared.DefaultMaxRetryInterval
+		r.MaxRetryInterval = retry.DefaultMaxRetryInterval
 	}
 	if r.RefreshInterval == 0 {
 		r.RefreshInterval = DefaultRefreshInterval
 	}
-	r.retries = shared.NewWaitBackoff(shared.FirstRetryInterval, r.MaxRetryInterval)
+	r.retries = retry.NewWaitBackoff(retry.FirstRetryInterval, r.MaxRetryInterval)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(r.Kind.Kind).
 		// Not on the pool's own status updates: each reconcile asks the
@@ -125,18 +132,18 @@ func (r *PoolReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager)
 				predicate.LabelChangedPredicate{}))).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles),
-			RateLimiter:             shared.ErrorRateLimiter(r.MaxRetryInterval),
+			RateLimiter:             retry.ErrorRateLimiter(r.MaxRetryInterval),
 		}).
-		Watches(shared.SecretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
+		Watches(backendcache.SecretMetadata(), handler.EnqueueRequestsFromMapFunc(r.secretToPools), builder.OnlyMetadata).
 		// A claim's request refused for the pool's credentials.
 		WatchesRawSource(r.Alarms.Source(r.Kind)).
-		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(shared.AddressToPool(r.Kind)),
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(index.AddressToPool(r.Kind)),
 			builder.WithPredicates(predicate.Funcs{
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		// A deleted pool waits for its claims' releases too.
-		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(shared.ClaimToPool(r.Kind)),
+		Watches(&ipamv1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(index.ClaimToPool(r.Kind)),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc:  func(event.CreateEvent) bool { return false },
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
@@ -151,7 +158,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !shared.MatchesWatchFilter(pool, r.WatchFilterValue) {
+	if !reservation.MatchesWatchFilter(pool, r.WatchFilterValue) {
 		return ctrl.Result{}, nil
 	}
 
@@ -161,7 +168,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	}
 	defer func() {
 		if pool.GetDeletionTimestamp().IsZero() {
-			shared.SetPoolReady(r.Kind.Kind, pool)
+			metrics.SetPoolReady(r.Kind.Kind, pool)
 		}
 		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
 			v1alpha1.ReadyCondition, v1alpha1.AddressesCountedCondition, v1alpha1.ConnectionSecureCondition, clusterv1.PausedCondition,
@@ -186,7 +193,7 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 	return r.reconcileNormal(ctx, pool)
 }
 
-func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool shared.Pool) (ctrl.Result, error) {
+func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool poolkind.Pool) (ctrl.Result, error) {
 	status := pool.GetPoolStatus()
 	wasReady := conditions.IsTrue(pool, v1alpha1.ReadyCondition)
 
@@ -222,7 +229,7 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool shared.Pool) 
 	r.recovered(pool)
 
 	status.Addresses = &v1alpha1.AddressCounts{Total: usage.Total, Used: usage.Used, Free: usage.Free()}
-	shared.SetPoolAddresses(r.Kind.Kind, pool, usage.Total, usage.Used, usage.Free())
+	metrics.SetPoolAddresses(r.Kind.Kind, pool, usage.Total, usage.Used, usage.Free())
 	status.ObservedGeneration = pool.GetGeneration()
 	conditions.Set(pool, metav1.Condition{Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.ReadyReason})
 	conditions.Set(pool, metav1.Condition{Type: v1alpha1.AddressesCountedCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.CountedReason})
@@ -235,7 +242,7 @@ func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool shared.Pool) 
 
 // reconcileConnectionSecurity warns, on the pool and once in an event, when
 // its connection exposes the credentials.
-func (r *PoolReconciler) reconcileConnectionSecurity(pool shared.Pool) {
+func (r *PoolReconciler) reconcileConnectionSecurity(pool poolkind.Pool) {
 	warning := r.Kind.InsecureConnection(pool)
 	if warning == "" {
 		conditions.Set(pool, metav1.Condition{Type: v1alpha1.ConnectionSecureCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.SecureReason})
@@ -253,8 +260,8 @@ func (r *PoolReconciler) reconcileConnectionSecurity(pool shared.Pool) {
 // marked stale, until the failures persist; anything else makes it not ready.
 // A system that throttles is alive and answering: however long it asks for
 // quiet, the pool stays ready, and the claims' own requests wait for it.
-func (r *PoolReconciler) failed(ctx context.Context, pool shared.Pool, err error) (ctrl.Result, error) {
-	reason := shared.PoolReason(err)
+func (r *PoolReconciler) failed(ctx context.Context, pool poolkind.Pool, err error) (ctrl.Result, error) {
+	reason := reasons.PoolReason(err)
 	if !transient(reason) || !conditions.IsTrue(pool, v1alpha1.ReadyCondition) ||
 		(reason == v1alpha1.BackendUnavailableReason && r.outagePersists(pool)) {
 		return r.notReady(ctx, pool, err)
@@ -271,7 +278,7 @@ func (r *PoolReconciler) failed(ctx context.Context, pool shared.Pool, err error
 
 // outagePersists records a failed attempt and says whether the backend has
 // now failed long and often enough to make the pool not ready.
-func (r *PoolReconciler) outagePersists(pool shared.Pool) bool {
+func (r *PoolReconciler) outagePersists(pool poolkind.Pool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.outages == nil {
@@ -287,7 +294,7 @@ func (r *PoolReconciler) outagePersists(pool shared.Pool) bool {
 }
 
 // recovered forgets an outage once the backend answered.
-func (r *PoolReconciler) recovered(pool shared.Pool) {
+func (r *PoolReconciler) recovered(pool poolkind.Pool) {
 	r.mu.Lock()
 	delete(r.outages, pool.GetUID())
 	r.mu.Unlock()
@@ -297,8 +304,8 @@ func (r *PoolReconciler) recovered(pool shared.Pool) {
 // notReady records why the pool cannot be used. Backend outages and refused
 // credentials are retried with backoff; configuration errors wait for a
 // change of the pool or Secret, and are validated again every sync period.
-func (r *PoolReconciler) notReady(ctx context.Context, pool shared.Pool, err error) (ctrl.Result, error) {
-	reason := shared.PoolReason(err)
+func (r *PoolReconciler) notReady(ctx context.Context, pool poolkind.Pool, err error) (ctrl.Result, error) {
+	reason := reasons.PoolReason(err)
 	// A copy: conditions.Get points into the status that Set changes.
 	var prev metav1.Condition
 	if c := conditions.Get(pool, v1alpha1.ReadyCondition); c != nil {
@@ -338,7 +345,7 @@ func transient(reason string) bool {
 // allocation from it is under way, or a claim of it may hold a reservation.
 // The last checks read the API server, so a cache that has not yet seen a
 // new IPAddress or claim cannot let the pool go.
-func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool shared.Pool) (ctrl.Result, error) {
+func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool poolkind.Pool) (ctrl.Result, error) {
 	waitFor := func(msg string) (ctrl.Result, error) {
 		// Said once, as the wait begins; the condition follows it.
 		if !conditions.IsFalse(pool, v1alpha1.ReadyCondition) || conditions.GetReason(pool, v1alpha1.ReadyCondition) != v1alpha1.DeletingReason {
@@ -356,7 +363,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool shared.Pool) 
 	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: r.Kind.Kind, Name: pool.GetName()}
 	addresses := &ipamv1.IPAddressList{}
 	if err := r.Client.List(ctx, addresses, client.InNamespace(pool.GetNamespace()),
-		client.MatchingFields{shared.PoolRefField: shared.PoolRefKey(ref)}); err != nil {
+		client.MatchingFields{index.PoolRefField: index.PoolRefKey(ref)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing IPAddresses of the pool: %w", err)
 	}
 	n := len(addresses.Items)
@@ -382,7 +389,7 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool shared.Pool) 
 	// through this pool, which must outlive it.
 	claims := &ipamv1.IPAddressClaimList{}
 	if err := r.Client.List(ctx, claims, client.InNamespace(pool.GetNamespace()),
-		client.MatchingFields{shared.PoolRefField: shared.PoolRefKey(ref)}); err != nil {
+		client.MatchingFields{index.PoolRefField: index.PoolRefKey(ref)}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the claims of the pool: %w", err)
 	}
 	holding := claimsHolding(claims.Items, ref)
@@ -397,20 +404,20 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool shared.Pool) 
 		return waitFor(fmt.Sprintf("waiting for %d claims of the pool to be deleted and release what they hold: %s",
 			len(holding), namesOf(holding)))
 	}
-	r.Backends.Forget(pool)
+	r.Backends.Forget(r.Kind, pool)
 	r.Alarms.Forget(pool)
 	r.forgetValidation(pool)
 	r.mu.Lock()
 	delete(r.counted, pool.GetUID())
 	r.mu.Unlock()
 	r.recovered(pool)
-	shared.ForgetPoolAddresses(r.Kind.Kind, pool)
+	metrics.ForgetPoolAddresses(r.Kind.Kind, pool)
 	controllerutil.RemoveFinalizer(pool, v1alpha1.PoolFinalizer)
 	return ctrl.Result{}, nil
 }
 
 // untilRefresh is how long the pool's counts are still fresh.
-func (r *PoolReconciler) untilRefresh(pool shared.Pool) time.Duration {
+func (r *PoolReconciler) untilRefresh(pool poolkind.Pool) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	at, ok := r.counted[pool.GetUID()]
@@ -420,7 +427,7 @@ func (r *PoolReconciler) untilRefresh(pool shared.Pool) time.Duration {
 	return max(0, r.RefreshInterval-time.Since(at))
 }
 
-func (r *PoolReconciler) markCounted(pool shared.Pool) {
+func (r *PoolReconciler) markCounted(pool poolkind.Pool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.counted == nil {
@@ -429,14 +436,14 @@ func (r *PoolReconciler) markCounted(pool shared.Pool) {
 	r.counted[pool.GetUID()] = time.Now()
 }
 
-func (r *PoolReconciler) needsValidation(pool shared.Pool, ready bool) bool {
+func (r *PoolReconciler) needsValidation(pool poolkind.Pool, ready bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	v, ok := r.validated[pool.GetUID()]
 	return !ready || !ok || v.generation != pool.GetGeneration() || time.Since(v.at) >= r.SyncPeriod
 }
 
-func (r *PoolReconciler) markValidated(pool shared.Pool) {
+func (r *PoolReconciler) markValidated(pool poolkind.Pool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.validated == nil {
@@ -445,7 +452,7 @@ func (r *PoolReconciler) markValidated(pool shared.Pool) {
 	r.validated[pool.GetUID()] = validation{generation: pool.GetGeneration(), at: time.Now()}
 }
 
-func (r *PoolReconciler) forgetValidation(pool shared.Pool) {
+func (r *PoolReconciler) forgetValidation(pool poolkind.Pool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.validated, pool.GetUID())
@@ -453,7 +460,7 @@ func (r *PoolReconciler) forgetValidation(pool shared.Pool) {
 
 // secretToPools maps a Secret to the pools that read it.
 func (r *PoolReconciler) secretToPools(ctx context.Context, o client.Object) []reconcile.Request {
-	pools, err := shared.PoolsOfSecret(ctx, r.Client, r.Kind, r.Backends.ManagerNamespace, o)
+	pools, err := backendcache.PoolsOfSecret(ctx, r.Client, r.Kind, r.Backends.ManagerNamespace, o)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Validating the pools of a changed Secret")
 		return nil
@@ -476,7 +483,7 @@ func claimsHolding(claims []ipamv1.IPAddressClaim, ref ipamv1.IPPoolReference) [
 	var out []types.NamespacedName
 	for i := range claims {
 		c := &claims[i]
-		if c.Spec.PoolRef == ref && controllerutil.ContainsFinalizer(c, shared.ClaimFinalizer) {
+		if c.Spec.PoolRef == ref && controllerutil.ContainsFinalizer(c, reservation.ClaimFinalizer) {
 			out = append(out, client.ObjectKeyFromObject(c))
 		}
 	}

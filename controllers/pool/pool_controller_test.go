@@ -15,7 +15,8 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
 )
 
 // A pool that is not ready is looked at again with backoff when the cause
@@ -29,14 +30,14 @@ func TestNotReadyPoolsLookAgain(t *testing.T) {
 		err  error
 		want time.Duration
 	}{
-		{name: "unavailable", err: backends.ErrUnavailable, want: shared.FirstRetryInterval},
-		{name: "throttled", err: backends.ErrThrottled, want: shared.FirstRetryInterval},
-		{name: "credentials refused", err: backends.ErrUnauthorized, want: shared.FirstRetryInterval},
-		{name: "permission denied", err: backends.ErrForbidden, want: shared.FirstRetryInterval},
+		{name: "unavailable", err: backends.ErrUnavailable, want: retry.FirstRetryInterval},
+		{name: "throttled", err: backends.ErrThrottled, want: retry.FirstRetryInterval},
+		{name: "credentials refused", err: backends.ErrUnauthorized, want: retry.FirstRetryInterval},
+		{name: "permission denied", err: backends.ErrForbidden, want: retry.FirstRetryInterval},
 		{name: "invalid configuration", err: backends.ErrInvalidConfig, want: sync},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &PoolReconciler{Recorder: events.NewFakeRecorder(10), SyncPeriod: sync, MaxRetryInterval: sync, retries: shared.NewWaitBackoff(shared.FirstRetryInterval, sync)}
+			r := &PoolReconciler{Recorder: events.NewFakeRecorder(10), SyncPeriod: sync, MaxRetryInterval: sync, retries: retry.NewWaitBackoff(retry.FirstRetryInterval, sync)}
 			pool := &v1alpha1.NetboxIPPool{}
 			pool.Namespace, pool.Name = "ns", "pool"
 			result, err := r.notReady(context.Background(), pool, fmt.Errorf("validating: %w", tc.err))
@@ -53,7 +54,7 @@ func TestNotReadyPoolsLookAgain(t *testing.T) {
 func TestDeletedPoolWaitsForEveryClaimWithTheFinalizer(t *testing.T) {
 	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: "pool"}
 	claim := func(name string, mutate ...func(*ipamv1.IPAddressClaim)) ipamv1.IPAddressClaim {
-		c := ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Finalizers: []string{shared.ClaimFinalizer}},
+		c := ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Finalizers: []string{reservation.ClaimFinalizer}},
 			Spec: ipamv1.IPAddressClaimSpec{PoolRef: ref}}
 		for _, m := range mutate {
 			m(&c)

@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // The manager may patch Secrets only to add or remove this finalizer: the
@@ -37,7 +39,7 @@ type SecretReconciler struct {
 	APIReader client.Reader
 	// Kinds are every pool kind: a Secret is in use while a pool of any
 	// kind, served by any manager, names it.
-	Kinds            shared.PoolKinds
+	Kinds            poolkind.Kinds
 	ManagerNamespace string
 }
 
@@ -49,7 +51,7 @@ type SecretReconciler struct {
 func (r *SecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("credentials-secret").
-		For(shared.SecretMetadata(), builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		For(backendcache.SecretMetadata(), builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[v1alpha1.CredentialsLabel] == "true" || controllerutil.ContainsFinalizer(o, v1alpha1.CredentialsInUseFinalizer)
 		})))
 	for _, kind := range r.Kinds {
@@ -61,12 +63,12 @@ func (r *SecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile adds the finalizer while a pool names the Secret and removes it
 // once none does.
 func (r *SecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	secret := shared.SecretMetadata()
+	secret := backendcache.SecretMetadata()
 	err := r.Client.Get(ctx, req.NamespacedName, secret)
 	if apierrors.IsNotFound(err) {
 		// Not labelled (or gone): it may still carry the finalizer, from
 		// before its label was removed.
-		secret = shared.SecretMetadata()
+		secret = backendcache.SecretMetadata()
 		err = r.APIReader.Get(ctx, req.NamespacedName, secret)
 		if err == nil && !controllerutil.ContainsFinalizer(secret, v1alpha1.CredentialsInUseFinalizer) {
 			return ctrl.Result{}, nil
@@ -106,7 +108,7 @@ func (r *SecretReconciler) poolsUsing(ctx context.Context, secret client.Object)
 			continue
 		}
 		pools := kind.NewList()
-		opts := []client.ListOption{client.MatchingFields{shared.SecretNameField: secret.GetName()}}
+		opts := []client.ListOption{client.MatchingFields{index.SecretNameField: secret.GetName()}}
 		if kind.Namespaced {
 			opts = append(opts, client.InNamespace(secret.GetNamespace()))
 		}
@@ -120,13 +122,13 @@ func (r *SecretReconciler) poolsUsing(ctx context.Context, secret client.Object)
 
 // poolToSecrets enqueues the Secret a pool names, and on an edit the one it
 // named before, which may no longer be in use.
-func (r *SecretReconciler) poolToSecrets(kind shared.PoolKind) handler.EventHandler {
+func (r *SecretReconciler) poolToSecrets(kind poolkind.Kind) handler.EventHandler {
 	key := func(o client.Object) reconcile.Request {
 		ns := r.ManagerNamespace
 		if kind.Namespaced {
 			ns = o.GetNamespace()
 		}
-		return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: kind.SecretName(o.(shared.Pool))}}
+		return reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: kind.SecretName(o.(poolkind.Pool))}}
 	}
 	type queue = workqueue.TypedRateLimitingInterface[reconcile.Request]
 	return handler.Funcs{

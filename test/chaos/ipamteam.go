@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // The IPAM team's phase: while the allocation burst runs, the IPAM team
@@ -46,9 +46,9 @@ const (
 // answered the freed address to another claim first) is reported as
 // AddressHeldInCluster, whatever the edit.
 var reportsOf = map[edit][]string{
-	editReaddress: {v1alpha1.RecordMovedReason, shared.AddressHeldInClusterReason},
-	editRescope:   {v1alpha1.RecordMovedReason, shared.AddressHeldInClusterReason},
-	editDelete:    {v1alpha1.RecordDeletedReason, shared.AddressHeldInClusterReason},
+	editReaddress: {v1alpha1.RecordMovedReason, reasons.AddressHeldInClusterReason},
+	editRescope:   {v1alpha1.RecordMovedReason, reasons.AddressHeldInClusterReason},
+	editDelete:    {v1alpha1.RecordDeletedReason, reasons.AddressHeldInClusterReason},
 }
 
 // ipamTeam is the phase's state within one run.

@@ -31,7 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
@@ -65,7 +65,7 @@ func chaos() int {
 		managerArgs    = flag.String("manager-args", "", "extra manager flags, space-separated")
 		requestedShare = flag.Float64("requested-share", 0.1, "share of claims that request an address (by annotation), from the top of their pool's network")
 		plannedShare   = flag.Float64("planned-share", 0.1, "share of claims that adopt a record the IPAM team planned for them before the run")
-		lateWindow     = flag.Duration("late-record-window", shared.DefaultLateRecordWindow, "the manager's --late-record-window: once all claims are bound, records that creates of killed managers left must be gone within it and a minute")
+		lateWindow     = flag.Duration("late-record-window", poolstate.DefaultLateRecordWindow, "the manager's --late-record-window: once all claims are bound, records that creates of killed managers left must be gone within it and a minute")
 		ipamTeam       = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records, and rotate the credentials (see docs/chaos.md)")
 	)
 	flag.Parse()

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
@@ -145,7 +145,7 @@ type run struct {
 	prefixes   []netip.Prefix
 	gateways   map[netip.Addr]bool
 	claimKeys  []types.NamespacedName
-	pools      []shared.Pool
+	pools      []poolkind.Pool
 	// deleted are the IPAddresses the run deleted, as they were.
 	deleted map[types.NamespacedName]*ipamv1.IPAddress
 	team    ipamTeam
@@ -300,7 +300,7 @@ func containsAny(block netip.Prefix, records []record) bool {
 // the manager and waits for the pools to be ready (before any fault).
 func (r *run) setupCluster(ctx context.Context) error {
 	labels := map[string]string{clusterv1.WatchLabel: r.filter}
-	var pools []shared.Pool
+	var pools []poolkind.Pool
 	for i, p := range r.prefixes {
 		ns := fmt.Sprintf("chaos-%s-%d", r.id, i)
 		r.namespaces = append(r.namespaces, ns)
@@ -365,7 +365,7 @@ func (r *run) setupCluster(ctx context.Context) error {
 func (r *run) auditPools(ctx context.Context) error {
 	request := r.id + "-bound"
 	for _, p := range r.pools {
-		got := p.DeepCopyObject().(shared.Pool)
+		got := p.DeepCopyObject().(poolkind.Pool)
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			if err := r.h.k8s.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return err
@@ -386,7 +386,7 @@ func (r *run) auditPools(ctx context.Context) error {
 	err := waitUntil(ctx, 2*time.Minute, time.Second, func() (bool, error) {
 		sum = v1alpha1.AuditStatus{}
 		for _, p := range r.pools {
-			got := p.DeepCopyObject().(shared.Pool)
+			got := p.DeepCopyObject().(poolkind.Pool)
 			if err := r.h.k8s.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return false, err
 			}

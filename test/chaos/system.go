@@ -13,7 +13,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
@@ -47,7 +47,7 @@ type system interface {
 	secretData(proxyCA []byte) map[string][]byte
 	// newPool returns (without creating) a namespaced pool allocating from
 	// cidr through the proxy.
-	newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) shared.Pool
+	newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) poolkind.Pool
 	poolKind() string
 	// records lists every reservation held in the system.
 	records() ([]record, error)
@@ -121,7 +121,7 @@ var chaosRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 1000, Burst: 1000, M
 // chaosOrphans lets the audit after the burst delete a duplicate at once.
 var chaosOrphans = v1alpha1.Orphans{MinAge: &metav1.Duration{}}
 
-func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) shared.Pool {
+func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) poolkind.Pool {
 	return &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.NetboxIPPoolSpec{
@@ -255,7 +255,7 @@ func (s *wapiSystem) secretData(proxyCA []byte) map[string][]byte {
 	}
 }
 
-func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) shared.Pool {
+func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) poolkind.Pool {
 	u := mustParseURL(proxyURL)
 	port, _ := strconv.Atoi(u.Port())
 	return &v1alpha1.InfobloxIPPool{

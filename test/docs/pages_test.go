@@ -99,7 +99,7 @@ func TestMetricsPageNamesEveryMetricAndOperation(t *testing.T) {
 			return nil
 		}))
 	}
-	require.Contains(t, seen, "write_mac", "the operations of controllers/shared are read")
+	require.Contains(t, seen, "write_mac", "the operations of controllers/metrics are read")
 	require.Contains(t, seen, "capi_ipam_bridge_backend_throttled_total", "pkg/backendhttp's metrics are read")
 	for name, where := range seen {
 		assert.True(t, strings.Contains(page, "`"+name+"`"), "docs/metrics.md does not name %s (from %s)", name, where)

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // fixture is one test's namespace, with the Secret of its IPAM system.
@@ -54,14 +54,14 @@ func newFixture(t *testing.T, sys system) *fixture {
 }
 
 // createPool seeds cidr in the IPAM system and creates a ready pool on it.
-func (f *fixture) createPool(name, cidr string) shared.Pool {
+func (f *fixture) createPool(name, cidr string) poolkind.Pool {
 	f.t.Helper()
 	f.sys.seedNetwork(cidr)
 	f.held[cidr] = f.sys.heldIn(cidr)
 	pool := f.sys.newPool(f.ns, name, cidr)
 	require.NoError(f.t, k8s.Create(f.ctx, pool))
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(shared.Pool)
+		got := pool.DeepCopyObject().(poolkind.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		assert.True(c, conditions.IsTrue(got, v1alpha1.ReadyCondition), "pool %s not ready: %s", name,
 			conditions.GetMessage(got, v1alpha1.ReadyCondition))

@@ -33,7 +33,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
@@ -122,7 +122,7 @@ type system interface {
 	// seedNetwork creates network cidr with its first usable address held
 	// as the gateway.
 	seedNetwork(cidr string)
-	newPool(namespace, name, cidr string) shared.Pool
+	newPool(namespace, name, cidr string) poolkind.Pool
 	// markedIn lists the addresses of the records whose marker names a
 	// claim of namespace.
 	markedIn(namespace string) []netip.Addr
@@ -165,7 +165,7 @@ func (s *netboxSystem) secretData() map[string][]byte {
 func (s *netboxSystem) seedNetwork(cidr string) {
 	s.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 }
-func (s *netboxSystem) newPool(namespace, name, cidr string) shared.Pool {
+func (s *netboxSystem) newPool(namespace, name, cidr string) poolkind.Pool {
 	return &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: s.secretName()}},
@@ -221,7 +221,7 @@ func (s *infobloxSystem) seedNetwork(cidr string) {
 	s.sim.AddNetwork("default", cidr, nil)
 	s.sim.AddFixedAddress("default", netip.MustParsePrefix(cidr).Addr().Next().String(), nil)
 }
-func (s *infobloxSystem) newPool(namespace, name, cidr string) shared.Pool {
+func (s *infobloxSystem) newPool(namespace, name, cidr string) poolkind.Pool {
 	port, _ := strconv.Atoi(s.sim.Port())
 	return &v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.InfobloxIPPoolSpec{

@@ -18,8 +18,8 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/cmd/poolkinds"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // connectionCounter is a TCP listener that counts the connections made to
@@ -52,7 +52,7 @@ func countConnections(t *testing.T) *connectionCounter {
 
 // pointAt makes a pool, namespaced or Global, name host:port as its IPAM
 // endpoint, and returns the endpoint as --allowed-endpoints spells it.
-func pointAt(t *testing.T, pool shared.Pool, host string, port int) string {
+func pointAt(t *testing.T, pool poolkind.Pool, host string, port int) string {
 	t.Helper()
 	switch p := pool.(type) {
 	case interface {
@@ -76,7 +76,7 @@ func pointAt(t *testing.T, pool shared.Pool, host string, port int) string {
 
 // endpointOf is a pool's endpoint as the manager reads it, spelled as
 // --allowed-endpoints spells it.
-func endpointOf(t *testing.T, pool shared.Pool) string {
+func endpointOf(t *testing.T, pool poolkind.Pool) string {
 	t.Helper()
 	for _, kind := range poolkinds.All() {
 		if reflect.TypeOf(kind.New()) == reflect.TypeOf(pool) {

@@ -14,7 +14,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // TestAnUnusableAnswerIsNeverBound: the IPAM team deletes the record that
@@ -38,8 +38,8 @@ func TestAnUnusableAnswerIsNeverBound(t *testing.T) {
 
 		f.sys.deleteAt(gateway)
 		claim := f.createClaim("m-1", pool.GetName())
-		f.waitEvent(f.ns, claim.Name, shared.UnusableAddressAnsweredReason)
-		f.waitEvent(f.ns, pool.GetName(), shared.UnusableAddressAnsweredReason)
+		f.waitEvent(f.ns, claim.Name, reasons.UnusableAddressAnsweredReason)
+		f.waitEvent(f.ns, pool.GetName(), reasons.UnusableAddressAnsweredReason)
 		f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.InvalidConfigurationReason)
 		address := &ipamv1.IPAddress{}
 		err := k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), address)

@@ -19,7 +19,8 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // The audit compares what the IPAM system holds under this management
@@ -27,7 +28,7 @@ import (
 // annotation and waits for status.audit to answer it.
 
 // setAuditSpec changes a pool's orphan policy and release settings.
-func (f *fixture) setAuditSpec(pool shared.Pool, orphans v1alpha1.Orphans, release v1alpha1.ReleaseSettings) {
+func (f *fixture) setAuditSpec(pool poolkind.Pool, orphans v1alpha1.Orphans, release v1alpha1.ReleaseSettings) {
 	f.t.Helper()
 	f.update(pool, func() {
 		switch p := pool.(type) {
@@ -44,7 +45,7 @@ func (f *fixture) setAuditSpec(pool shared.Pool, orphans v1alpha1.Orphans, relea
 }
 
 // audit asks for an audit of the pool and returns its report.
-func (f *fixture) audit(pool shared.Pool) *v1alpha1.AuditStatus {
+func (f *fixture) audit(pool poolkind.Pool) *v1alpha1.AuditStatus {
 	f.t.Helper()
 	request := randomHex(4)
 	f.update(pool, func() {
@@ -57,7 +58,7 @@ func (f *fixture) audit(pool shared.Pool) *v1alpha1.AuditStatus {
 	})
 	var report *v1alpha1.AuditStatus
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(shared.Pool)
+		got := pool.DeepCopyObject().(poolkind.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		report = got.GetPoolStatus().Audit
 		require.NotNil(c, report, "no audit yet")
@@ -67,8 +68,8 @@ func (f *fixture) audit(pool shared.Pool) *v1alpha1.AuditStatus {
 }
 
 // auditedCondition describes the pool's Audited condition, for failures.
-func (f *fixture) auditedCondition(pool shared.Pool) string {
-	got := pool.DeepCopyObject().(shared.Pool)
+func (f *fixture) auditedCondition(pool poolkind.Pool) string {
+	got := pool.DeepCopyObject().(poolkind.Pool)
 	if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got); err != nil {
 		return err.Error()
 	}
@@ -93,7 +94,7 @@ var noMinAge = v1alpha1.Orphans{MinAge: &metav1.Duration{}}
 // forceRemove deletes a claim and its IPAddress without a release, as
 // someone removing finalizers by hand does; the pool is paused meanwhile so
 // that the provider does not release it first.
-func (f *fixture) forceRemove(pool shared.Pool, claim *ipamv1.IPAddressClaim) {
+func (f *fixture) forceRemove(pool poolkind.Pool, claim *ipamv1.IPAddressClaim) {
 	f.t.Helper()
 	f.setPaused(pool, true)
 	// A bound claim is not woken by its pool's pausing: touch it.
@@ -110,7 +111,7 @@ func (f *fixture) forceRemove(pool shared.Pool, claim *ipamv1.IPAddressClaim) {
 	f.setPaused(pool, false)
 }
 
-func (f *fixture) setPaused(pool shared.Pool, paused bool) {
+func (f *fixture) setPaused(pool poolkind.Pool, paused bool) {
 	f.update(pool, func() {
 		a := pool.GetAnnotations()
 		if a == nil {
@@ -154,7 +155,7 @@ func TestAuditReportsAnOrphanAndReleasesItUnderRelease(t *testing.T) {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.Empty(c, f.recordsWithMarker(f.marker("orphaned")), "released")
 		}, waitTimeout, pollInterval)
-		event := f.waitEvent(pool.GetNamespace(), pool.GetName(), shared.AuditActionReason)
+		event := f.waitEvent(pool.GetNamespace(), pool.GetName(), reasons.AuditActionReason)
 		assert.Contains(t, event.Note, address.Spec.Address)
 		assert.Len(t, f.recordsWithMarker(f.marker("kept")), 1, "a bound claim's record is never an orphan")
 
@@ -252,7 +253,7 @@ func TestAuditRestoresARecordDeletedInTheIPAMSystem(t *testing.T) {
 		records = f.recordsWithMarker(f.marker("machine"))
 		require.Len(t, records, 1, "reserved again, with the marker")
 		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String(), "at the same address")
-		f.waitEvent(f.ns, address.Name, shared.ReservationRestoredReason)
+		f.waitEvent(f.ns, address.Name, reasons.ReservationRestoredReason)
 		cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordDeletedReason)
 		assert.Equal(t, metav1.ConditionTrue, cond.Status)
 		assert.Contains(t, cond.Message, address.Spec.Address, "the claim says which record was deleted")

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
@@ -96,7 +96,7 @@ func TestRateLimitDefaults(t *testing.T) {
 	})
 }
 
-func setRateLimit(pool shared.Pool, l *v1alpha1.RateLimit) {
+func setRateLimit(pool poolkind.Pool, l *v1alpha1.RateLimit) {
 	switch p := pool.(type) {
 	case interface {
 		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
@@ -109,7 +109,7 @@ func setRateLimit(pool shared.Pool, l *v1alpha1.RateLimit) {
 	}
 }
 
-func rateLimitOf(pool shared.Pool) *v1alpha1.RateLimit {
+func rateLimitOf(pool poolkind.Pool) *v1alpha1.RateLimit {
 	switch p := pool.(type) {
 	case interface {
 		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec

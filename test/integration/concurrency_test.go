@@ -17,7 +17,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -136,7 +137,7 @@ func TestBurstOfClaimsCostsFewCountRefreshes(t *testing.T) {
 		// of its claim that no IPAddress announces (the audit of issue 13
 		// is for those): the next sync, a minute in this suite, counts it.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			got := pool.DeepCopyObject().(shared.Pool)
+			got := pool.DeepCopyObject().(poolkind.Pool)
 			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 			require.NotNil(c, got.GetPoolStatus().Addresses)
 			held := int64(len(f.markedRecords()) + 1)
@@ -233,7 +234,7 @@ func TestNewClaimsWriteTheirFinalizerThenTheirIPAddressAndOneStatus(t *testing.T
 	}
 	require.Len(t, firstMetadata, n)
 	for _, claim := range firstMetadata {
-		assert.Contains(t, claim.Finalizers, shared.ClaimFinalizer, "%s: the first write is the finalizer", claim.Name)
+		assert.Contains(t, claim.Finalizers, reservation.ClaimFinalizer, "%s: the first write is the finalizer", claim.Name)
 		assert.NotEmpty(t, claim.Annotations[v1alpha1.MachineNameAnnotation], "%s: with the Machine's name", claim.Name)
 		assert.Nil(t, conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition), "%s: and nothing of an allocation", claim.Name)
 	}

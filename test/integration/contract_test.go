@@ -16,7 +16,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 // The tests below follow the IPAM provider contract, bullet by bullet.
@@ -61,7 +62,7 @@ func TestClaimIsBoundWithAnIPAddressAsTheContractSays(t *testing.T) {
 		got := &ipamv1.IPAddressClaim{}
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
 		t.Run("the claim has the provider's finalizer", func(t *testing.T) {
-			assert.Contains(t, got.Finalizers, shared.ClaimFinalizer)
+			assert.Contains(t, got.Finalizers, reservation.ClaimFinalizer)
 		})
 		t.Run("the IPAddress has the claim's name and namespace", func(t *testing.T) {
 			assert.Equal(t, claim.Name, address.Name)
@@ -88,7 +89,7 @@ func TestClaimIsBoundWithAnIPAddressAsTheContractSays(t *testing.T) {
 			assert.True(t, ptr.Deref(poolRef.BlockOwnerDeletion, false))
 		})
 		t.Run("the IPAddress is protected by a finalizer", func(t *testing.T) {
-			assert.Contains(t, address.Finalizers, shared.ProtectAddressFinalizer)
+			assert.Contains(t, address.Finalizers, reservation.ProtectAddressFinalizer)
 		})
 		t.Run("the IPAddress carries the cluster-name label", func(t *testing.T) {
 			assert.Equal(t, cluster.Name, address.Labels[clusterv1.ClusterNameLabel])
@@ -105,7 +106,7 @@ func TestClaimIsBoundWithAnIPAddressAsTheContractSays(t *testing.T) {
 			ready := conditions.Get(got, ipamv1.IPAddressClaimReadyCondition)
 			require.NotNil(t, ready)
 			assert.Equal(t, metav1.ConditionTrue, ready.Status)
-			assert.Equal(t, shared.AddressAllocatedReason, ready.Reason)
+			assert.Equal(t, reasons.AddressAllocatedReason, ready.Reason)
 		})
 		t.Run("the IPAM system holds one record with the claim's marker", func(t *testing.T) {
 			records := f.recordsWithMarker(f.marker("machine-0"))
@@ -117,7 +118,7 @@ func TestClaimIsBoundWithAnIPAddressAsTheContractSays(t *testing.T) {
 			}
 		})
 		t.Run("an event reports the allocation", func(t *testing.T) {
-			e := f.waitEvent(f.ns, claim.Name, shared.AddressAllocatedReason)
+			e := f.waitEvent(f.ns, claim.Name, reasons.AddressAllocatedReason)
 			assert.Contains(t, e.Note, "10.2.0.2/24")
 		})
 	})
@@ -221,7 +222,7 @@ func TestMissingClusterStopsReconciliationUntilItExists(t *testing.T) {
 		f.createPool("pool", "10.5.0.0/24")
 		claim := f.createClaim("machine", "pool", inCluster("later"))
 
-		f.waitEvent(f.ns, claim.Name, shared.ClusterNotFoundReason)
+		f.waitEvent(f.ns, claim.Name, reasons.ClusterNotFoundReason)
 		got := &ipamv1.IPAddressClaim{}
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
 		assert.Empty(t, got.Finalizers)
@@ -250,7 +251,7 @@ func TestDeletedClaimReleasesItsAddress(t *testing.T) {
 			f.waitGone(address)
 		})
 		t.Run("an event reports the release", func(t *testing.T) {
-			f.waitEvent(f.ns, claim.Name, shared.AddressReleasedReason)
+			f.waitEvent(f.ns, claim.Name, reasons.AddressReleasedReason)
 		})
 	})
 }

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 const (
@@ -94,7 +94,7 @@ func TestCredentialsTakeEffectAtOnce(t *testing.T) {
 		f.waitPoolReasonWithin(pool, v1alpha1.PermissionDeniedReason, refusalNoticed)
 		f.waitClaimReason(late, ipamv1.IPAddressClaimReadyPoolNotReadyReason)
 		require.Never(t, func() bool {
-			got := pool.DeepCopyObject().(shared.Pool)
+			got := pool.DeepCopyObject().(poolkind.Pool)
 			return k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got) == nil && conditions.IsTrue(got, v1alpha1.ReadyCondition)
 		}, 5*time.Second, 200*time.Millisecond, "the pool flapped back to ready with credentials that may not write")
 
@@ -147,10 +147,10 @@ func (f *fixture) rotateSecret(data map[string][]byte) {
 	f.update(secret, func() { secret.Data = data })
 }
 
-func (f *fixture) waitPoolReasonWithin(pool shared.Pool, reason string, within time.Duration) {
+func (f *fixture) waitPoolReasonWithin(pool poolkind.Pool, reason string, within time.Duration) {
 	f.t.Helper()
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(shared.Pool)
+		got := pool.DeepCopyObject().(poolkind.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		cond := conditions.Get(got, v1alpha1.ReadyCondition)
 		require.NotNil(c, cond)

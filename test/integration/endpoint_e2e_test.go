@@ -15,7 +15,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // The VIP's three promises, with the manager binary as its own process and
@@ -37,7 +37,7 @@ func TestControlPlaneEndpointPromisesWithTheManagerBinary(t *testing.T) {
 		keptClaim := f.endpointClaim(kept.Name)
 		keptVIP := f.waitBound(keptClaim).Spec.Address
 		require.NoError(t, k8s.Delete(f.ctx, keptClaim))
-		f.waitClaimReason(keptClaim, shared.AddressKeptReason)
+		f.waitClaimReason(keptClaim, reasons.AddressKeptReason)
 		f.waitEvent(f.ns, kept.Name, endpoint.ControlPlaneEndpointKeptReason)
 
 		const handPicked = "10.159.0.6"

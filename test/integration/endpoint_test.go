@@ -20,12 +20,13 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // createPoolDescribed creates a ready pool of the fixture's system whose
 // records' description (NetBox) or comment (Infoblox) renders pattern.
-func (f *fixture) createPoolDescribed(name, cidr, pattern string) shared.Pool {
+func (f *fixture) createPoolDescribed(name, cidr, pattern string) poolkind.Pool {
 	f.t.Helper()
 	f.seedNetwork(cidr)
 	pool := f.sys.newPool(f.ns, name, cidr, f.secret, false)
@@ -104,7 +105,7 @@ func TestControlPlaneEndpointFromPool(t *testing.T) {
 		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointKeptReason)
 		assert.Equal(t, corev1.EventTypeWarning, e.Type)
 		assert.Contains(t, e.Note, address.Spec.Address)
-		f.waitClaimReason(claim, shared.AddressKeptReason)
+		f.waitClaimReason(claim, reasons.AddressKeptReason)
 		kept := f.recordsWithMarker(f.marker(claim.Name))
 		assert.Len(t, kept, 1, "a live Cluster's VIP stays reserved when its claim is deleted")
 		for _, r := range kept {
@@ -429,7 +430,7 @@ func TestControlPlaneEndpointSetByHandHeldByAnotherIsSaid(t *testing.T) {
 
 		e := f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointWaitingReason)
 		assert.Equal(t, corev1.EventTypeWarning, e.Type)
-		assert.Contains(t, e.Note, shared.RequestedAddressUnavailableReason)
+		assert.Contains(t, e.Note, reasons.RequestedAddressUnavailableReason)
 		assert.Contains(t, e.Note, holder, "the Cluster names the record that holds its VIP")
 		assert.Empty(t, f.recordsWithMarker(f.marker(cluster.Name+endpoint.ClaimSuffix)), "nothing was reserved")
 		holders := f.recordsWithMarker(holder)
@@ -484,7 +485,7 @@ func TestControlPlaneEndpointOptInRemovedKeepsTheVIP(t *testing.T) {
 
 	f.update(cluster, func() { delete(cluster.Annotations, v1alpha1.ControlPlaneEndpointPoolAnnotation) })
 	require.NoError(t, k8s.Delete(f.ctx, claim))
-	f.waitClaimReason(claim, shared.AddressKeptReason)
+	f.waitClaimReason(claim, reasons.AddressKeptReason)
 	f.waitEvent(f.ns, cluster.Name, endpoint.ControlPlaneEndpointKeptReason)
 	assert.Len(t, f.recordsWithMarker(f.marker(claim.Name)), 1, "the VIP the Cluster still names stays reserved")
 }

@@ -13,7 +13,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // TestAnAddressHeldInTheClusterIsNeverBoundAgain: claim a is bound to .2.
@@ -43,10 +43,10 @@ func TestAnAddressHeldInTheClusterIsNeverBoundAgain(t *testing.T) {
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(a), aAddress))
 		assert.Equal(t, held.String(), aAddress.Spec.Address, "a keeps its address")
 
-		f.waitEvent(f.ns, b.Name, shared.AddressHeldInClusterReason)
-		f.waitEvent(f.ns, a.Name, shared.AddressHeldInClusterReason)
-		f.waitEvent(f.ns, pool.GetName(), shared.AddressHeldInClusterReason)
-		cond := f.waitClaimCondition(a, v1alpha1.AddressReservedCondition, shared.AddressHeldInClusterReason)
+		f.waitEvent(f.ns, b.Name, reasons.AddressHeldInClusterReason)
+		f.waitEvent(f.ns, a.Name, reasons.AddressHeldInClusterReason)
+		f.waitEvent(f.ns, pool.GetName(), reasons.AddressHeldInClusterReason)
+		cond := f.waitClaimCondition(a, v1alpha1.AddressReservedCondition, reasons.AddressHeldInClusterReason)
 		assert.Equal(t, metav1.ConditionTrue, cond.Status, "a's machine's address is held for it again")
 		assert.Contains(t, cond.Message, " "+held.String()+" ", "a's condition names its machine's address")
 		assert.Contains(t, cond.Message, "claim "+b.Namespace+"/"+b.Name+":", "a's condition names the claim the address was answered to")
@@ -91,7 +91,7 @@ func TestAHandOverWhoseAnswerIsLostIsReportedByTheAudit(t *testing.T) {
 		}, waitTimeout, pollInterval, "the hand-over was applied: a record holds %s for a", held)
 
 		f.audit(pool)
-		cond := f.waitClaimCondition(a, v1alpha1.AddressReservedCondition, shared.AddressHeldInClusterReason)
+		cond := f.waitClaimCondition(a, v1alpha1.AddressReservedCondition, reasons.AddressHeldInClusterReason)
 		assert.Equal(t, metav1.ConditionTrue, cond.Status, "a's machine's address is held for it again")
 		assert.Contains(t, cond.Message, held.String())
 	})

@@ -13,7 +13,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // Two management clusters share one IPAM system, each with a claim
@@ -122,7 +122,7 @@ func TestAClaimBeingDeletedIsHandedNoRecord(t *testing.T) {
 		require.Eventually(t, func() bool { return !f.sys.holds(netip.MustParseAddr(held)) }, waitTimeout, pollInterval,
 			"a's release never reached the IPAM system")
 		b := f.createClaim("b", pool.GetName())
-		f.waitClaimReason(b, shared.AddressHeldInClusterReason)
+		f.waitClaimReason(b, reasons.AddressHeldInClusterReason)
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(a), &ipamv1.IPAddressClaim{}),
 			"b was refused a's address while a still existed")
 

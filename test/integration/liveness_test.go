@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // No claim waits for an event that may not come: each test here puts a
@@ -26,10 +28,10 @@ import (
 // setPoolNotReady writes Ready=False into the pool's status as a brief
 // outage would have; the pool reconciler ignores its own status writes, so
 // the state stays until its next sync.
-func (f *fixture) setPoolNotReady(pool shared.Pool) {
+func (f *fixture) setPoolNotReady(pool poolkind.Pool) {
 	f.t.Helper()
 	require.NoError(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		got := pool.DeepCopyObject().(shared.Pool)
+		got := pool.DeepCopyObject().(poolkind.Pool)
 		if err := k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got); err != nil {
 			return err
 		}
@@ -118,7 +120,7 @@ func TestFailingBackendKeepsThePoolReadyAndClaimsRetryByThemselves(t *testing.T)
 
 				f.sys.failAllRequests(tc.status)
 				// Any pool event refreshes the counts.
-				got := pool.DeepCopyObject().(shared.Pool)
+				got := pool.DeepCopyObject().(poolkind.Pool)
 				require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 				f.update(got, func() { got.SetAnnotations(map[string]string{"refresh": "now"}) })
 				cond := f.waitPoolCondition(pool, v1alpha1.AddressesCountedCondition, metav1.ConditionFalse, v1alpha1.CountFailedReason)
@@ -150,7 +152,7 @@ func TestFailedReleaseIsRetriedUntilItSucceeds(t *testing.T) {
 
 		f.sys.failAllRequests(http.StatusServiceUnavailable)
 		require.NoError(t, k8s.Delete(f.ctx, claim))
-		f.waitClaimReason(claim, shared.ReleaseFailedReason)
+		f.waitClaimReason(claim, reasons.ReleaseFailedReason)
 		f.sys.clearFaults()
 		f.waitGone(claim)
 		assert.Empty(t, f.markedRecords())
@@ -192,7 +194,7 @@ func TestRecreatedClaimNeverTakesItsPredecessorsIPAddress(t *testing.T) {
 		// The claim disappears without its release running (its finalizer
 		// removed by hand), leaving its IPAddress behind.
 		got := f.getClaim(claim)
-		f.update(got, func() { controllerutil.RemoveFinalizer(got, shared.ClaimFinalizer) })
+		f.update(got, func() { controllerutil.RemoveFinalizer(got, reservation.ClaimFinalizer) })
 		require.NoError(t, k8s.Delete(f.ctx, got))
 		f.waitGone(claim)
 
@@ -221,7 +223,7 @@ func TestASlowReservationSaysItWaits(t *testing.T) {
 		// Below the HTTP client's timeout (15 s), above slowAnswer (10 s).
 		f.sys.slowNextAllocation(13 * time.Second)
 		claim := f.createClaim("machine", "pool")
-		cond := f.waitClaimReason(claim, shared.ReservationPendingReason)
+		cond := f.waitClaimReason(claim, reasons.ReservationPendingReason)
 		assert.Equal(t, metav1.ConditionFalse, cond.Status)
 		assert.Contains(t, cond.Message, "has not answered the claim's reservation")
 		assert.Contains(t, cond.Message, pool.GetName())

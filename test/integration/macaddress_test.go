@@ -23,7 +23,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
@@ -129,9 +129,9 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 	claimA := f.createClaim("host-a-data-pool", pool.Name, ownedBy(dataA))
 
 	t.Run("waits for the MAC, woken when it appears", func(t *testing.T) {
-		cond := f.waitClaimReason(claimA, shared.MACAddressUnknownReason)
+		cond := f.waitClaimReason(claimA, reasons.MACAddressUnknownReason)
 		assert.Contains(t, cond.Message, "BareMetalHost "+f.ns+"/host-a has no spec.bootMACAddress yet")
-		f.waitEvent(f.ns, claimA.Name, shared.MACAddressUnknownReason)
+		f.waitEvent(f.ns, claimA.Name, reasons.MACAddressUnknownReason)
 		assert.Empty(t, f.fixedAddressOf(claimA.Name), "nothing is reserved without the MAC")
 
 		// Past the first retries of the claim's backoff (1s, 2s, 4s, 8s),
@@ -169,10 +169,10 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		_, dataC := f.createMetal3Host("host-c", "52:54:00:aa:bb:03")
 		claimC := f.createClaim("host-c-data-pool", pool.Name, ownedBy(dataC))
 
-		cond := f.waitClaimReason(claimB, shared.MACAddressInUseReason)
+		cond := f.waitClaimReason(claimB, reasons.MACAddressInUseReason)
 		assert.Contains(t, cond.Message, "MAC address 52:54:00:aa:bb:01 is held by fixedaddress/")
 		assert.Contains(t, cond.Message, `CAPI-IPAM-Claim="`+f.marker(claimA.Name)+`"`, "the holder is named")
-		f.waitEvent(f.ns, claimB.Name, shared.MACAddressInUseReason)
+		f.waitEvent(f.ns, claimB.Name, reasons.MACAddressInUseReason)
 		assert.Empty(t, f.fixedAddressOf(claimB.Name), "nothing is reserved for the refused claim")
 
 		assert.Contains(t, cond.Message, "the MAC was read from BareMetalHost "+f.ns+"/host-b, and is read again at the claim's next attempt")
@@ -237,7 +237,7 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		assert.Equal(t, "MAC_ADDRESS", fixed[0].MatchClient)
 
 		f.waitBound(claimWithout)
-		event := f.waitEvent(f.ns, claimWithout.Name, shared.MACAddressDeferredReason)
+		event := f.waitEvent(f.ns, claimWithout.Name, reasons.MACAddressDeferredReason)
 		assert.Contains(t, event.Note, "VSphereVM "+f.ns+"/vm-b sets no spec.network.devices[0].macAddr")
 		fixed = f.fixedAddressOf(claimWithout.Name)
 		require.Len(t, fixed, 1)
@@ -245,7 +245,7 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		assert.NotContains(t, f.getClaim(claimWithout).Annotations, v1alpha1.MACAddressAnnotation)
 		cond := conditions.Get(f.getClaim(claimWithout), v1alpha1.MACAddressCurrentCondition)
 		require.NotNil(t, cond)
-		assert.Equal(t, shared.MACAddressDeferredReason, cond.Reason, "the claim says its record waits for the MAC")
+		assert.Equal(t, reasons.MACAddressDeferredReason, cond.Reason, "the claim says its record waits for the MAC")
 
 		// CAPV reports the MAC vSphere gave the device once the VM is
 		// ready: it is written into the fixed address, once.
@@ -260,9 +260,9 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 			cond := conditions.Get(f.getClaim(claimWithout), v1alpha1.MACAddressCurrentCondition)
 			require.NotNil(c, cond)
 			assert.Equal(c, metav1.ConditionTrue, cond.Status)
-			assert.Equal(c, shared.MACAddressWrittenReason, cond.Reason)
+			assert.Equal(c, reasons.MACAddressWrittenReason, cond.Reason)
 		}, waitTimeout, pollInterval)
-		f.waitEvent(f.ns, claimWithout.Name, shared.MACAddressWrittenReason)
+		f.waitEvent(f.ns, claimWithout.Name, reasons.MACAddressWrittenReason)
 
 		// A MAC that changes later is reported, never written.
 		f.wapi().ResetCalls()
@@ -287,7 +287,7 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 		vm := f.createObject("infrastructure.cluster.x-k8s.io/v1beta1", "VSphereVM", "vm-c", nil, nil, device)
 		claim := f.createClaim("vm-c-0-0", pool.Name, ownedBy(vm))
 		f.waitBound(claim)
-		f.waitEvent(f.ns, claim.Name, shared.MACAddressDeferredReason)
+		f.waitEvent(f.ns, claim.Name, reasons.MACAddressDeferredReason)
 		before := f.fixedAddressOf(claim.Name)
 		require.Len(t, before, 1)
 		require.Equal(t, "RESERVED", before[0].MatchClient)
@@ -299,10 +299,10 @@ func TestFixedAddressCarriesTheMachinesMAC(t *testing.T) {
 			cond := conditions.Get(f.getClaim(claim), v1alpha1.MACAddressCurrentCondition)
 			require.NotNil(c, cond)
 			assert.Equal(c, metav1.ConditionFalse, cond.Status)
-			assert.Equal(c, shared.MACAddressNotWrittenReason, cond.Reason)
+			assert.Equal(c, reasons.MACAddressNotWrittenReason, cond.Reason)
 			assert.Contains(c, cond.Message, "00:50:56:ab:cd:01")
 		}, waitTimeout, pollInterval)
-		event := f.waitEvent(f.ns, claim.Name, shared.MACAddressNotWrittenReason)
+		event := f.waitEvent(f.ns, claim.Name, reasons.MACAddressNotWrittenReason)
 		assert.Equal(t, corev1.EventTypeWarning, event.Type)
 		assert.Contains(t, event.Note, "00:50:56:ab:cd:01")
 
@@ -518,7 +518,7 @@ func TestMACSourcesAreWatchedOnlyOnceAPoolNeedsThem(t *testing.T) {
 	f.waitPoolReady(machine)
 	host, data := f.createMetal3Host("host-1", "")
 	claim := f.createClaim("host-1-data-machine", machine.Name, ownedBy(data))
-	f.waitClaimReason(claim, shared.MACAddressUnknownReason)
+	f.waitClaimReason(claim, reasons.MACAddressUnknownReason)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Positive(c, informers("baremetalhosts"), "BareMetalHosts are watched once a claim reads its MAC from one")
 	}, waitTimeout, pollInterval)

@@ -15,7 +15,7 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
 // Each test here ends with the same address and a single reservation,
@@ -152,9 +152,9 @@ func TestReleaseLeavesARecordWhoseMarkerWasRemoved(t *testing.T) {
 		f.deleteClaim(claim)
 
 		assert.True(t, f.sys.holds(records[0].Address.Addr()), "the record without the marker is left in place")
-		e := f.waitEvent(f.ns, claim.Name, shared.ReleaseSkippedReason)
+		e := f.waitEvent(f.ns, claim.Name, reasons.ReleaseSkippedReason)
 		assert.Contains(t, e.Note, "10.24.0.2/24")
-		f.waitEvent(f.ns, "pool", shared.ReleaseSkippedReason)
+		f.waitEvent(f.ns, "pool", reasons.ReleaseSkippedReason)
 	})
 }
 
@@ -208,9 +208,9 @@ func TestReservationOutsideThePoolIsNotAdopted(t *testing.T) {
 		f.createPool("pool", "10.29.0.0/24")
 
 		claim := f.createClaim("machine", "pool")
-		cond := f.waitClaimReason(claim, shared.ReservationOutsidePoolReason)
+		cond := f.waitClaimReason(claim, reasons.ReservationOutsidePoolReason)
 		assert.Contains(t, cond.Message, "10.37.0.5")
-		f.waitEvent(f.ns, claim.Name, shared.ReservationOutsidePoolReason)
+		f.waitEvent(f.ns, claim.Name, reasons.ReservationOutsidePoolReason)
 		assert.Zero(t, f.sys.allocationRequests(), "nothing was handed out")
 		assert.Len(t, f.recordsWithMarker(f.marker("machine")), 1, "the record is left alone")
 	})

@@ -15,12 +15,13 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // createPlannedPool creates a namespaced pool over cidr that adopts the
 // records the IPAM team planned for its claims (see system.plan).
-func (f *fixture) createPlannedPool(name, cidr string) shared.Pool {
+func (f *fixture) createPlannedPool(name, cidr string) poolkind.Pool {
 	f.t.Helper()
 	pool := f.sys.newPool(f.ns, name, cidr, f.secret, false)
 	f.sys.plannedPool(pool)
@@ -154,7 +155,7 @@ func TestTwoClaimsRaceForOnePlannedRecord(t *testing.T) {
 				switch ready := conditions.Get(got, ipamv1.IPAddressClaimReadyCondition); {
 				case got.Status.AddressRef.Name != "":
 					winner = claim
-				case ready != nil && ready.Reason == shared.PlannedRecordConflictReason:
+				case ready != nil && ready.Reason == reasons.PlannedRecordConflictReason:
 					loser, cond = claim, ready
 				}
 			}
@@ -167,7 +168,7 @@ func TestTwoClaimsRaceForOnePlannedRecord(t *testing.T) {
 		t.Logf("%s", cond.Message)
 		assert.Contains(t, cond.Message, at.Addr().String(), "the message names the record")
 		assert.Contains(t, cond.Message, f.marker(winner.Name), "and the claim that holds it")
-		e := f.waitEvent(f.ns, loser.Name, shared.PlannedRecordConflictReason)
+		e := f.waitEvent(f.ns, loser.Name, reasons.PlannedRecordConflictReason)
 		assert.Contains(t, e.Note, f.marker(winner.Name))
 		records := f.markedRecords()
 		require.Len(t, records, 1, "the loser got no other address")

@@ -13,15 +13,15 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
-func (f *fixture) waitCounts(pool shared.Pool, want v1alpha1.AddressCounts) {
+func (f *fixture) waitCounts(pool poolkind.Pool, want v1alpha1.AddressCounts) {
 	f.t.Helper()
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(shared.Pool)
+		got := pool.DeepCopyObject().(poolkind.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		status := got.GetPoolStatus()
 		require.NotNil(c, status.Addresses)

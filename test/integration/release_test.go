@@ -13,7 +13,8 @@ import (
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -31,7 +32,7 @@ func TestReleaseNeedsOnlyTheConnection(t *testing.T) {
 		assert.NotEmpty(t, address.Annotations[v1alpha1.ReservationRecordAnnotation])
 		assert.NotEmpty(t, address.Annotations[v1alpha1.ReservationEndpointAnnotation])
 
-		edited := pool.DeepCopyObject().(shared.Pool)
+		edited := pool.DeepCopyObject().(poolkind.Pool)
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), edited))
 		f.update(edited, func() { f.sys.retarget(edited, "10.81.0.0/24") })
 		f.waitPoolReason(pool, metav1.ConditionFalse, v1alpha1.SourceNotFoundReason)
@@ -50,7 +51,7 @@ func TestReleaseReportsARecordLeftInAnotherSystem(t *testing.T) {
 	pool := f.createNetboxPool("pool", "10.82.0.0/24")
 	claim := f.createClaim("machine", "pool")
 	f.waitBound(claim)
-	before, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": shared.ReleaseLeftReason})
+	before, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": reasons.ReleaseLeftReason})
 
 	// The pool is pointed at another NetBox, which the same token opens: a
 	// simulator even when the suite runs against a real NetBox, so that it
@@ -65,11 +66,11 @@ func TestReleaseReportsARecordLeftInAnotherSystem(t *testing.T) {
 	f.update(got, func() { got.Spec.Connection.URL = other.URL() })
 
 	f.deleteClaim(claim)
-	event := f.waitEvent(f.ns, pool.Name, shared.ReleaseLeftReason)
+	event := f.waitEvent(f.ns, pool.Name, reasons.ReleaseLeftReason)
 	assert.Contains(t, event.Note, oldURL, "the event names the system holding the record")
 	assert.Contains(t, event.Note, "ipam/ip-addresses/", "and the record")
 	assert.Len(t, f.markedRecords(), 1, "the record is still in the first NetBox")
-	after, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": shared.ReleaseLeftReason})
+	after, _ := metric(t, "capi_ipam_bridge_records_left_total", map[string]string{"pool_kind": "NetboxIPPool", "reason": reasons.ReleaseLeftReason})
 	assert.Equal(t, before+1, after)
 }
 

@@ -19,7 +19,9 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
@@ -36,7 +38,7 @@ func requesting(addr string) claimOption {
 
 // createPoolWithPreAllocations creates a namespaced pool of the fixture's
 // system over cidr that pre-allocates addresses to claims by name.
-func (f *fixture) createPoolWithPreAllocations(name, cidr string, pre v1alpha1.PreAllocations) shared.Pool {
+func (f *fixture) createPoolWithPreAllocations(name, cidr string, pre v1alpha1.PreAllocations) poolkind.Pool {
 	f.t.Helper()
 	pool := f.sys.newPool(f.ns, name, cidr, f.secret, false)
 	switch p := pool.(type) {
@@ -86,40 +88,40 @@ func TestRequestedAddress(t *testing.T) {
 		pre v1alpha1.PreAllocations
 		// setUp prepares the IPAM system and the cluster; it returns the
 		// options of the requesting claim "wants".
-		setUp func(f *fixture, pool shared.Pool) []claimOption
+		setUp func(f *fixture, pool poolkind.Pool) []claimOption
 		// bound is the address the claim gets; "" when it gets none.
 		bound string
 		// says is what the message of a claim that gets none says.
 		says []string
 	}{
 		{name: "a free address", bound: "10.160.0.50",
-			setUp: func(f *fixture, _ shared.Pool) []claimOption { return []claimOption{requesting("10.160.0.50")} }},
+			setUp: func(f *fixture, _ poolkind.Pool) []claimOption { return []claimOption{requesting("10.160.0.50")} }},
 		{name: "the last usable address", bound: "10.160.0.254",
-			setUp: func(f *fixture, _ shared.Pool) []claimOption { return []claimOption{requesting("10.160.0.254")} }},
+			setUp: func(f *fixture, _ poolkind.Pool) []claimOption { return []claimOption{requesting("10.160.0.254")} }},
 		{name: "a pre-allocation", pre: v1alpha1.PreAllocations{"wants": "10.160.0.77"}, bound: "10.160.0.77",
-			setUp: func(*fixture, shared.Pool) []claimOption { return nil }},
+			setUp: func(*fixture, poolkind.Pool) []claimOption { return nil }},
 		{name: "a pre-allocation for the namespace, over the name alone", bound: "10.160.0.78",
 			pre:   v1alpha1.PreAllocations{"wants": "10.160.0.79", namespaceKey + "/wants": "10.160.0.78"},
-			setUp: func(*fixture, shared.Pool) []claimOption { return nil }},
+			setUp: func(*fixture, poolkind.Pool) []claimOption { return nil }},
 		{name: "a pre-allocation the annotation agrees with", pre: v1alpha1.PreAllocations{"wants": "10.160.0.80"}, bound: "10.160.0.80",
-			setUp: func(*fixture, shared.Pool) []claimOption { return []claimOption{requesting("10.160.0.80")} }},
+			setUp: func(*fixture, poolkind.Pool) []claimOption { return []claimOption{requesting("10.160.0.80")} }},
 		{name: "a pre-allocation the annotation contradicts", pre: v1alpha1.PreAllocations{"wants": "10.160.0.81"},
-			setUp: func(*fixture, shared.Pool) []claimOption { return []claimOption{requesting("10.160.0.82")} },
+			setUp: func(*fixture, poolkind.Pool) []claimOption { return []claimOption{requesting("10.160.0.82")} },
 			says:  []string{"10.160.0.81", "10.160.0.82", "the claim gets neither"}},
 		{name: "held by a record without a marker",
-			setUp: func(f *fixture, _ shared.Pool) []claimOption {
+			setUp: func(f *fixture, _ poolkind.Pool) []claimOption {
 				f.sys.holdGateway(netip.MustParseAddr("10.160.0.60"))
 				return []claimOption{requesting("10.160.0.60")}
 			},
 			says: []string{"10.160.0.60", "held by", "carries no marker", "gets no other address"}},
 		{name: "held by another claim's record",
-			setUp: func(f *fixture, pool shared.Pool) []claimOption {
+			setUp: func(f *fixture, pool poolkind.Pool) []claimOption {
 				holder := f.waitBound(f.createClaim("holder", pool.GetName()))
 				return []claimOption{requesting(holder.Spec.Address)}
 			},
 			says: []string{"held by", "/holder"}},
 		{name: "held by another claim's IPAddress, its record deleted",
-			setUp: func(f *fixture, pool shared.Pool) []claimOption {
+			setUp: func(f *fixture, pool poolkind.Pool) []claimOption {
 				holder := f.waitBound(f.createClaim("holder", pool.GetName()))
 				for _, r := range f.recordsWithMarker(f.marker("holder")) {
 					f.sys.deleteRecord(r)
@@ -130,13 +132,13 @@ func TestRequestedAddress(t *testing.T) {
 			// have restored the record first, the record names the claim.
 			says: []string{"holder", "gets no other address"}},
 		{name: "outside the sources",
-			setUp: func(*fixture, shared.Pool) []claimOption { return []claimOption{requesting("10.169.9.9")} },
+			setUp: func(*fixture, poolkind.Pool) []claimOption { return []claimOption{requesting("10.169.9.9")} },
 			says:  []string{"10.169.9.9", "none of the pool's sources"}},
 		{name: "the gateway",
-			setUp: func(*fixture, shared.Pool) []claimOption { return []claimOption{requesting("10.160.0.1")} },
+			setUp: func(*fixture, poolkind.Pool) []claimOption { return []claimOption{requesting("10.160.0.1")} },
 			says:  []string{"10.160.0.1", "gateway"}},
 		{name: "not an address",
-			setUp: func(*fixture, shared.Pool) []claimOption { return []claimOption{requesting("10.160.0.300")} },
+			setUp: func(*fixture, poolkind.Pool) []claimOption { return []claimOption{requesting("10.160.0.300")} },
 			says:  []string{"10.160.0.300", "not an IPv4 or IPv6 address"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -151,13 +153,13 @@ func TestRequestedAddress(t *testing.T) {
 				claim := f.createClaim("wants", pool.GetName(), tc.setUp(f, pool)...)
 
 				if tc.bound == "" {
-					cond := f.waitClaimReason(claim, shared.RequestedAddressUnavailableReason)
+					cond := f.waitClaimReason(claim, reasons.RequestedAddressUnavailableReason)
 					assert.Equal(t, metav1.ConditionFalse, cond.Status)
 					t.Logf("%s", cond.Message)
 					for _, s := range tc.says {
 						assert.Contains(t, cond.Message, s)
 					}
-					e := f.waitEvent(f.ns, claim.Name, shared.RequestedAddressUnavailableReason)
+					e := f.waitEvent(f.ns, claim.Name, reasons.RequestedAddressUnavailableReason)
 					assert.Contains(t, e.Note, tc.says[0])
 					assert.Empty(t, f.recordsWithMarker(f.marker(claim.Name)), "nothing is reserved for the claim")
 					err := k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), &ipamv1.IPAddress{})
@@ -230,7 +232,7 @@ func TestRequestedAddressSurvivesALostAnswerAndARestart(t *testing.T) {
 					require.EventuallyWithT(t, func(c *assert.CollectT) {
 						got := &ipamv1.IPAddressClaim{}
 						require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
-						assert.True(c, controllerutil.ContainsFinalizer(got, shared.ClaimFinalizer))
+						assert.True(c, controllerutil.ContainsFinalizer(got, reservation.ClaimFinalizer))
 					}, waitTimeout, pollInterval)
 					time.Sleep(slow / 4)
 					stop()

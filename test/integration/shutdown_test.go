@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 )
 
 // A manager that shuts down (a rollout, a lost leader election) while an
@@ -37,7 +37,7 @@ func TestShutdownDuringAllocationLeavesOneReservation(t *testing.T) {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			got := &ipamv1.IPAddressClaim{}
 			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(claim), got))
-			assert.True(c, controllerutil.ContainsFinalizer(got, shared.ClaimFinalizer))
+			assert.True(c, controllerutil.ContainsFinalizer(got, reservation.ClaimFinalizer))
 		}, waitTimeout, pollInterval)
 		time.Sleep(slow / 4)
 		stop()

@@ -36,7 +36,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
@@ -293,9 +293,9 @@ func (f *fixture) poolSpec(cidr string, opts ...poolOption) v1alpha1.NetboxIPPoo
 
 // createPool creates a namespaced pool of the fixture's system; options
 // apply to NetBox pools only.
-func (f *fixture) createPool(name, cidr string, opts ...poolOption) shared.Pool {
+func (f *fixture) createPool(name, cidr string, opts ...poolOption) poolkind.Pool {
 	f.t.Helper()
-	var pool shared.Pool
+	var pool poolkind.Pool
 	if f.sim != nil {
 		pool = &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name}, Spec: f.poolSpec(cidr, opts...)}
 	} else {
@@ -314,16 +314,16 @@ func (f *fixture) createNetboxPool(name, cidr string, opts ...poolOption) *v1alp
 	return f.createPool(name, cidr, opts...).(*v1alpha1.NetboxIPPool)
 }
 
-func (f *fixture) waitPoolReason(pool shared.Pool, status metav1.ConditionStatus, reason string) *metav1.Condition {
+func (f *fixture) waitPoolReason(pool poolkind.Pool, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	f.t.Helper()
 	return f.waitPoolCondition(pool, v1alpha1.ReadyCondition, status, reason)
 }
 
-func (f *fixture) waitPoolCondition(pool shared.Pool, conditionType string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+func (f *fixture) waitPoolCondition(pool poolkind.Pool, conditionType string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	f.t.Helper()
 	var cond *metav1.Condition
 	require.EventuallyWithT(f.t, func(c *assert.CollectT) {
-		got := pool.DeepCopyObject().(shared.Pool)
+		got := pool.DeepCopyObject().(poolkind.Pool)
 		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 		cond = conditions.Get(got, conditionType)
 		require.NotNil(c, cond, "pool has no %s condition", conditionType)
@@ -333,7 +333,7 @@ func (f *fixture) waitPoolCondition(pool shared.Pool, conditionType string, stat
 	return cond
 }
 
-func (f *fixture) waitPoolReady(pool shared.Pool) {
+func (f *fixture) waitPoolReady(pool poolkind.Pool) {
 	f.t.Helper()
 	f.waitPoolReason(pool, metav1.ConditionTrue, v1alpha1.ReadyReason)
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
@@ -44,9 +44,9 @@ type system interface {
 	seedNetwork(cidr string)
 	// newPool returns (without creating) a pool allocating from cidr with
 	// the credentials of Secret secretName.
-	newPool(namespace, name, cidr, secretName string, global bool) shared.Pool
+	newPool(namespace, name, cidr, secretName string, global bool) poolkind.Pool
 	// retarget points a pool's only source at cidr, as an edit of the spec.
-	retarget(pool shared.Pool, cidr string)
+	retarget(pool poolkind.Pool, cidr string)
 	// records lists every reservation that carries a marker.
 	records() []record
 	// disown removes the marker from a record, as a human taking it over.
@@ -73,7 +73,7 @@ type system interface {
 	plan(addr netip.Prefix, name string) string
 	// plannedPool makes pool adopt the records plan makes, by the name
 	// rendered from its claims' machine name and namespace.
-	plannedPool(pool shared.Pool)
+	plannedPool(pool poolkind.Pool)
 	// snapshot is the record ref names, every field the IPAM team sees.
 	snapshot(ref string) any
 	// reserveForeign makes a marked reservation of addr as another
@@ -176,7 +176,7 @@ func (s *netboxSystem) seedNetwork(cidr string) {
 	s.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 }
 
-func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global bool) shared.Pool {
+func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global bool) poolkind.Pool {
 	spec := v1alpha1.NetboxIPPoolSpec{
 		Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: secretName}},
 		Sources:    []v1alpha1.NetboxAddressSource{prefixSource(cidr)},
@@ -187,7 +187,7 @@ func (s *netboxSystem) newPool(namespace, name, cidr, secretName string, global 
 	return &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
 }
 
-func (s *netboxSystem) retarget(pool shared.Pool, cidr string) {
+func (s *netboxSystem) retarget(pool poolkind.Pool, cidr string) {
 	pool.(interface {
 		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
 	}).GetNetboxSpec().Sources = []v1alpha1.NetboxAddressSource{prefixSource(cidr)}
@@ -372,7 +372,7 @@ func (s *infobloxSystem) seedNetwork(cidr string) {
 	s.sim.AddFixedAddress("default", netip.MustParsePrefix(cidr).Addr().Next().String(), nil)
 }
 
-func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, global bool) shared.Pool {
+func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, global bool) poolkind.Pool {
 	port, _ := strconv.Atoi(s.sim.Port())
 	spec := v1alpha1.InfobloxIPPoolSpec{
 		Connection: v1alpha1.InfobloxConnection{
@@ -386,7 +386,7 @@ func (s *infobloxSystem) newPool(namespace, name, cidr, secretName string, globa
 	return &v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: spec}
 }
 
-func (s *infobloxSystem) retarget(pool shared.Pool, cidr string) {
+func (s *infobloxSystem) retarget(pool poolkind.Pool, cidr string) {
 	pool.(interface {
 		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
 	}).GetInfobloxSpec().Sources = []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: cidr}}}
@@ -520,7 +520,7 @@ func (s *netboxSystem) seedPlannedTag() {
 	}
 }
 
-func (s *netboxSystem) plannedPool(pool shared.Pool) {
+func (s *netboxSystem) plannedPool(pool poolkind.Pool) {
 	s.seedPlannedTag()
 	spec := pool.(interface {
 		GetNetboxSpec() *v1alpha1.NetboxIPPoolSpec
@@ -555,7 +555,7 @@ func (s *netboxSystem) snapshot(ref string) any {
 	return nil
 }
 
-func (s *infobloxSystem) plannedPool(pool shared.Pool) {
+func (s *infobloxSystem) plannedPool(pool poolkind.Pool) {
 	spec := pool.(interface {
 		GetInfobloxSpec() *v1alpha1.InfobloxIPPoolSpec
 	}).GetInfobloxSpec()

@@ -12,7 +12,8 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // TestAClaimWaitingForAHeldAddressBacksOff: a claim whose requested address
@@ -55,14 +56,14 @@ func TestAClaimWaitingForAHeldAddressBacksOff(t *testing.T) {
 		pool := f.createPool("pool", cidr)
 		f.waitPoolReady(pool)
 		claim := f.createClaim("vip", pool.GetName(), requesting(held.String()))
-		f.waitClaimReason(claim, shared.RequestedAddressUnavailableReason)
+		f.waitClaimReason(claim, reasons.RequestedAddressUnavailableReason)
 
 		f.sys.resetCalls()
 		time.Sleep(window)
 		calls := f.sys.callCount()
 		t.Logf("%d requests to %s in %s while the claim waited", calls, f.sys.name(), window)
 		assert.LessOrEqual(t, calls, attempts*perAttempt, "at most %d attempts of at most %d requests", attempts, perAttempt)
-		f.waitClaimReason(claim, shared.RequestedAddressUnavailableReason)
+		f.waitClaimReason(claim, reasons.RequestedAddressUnavailableReason)
 		failed := 0
 		for _, line := range strings.Split(managerLogs.String(), "\n") {
 			if strings.Contains(line, f.ns) && strings.Contains(line, `"controller"="ipaddressclaim"`) && strings.Contains(line, "Reconciler error") {
@@ -98,7 +99,7 @@ func TestAPoolSpecChangeWakesItsWaitingClaims(t *testing.T) {
 		pool := f.createPoolWithPreAllocations("pool", cidr, v1alpha1.PreAllocations{"vip": v1alpha1.IPAddressString(held.String())})
 		f.waitPoolReady(pool)
 		claim := f.createClaim("vip", pool.GetName())
-		f.waitClaimReason(claim, shared.RequestedAddressUnavailableReason)
+		f.waitClaimReason(claim, reasons.RequestedAddressUnavailableReason)
 
 		// The IPAM team corrects the pre-allocation.
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), pool))
@@ -109,7 +110,7 @@ func TestAPoolSpecChangeWakesItsWaitingClaims(t *testing.T) {
 	})
 }
 
-func setPreAllocations(pool shared.Pool, pre v1alpha1.PreAllocations) {
+func setPreAllocations(pool poolkind.Pool, pre v1alpha1.PreAllocations) {
 	switch p := pool.(type) {
 	case *v1alpha1.NetboxIPPool:
 		p.Spec.PreAllocations = pre

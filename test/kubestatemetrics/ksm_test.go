@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 )
@@ -80,7 +80,7 @@ func TestKubeStateMetricsReportsEveryPoolKind(t *testing.T) {
 	infobloxSpec := v1alpha1.InfobloxIPPoolSpec{Connection: v1alpha1.InfobloxConnection{Host: "grid.example.com", CredentialsSecretRef: secret},
 		Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: "10.1.0.0/24"}}}}
 	pools := []struct {
-		pool       shared.Pool
+		pool       poolkind.Pool
 		kind       string
 		condition  metav1.Condition
 		used, free int64

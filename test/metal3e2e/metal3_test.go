@@ -29,7 +29,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
@@ -133,7 +133,7 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 	port, err := strconv.Atoi(wapi.Port())
 	require.NoError(t, err)
 
-	pools := []shared.Pool{
+	pools := []poolkind.Pool{
 		&v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: netboxPool}, Spec: netboxSpec(netboxCIDR, netboxZone)},
 		&v1alpha1.GlobalNetboxIPPool{ObjectMeta: metav1.ObjectMeta{Name: globalName}, Spec: netboxSpec(globalNetboxCIDR, globalZone)},
 		&v1alpha1.InfobloxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: infobloxPool}, Spec: v1alpha1.InfobloxIPPoolSpec{
@@ -386,10 +386,10 @@ func createSecret(t *testing.T, namespace, name string, data map[string][]byte) 
 	t.Cleanup(func() { _ = k8s.Delete(t.Context(), s) })
 }
 
-func waitPoolReady(t *testing.T, p shared.Pool) {
+func waitPoolReady(t *testing.T, p poolkind.Pool) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got := p.DeepCopyObject().(shared.Pool)
+		got := p.DeepCopyObject().(poolkind.Pool)
 		require.NoError(c, k8s.Get(t.Context(), client.ObjectKeyFromObject(p), got))
 		assert.True(c, conditions.IsTrue(got, v1alpha1.ReadyCondition), "%s %s: %+v",
 			got.GetObjectKind().GroupVersionKind().Kind, p.GetName(), conditions.Get(got, v1alpha1.ReadyCondition))

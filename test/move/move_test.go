@@ -24,7 +24,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/endpoint"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 const (
@@ -184,10 +184,10 @@ func newFixture(t *testing.T, sys system) *fixture {
 // until both are ready.
 func (f *fixture) createPools(c *mgmt) {
 	f.t.Helper()
-	for _, pool := range []shared.Pool{f.sys.newPool(f.ns, "pool", namespacedCIDR), f.sys.newPool("", f.global, globalCIDR)} {
+	for _, pool := range []poolkind.Pool{f.sys.newPool(f.ns, "pool", namespacedCIDR), f.sys.newPool("", f.global, globalCIDR)} {
 		require.NoError(f.t, c.k8s.Create(f.ctx, pool))
 		require.EventuallyWithT(f.t, func(ct *assert.CollectT) {
-			got := pool.DeepCopyObject().(shared.Pool)
+			got := pool.DeepCopyObject().(poolkind.Pool)
 			require.NoError(ct, c.k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
 			assert.True(ct, conditions.IsTrue(got, v1alpha1.ReadyCondition), "pool %s not ready: %s", pool.GetName(),
 				conditions.GetMessage(got, v1alpha1.ReadyCondition))
@@ -382,7 +382,7 @@ func (f *fixture) assertMoved(from, to *mgmt, bound map[string]string, reserved 
 
 	// The target's audit finds no orphan and no duplicate, and takes the
 	// records over: they carry its marker from then on.
-	for _, pool := range []shared.Pool{f.sys.newPool(f.ns, "pool", namespacedCIDR), f.sys.newPool("", f.global, globalCIDR)} {
+	for _, pool := range []poolkind.Pool{f.sys.newPool(f.ns, "pool", namespacedCIDR), f.sys.newPool("", f.global, globalCIDR)} {
 		report := f.audit(to, pool)
 		assert.Zero(f.t, report.Orphans, "%s's audit of %s: orphans %v", to.name, pool.GetName(), report.Findings)
 		assert.Zero(f.t, report.Duplicates, "%s's audit of %s: duplicates %v", to.name, pool.GetName(), report.Findings)
@@ -424,12 +424,12 @@ func (f *fixture) markedAddresses() []string {
 }
 
 // audit asks c's manager to audit the pool now and returns its report.
-func (f *fixture) audit(c *mgmt, pool shared.Pool) *v1alpha1.AuditStatus {
+func (f *fixture) audit(c *mgmt, pool poolkind.Pool) *v1alpha1.AuditStatus {
 	f.t.Helper()
 	request := randomHex(4)
-	got := pool.DeepCopyObject().(shared.Pool)
+	got := pool.DeepCopyObject().(poolkind.Pool)
 	require.NoError(f.t, c.k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
-	base := got.DeepCopyObject().(shared.Pool)
+	base := got.DeepCopyObject().(poolkind.Pool)
 	a := got.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}

@@ -21,7 +21,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/infoblox"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
@@ -139,7 +139,7 @@ type system interface {
 	// as the gateway.
 	seedNetwork(cidr string)
 	// newPool returns a pool on cidr; a Global pool when namespace is "".
-	newPool(namespace, name, cidr string) shared.Pool
+	newPool(namespace, name, cidr string) poolkind.Pool
 	// recordsIn lists the records in cidr, marked or not.
 	recordsIn(cidr string) []record
 	proxy() *ipamProxy
@@ -206,7 +206,7 @@ func (s *netboxSystem) secretData(c *mgmt) map[string][]byte {
 func (s *netboxSystem) seedNetwork(cidr string) {
 	s.target.AddPrefixWithGateway(cidr, netboxsim.PrefixOptions{})
 }
-func (s *netboxSystem) newPool(namespace, name, cidr string) shared.Pool {
+func (s *netboxSystem) newPool(namespace, name, cidr string) poolkind.Pool {
 	spec := v1alpha1.NetboxIPPoolSpec{
 		Connection: v1alpha1.NetboxConnection{URL: s.px.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: s.secretName()}},
 		Sources:    []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: cidr}}},
@@ -256,7 +256,7 @@ func (s *infobloxSystem) seedNetwork(cidr string) {
 	s.sim.AddNetwork("default", cidr, nil)
 	s.sim.AddFixedAddress("default", netip.MustParsePrefix(cidr).Addr().Next().String(), nil)
 }
-func (s *infobloxSystem) newPool(namespace, name, cidr string) shared.Pool {
+func (s *infobloxSystem) newPool(namespace, name, cidr string) poolkind.Pool {
 	u, _ := url.Parse(s.px.URL())
 	port, _ := strconv.Atoi(u.Port())
 	spec := v1alpha1.InfobloxIPPoolSpec{

@@ -26,7 +26,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/shared"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
@@ -121,7 +121,7 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 
 	for _, p := range []client.Object{pool, global} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			got := p.DeepCopyObject().(shared.Pool)
+			got := p.DeepCopyObject().(poolkind.Pool)
 			require.NoError(c, admin.Get(ctx, client.ObjectKeyFromObject(p), got))
 			cond := conditions.Get(got, v1alpha1.ReadyCondition)
 			require.NotNil(c, cond, "%s has no Ready condition", p.GetName())

@@ -1,0 +1,60 @@
+package reservation
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/patch"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+)
+
+// NoteMarker records on an IPAddress the marker its claim's record carries,
+// unless it says so already.
+func NoteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress, marker string) error {
+	if address.Annotations[v1alpha1.ReservationMarkerAnnotation] == marker {
+		return nil
+	}
+	return annotateAddress(ctx, c, address, v1alpha1.ReservationMarkerAnnotation, marker, "the marker of its record")
+}
+
+// MarkRecordMoved notes on an IPAddress where its claim's record was moved.
+func MarkRecordMoved(ctx context.Context, c client.Client, address *ipamv1.IPAddress, movedTo string) error {
+	return annotateAddress(ctx, c, address, v1alpha1.RecordMovedAnnotation, movedTo, "that its record was moved")
+}
+
+// annotateAddress sets one annotation of an IPAddress; what says what it
+// notes, for errors.
+func annotateAddress(ctx context.Context, c client.Client, address *ipamv1.IPAddress, key, value, what string) error {
+	base := address.DeepCopy()
+	if address.Annotations == nil {
+		address.Annotations = map[string]string{}
+	}
+	address.Annotations[key] = value
+	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("noting on IPAddress %s %s: %w", address.Name, what, err)
+	}
+	return nil
+}
+
+// SetAddressReserved writes a claim's AddressReserved condition, which says
+// whether the IPAM system still holds the machine's address for it.
+func SetAddressReserved(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, msg string) error {
+	if prev := conditions.Get(claim, v1alpha1.AddressReservedCondition); prev != nil && prev.Status == status && prev.Reason == reason && prev.Message == msg {
+		return nil
+	}
+	patchHelper, err := patch.NewHelper(claim, c)
+	if err != nil {
+		return err
+	}
+	conditions.Set(claim, metav1.Condition{Type: v1alpha1.AddressReservedCondition, Status: status, Reason: reason, Message: msg})
+	if err := patchHelper.Patch(ctx, claim, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AddressReservedCondition}}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("setting %s on claim %s: %w", v1alpha1.AddressReservedCondition, claim.Name, err)
+	}
+	return nil
+}
