@@ -120,7 +120,10 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 		}
 		return p.allocation(pool, r)
 	}
-	created, err := p.d.CreateAt(ctx, pool, claim, src, addr)
+	if p.requester == nil {
+		return Allocation{}, fmt.Errorf("restoring %s: creating a record at a given address: %w", addr, ErrUnsupported)
+	}
+	created, err := p.requester.CreateAt(ctx, pool, claim, src, addr)
 	switch {
 	case errors.Is(err, ErrAddressTaken) || errors.Is(err, ErrConflict):
 		return Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", ErrAddressTaken, addr, err)
@@ -147,5 +150,8 @@ func (p *Protocol[P, S, R, Q]) marked(ctx context.Context, prefix string, scope 
 	if err != nil {
 		return nil, err
 	}
-	return p.d.Marked(ctx, pool, prefix, scope)
+	if p.lister == nil {
+		return nil, fmt.Errorf("listing records by marker: %w", ErrUnsupported)
+	}
+	return p.lister.Marked(ctx, pool, prefix, scope)
 }

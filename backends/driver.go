@@ -6,11 +6,15 @@ import (
 	"net/netip"
 )
 
-// Driver is what the reservation protocol asks of one IPAM system: its
+// Driver is what the reservation protocol asks of every IPAM system: its
 // requests and answers, nothing of the protocol's rules (New builds the
 // Backend). P is what a validation prepares (the resolved sources, the IDs
 // requests name), S a resolved source, R a record as the system answers
-// it, Q the request that creates one record.
+// it, Q the request that creates one record. It is the core every system
+// must offer to reserve, look up and release; what only some pools need is
+// in optional roles a driver may also implement, which New looks for once:
+// AddressRequester, PlanAdopter, AuditLister and MACWriter (see
+// docs/drivers.md).
 type Driver[P any, S Source, R, Q any] interface {
 	// Endpoint names the system, as recorded in Reservation.Endpoint.
 	Endpoint() string
@@ -41,10 +45,6 @@ type Driver[P any, S Source, R, Q any] interface {
 	// or Everywhere), each marker's in the order to keep them: the first is
 	// the claim's, the others duplicates of a retried request.
 	Search(ctx context.Context, markers []string, scope Scope) (map[string][]R, error)
-	// Marked lists, for an audit, the records whose marker begins with
-	// prefix, in the pool's sources (scope InPool) or outside them (scope
-	// Outside), in one server-filtered and paginated listing.
-	Marked(ctx context.Context, pool P, prefix string, scope Scope) ([]Record, error)
 	// Get reads the record a reference names; found is false when it is
 	// gone.
 	Get(ctx context.Context, ref string) (r R, found bool, err error)
@@ -70,31 +70,6 @@ type Driver[P any, S Source, R, Q any] interface {
 	// system counts as fully used, a network or broadcast address), or ""
 	// when it may. The gateway the machine would get is the protocol's.
 	Unusable(src S, addr netip.Addr) string
-	// Holders lists whatever holds addr in src's address space (its VRF,
-	// its network view): records of the pool's kind whatever their
-	// marker, and anything else the system counts as using the address.
-	// They come oldest first if CreationOrdered.
-	Holders(ctx context.Context, src S, addr netip.Addr) ([]R, error)
-	// CreationOrdered says whether Holders lists records in the order they
-	// were made: then the oldest of records made at once at one address
-	// keeps it, else each yields to the others.
-	CreationOrdered() bool
-	// CreateAt creates the claim's record at addr in src, as Create does
-	// at the next free address. A refusal because something holds the
-	// address is an ErrAddressTaken quoting the system.
-	CreateAt(ctx context.Context, pool P, claim Claim, src S, addr netip.Addr) (R, error)
-
-	// Planned lists the records the IPAM team planned for the claim in
-	// the pool's sources (by the name the pool renders for the claim, and
-	// the pool's planned tag, status or attribute), whatever their marker,
-	// in the order to adopt them. It is asked only of a pool that adopts
-	// planned records (Options.Plans). Every read of a record (View) tells
-	// a planned record the claim adopted (Record.Planned), and Drop returns
-	// such a record to the IPAM team instead of deleting it.
-	Planned(ctx context.Context, claim Claim) ([]R, error)
-	// Adopt writes the claim's marker on a planned record, saying that it
-	// was planned, and changes nothing the IPAM team set.
-	Adopt(ctx context.Context, r R, marker string) error
 
 	// View is what the protocol reads of a record.
 	View(r R) Record
@@ -112,6 +87,54 @@ type Driver[P any, S Source, R, Q any] interface {
 	Describe(r R) string
 	Label(marker string) string
 	Name() string
+}
+
+// AddressRequester is the role of a driver that creates a record at a
+// given address: a claim's requested address (requested.go) and the
+// audit's restore of a record the IPAM team deleted (audit.go). Without
+// it, a claim that requests an address is refused, and the audit restores
+// nothing.
+type AddressRequester[P any, S Source, R any] interface {
+	// Holders lists whatever holds addr in src's address space (its VRF,
+	// its network view): records of the pool's kind whatever their
+	// marker, and anything else the system counts as using the address.
+	// They come oldest first if CreationOrdered.
+	Holders(ctx context.Context, src S, addr netip.Addr) ([]R, error)
+	// CreationOrdered says whether Holders lists records in the order they
+	// were made: then the oldest of records made at once at one address
+	// keeps it, else each yields to the others.
+	CreationOrdered() bool
+	// CreateAt creates the claim's record at addr in src, as Create does
+	// at the next free address. A refusal because something holds the
+	// address is an ErrAddressTaken quoting the system.
+	CreateAt(ctx context.Context, pool P, claim Claim, src S, addr netip.Addr) (R, error)
+}
+
+// PlanAdopter is the role of a driver that adopts the records the IPAM
+// team planned for a claim (planned.go, Options.Plans). A pool that adopts
+// plans cannot be built on a driver without it.
+type PlanAdopter[R any] interface {
+	// Planned lists the records the IPAM team planned for the claim in
+	// the pool's sources (by the name the pool renders for the claim, and
+	// the pool's planned tag, status or attribute), whatever their marker,
+	// in the order to adopt them. It is asked only of a pool that adopts
+	// planned records (Options.Plans). Every read of a record (View) tells
+	// a planned record the claim adopted (Record.Planned), and Drop returns
+	// such a record to the IPAM team instead of deleting it.
+	Planned(ctx context.Context, claim Claim) ([]R, error)
+	// Adopt writes the claim's marker on a planned record, saying that it
+	// was planned, and changes nothing the IPAM team set.
+	Adopt(ctx context.Context, r R, marker string) error
+}
+
+// AuditLister is the role of a driver that lists records by the beginning
+// of their marker, which the audit's listings need (Backend.Records,
+// Backend.Strays). Without it, the pool's audit fails with ErrUnsupported.
+type AuditLister[P any] interface {
+	// Marked lists, for an audit, the records whose marker begins with
+	// prefix, in the pool's sources (scope InPool) or outside them (scope
+	// Outside), in one server-filtered and paginated listing.
+	Marked(ctx context.Context, pool P, prefix string, scope Scope) ([]Record, error)
 }
 
 // Source is a resolved source of a pool.

@@ -58,6 +58,9 @@ var (
 	// claim's MAC (Claim.MAC) because another of its records holds that
 	// MAC; nothing was reserved. The message names the MAC and the holder.
 	ErrMACAddressInUse = errors.New("MAC address held by another record")
+	// ErrUnsupported: the system's driver does not offer what the
+	// operation needs (an optional role of Driver).
+	ErrUnsupported = errors.New("not offered by this IPAM system's driver")
 )
 
 // PlannedConflictError is an ErrPlannedConflict: the record planned for

@@ -33,9 +33,8 @@ var ErrNoMACMatch = errors.New("the record matches no DHCP client by MAC")
 // WriteMAC is the driver's MACWriter, for a system whose records serve
 // DHCP; ErrNoMACMatch for any other.
 func (p *Protocol[P, S, R, Q]) WriteMAC(ctx context.Context, rec Record, mac string) (string, error) {
-	w, ok := any(p.d).(MACWriter)
-	if !ok {
+	if p.macWriter == nil {
 		return "", fmt.Errorf("%s: %w", p.d.Endpoint(), ErrNoMACMatch)
 	}
-	return w.WriteMAC(ctx, rec, mac)
+	return p.macWriter.WriteMAC(ctx, rec, mac)
 }

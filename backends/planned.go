@@ -51,7 +51,7 @@ func (p *Protocol[P, S, R, Q]) adoptPlanned(ctx context.Context, pool P, claim C
 // gives (its gateway), which the claim would adopt, be refused by
 // CheckAnswer and give back, again and again.
 func (p *Protocol[P, S, R, Q]) plannedFor(ctx context.Context, pool P, claim Claim) (free, taken []R, err error) {
-	records, err := p.d.Planned(ctx, claim)
+	records, err := p.planner.Planned(ctx, claim)
 	if err != nil {
 		return nil, nil, fmt.Errorf("looking up the records planned for %s: %w", p.d.Label(claim.Marker), err)
 	}
@@ -98,7 +98,7 @@ func (p *Protocol[P, S, R, Q]) takePlanned(ctx context.Context, claim Claim, r R
 	case v.Marker != "":
 		return zero, p.plannedConflict(current)
 	}
-	if err := p.d.Adopt(ctx, current, claim.Marker); err != nil {
+	if err := p.planner.Adopt(ctx, current, claim.Marker); err != nil {
 		return zero, fmt.Errorf("adopting %s, planned for the claim: %w", p.d.Describe(current), err)
 	}
 	after, err := p.reread(ctx, ref)

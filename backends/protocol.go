@@ -16,7 +16,13 @@ import (
 // and the audit's half (audit.go). It is the Backend of every system: the
 // drivers hold only what differs between them.
 type Protocol[P any, S Source, R, Q any] struct {
-	d           Driver[P, S, R, Q]
+	d Driver[P, S, R, Q]
+	// The driver's optional roles, nil where it lacks one.
+	requester AddressRequester[P, S, R]
+	planner   PlanAdopter[R]
+	lister    AuditLister[P]
+	macWriter MACWriter
+
 	o           Options
 	preparation Prepared[P]
 	allocations *Batcher[Claim, Allocation]
@@ -45,12 +51,21 @@ type Options struct {
 	Uncertain func()
 }
 
-// New returns the Backend of a pool whose system d drives.
-func New[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options) *Protocol[P, S, R, Q] {
+// New returns the Backend of a pool whose system d drives, with the
+// optional roles d offers. A pool that needs a role d lacks (o.Plans
+// without PlanAdopter) is ErrInvalidConfig.
+func New[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options) (*Protocol[P, S, R, Q], error) {
 	p := &Protocol[P, S, R, Q]{d: d, o: o}
+	p.requester, _ = any(d).(AddressRequester[P, S, R])
+	p.planner, _ = any(d).(PlanAdopter[R])
+	p.lister, _ = any(d).(AuditLister[P])
+	p.macWriter, _ = any(d).(MACWriter)
+	if o.Plans && p.planner == nil {
+		return nil, fmt.Errorf("%w: %s adopts no planned records", ErrInvalidConfig, d.Name())
+	}
 	p.allocations = NewBatcher(o.Batch, "allocate", p.allocateBatch)
 	p.releases = NewBatcher(o.Batch, "release", p.releaseBatch)
-	return p
+	return p, nil
 }
 
 // Open is New for a driver constructor's results: its error, or the
@@ -59,7 +74,40 @@ func Open[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options, err error)
 	if err != nil {
 		return nil, err
 	}
-	return New(d, o), nil
+	return New(d, o)
+}
+
+// Role is an optional part of the Driver contract.
+type Role string
+
+// The optional roles a driver may offer.
+const (
+	RoleAddressRequester Role = "AddressRequester"
+	RolePlanAdopter      Role = "PlanAdopter"
+	RoleAuditLister      Role = "AuditLister"
+	RoleMACWriter        Role = "MACWriter"
+)
+
+// Offers says whether the driver offers role.
+func (p *Protocol[P, S, R, Q]) Offers(role Role) bool {
+	switch role {
+	case RoleAddressRequester:
+		return p.requester != nil
+	case RolePlanAdopter:
+		return p.planner != nil
+	case RoleAuditLister:
+		return p.lister != nil
+	case RoleMACWriter:
+		return p.macWriter != nil
+	}
+	return false
+}
+
+// Offers says whether b, a backend New built, offers role; a backend of
+// another kind offers none.
+func Offers(b Backend, role Role) bool {
+	o, ok := b.(interface{ Offers(Role) bool })
+	return ok && o.Offers(role)
 }
 
 var _ Backend = (*Protocol[any, Source, any, any])(nil)

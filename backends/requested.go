@@ -41,6 +41,10 @@ import (
 // requests, or says why it cannot be the claim's.
 func (p *Protocol[P, S, R, Q]) allocateRequested(ctx context.Context, pool P, claim Claim) (Allocation, error) {
 	addr := claim.Requested
+	if p.requester == nil {
+		return Allocation{}, &RequestedUnavailableError{Address: addr,
+			Why: fmt.Sprintf("%s cannot create a record at a given address (its driver offers no %s)", p.d.Name(), RoleAddressRequester)}
+	}
 	src, err := p.requestedSource(pool, addr)
 	if err != nil {
 		return Allocation{}, err
@@ -128,7 +132,7 @@ func (p *Protocol[P, S, R, Q]) requestedSource(pool P, addr netip.Addr) (S, erro
 
 // holders is Driver.Holders, its error naming what was looked for.
 func (p *Protocol[P, S, R, Q]) holders(ctx context.Context, pool P, src S, addr netip.Addr) ([]R, error) {
-	held, err := p.d.Holders(ctx, src, addr)
+	held, err := p.requester.Holders(ctx, src, addr)
 	if err != nil {
 		return nil, fmt.Errorf("looking up what holds %s in %s: %w", addr, src, err)
 	}
@@ -143,7 +147,7 @@ func (p *Protocol[P, S, R, Q]) createRequested(ctx context.Context, pool P, clai
 	var zero R
 	addr := claim.Requested
 	counted, tries := attempts.WithCounter(ctx)
-	created, err := p.d.CreateAt(counted, pool, claim, src, addr)
+	created, err := p.requester.CreateAt(counted, pool, claim, src, addr)
 	if err == nil && tries.Load() <= 1 {
 		return created, nil
 	}
@@ -184,6 +188,12 @@ func (p *Protocol[P, S, R, Q]) createRequested(ctx context.Context, pool P, clai
 // record is deleted when it does not keep the address, and the claim told
 // who holds it.
 func (p *Protocol[P, S, R, Q]) settleRequested(ctx context.Context, pool P, claim Claim, src S, r R) (Allocation, error) {
+	if p.requester == nil {
+		// Without the role nothing creates at a given address, so no
+		// create of the claim's raced another's there: the record the
+		// marker found is the claim's.
+		return p.allocation(pool, r)
+	}
 	held, err := p.holders(ctx, pool, src, claim.Requested)
 	if err != nil {
 		// The record stays; the next attempt adopts it and settles again.
@@ -192,7 +202,7 @@ func (p *Protocol[P, S, R, Q]) settleRequested(ctx context.Context, pool P, clai
 	ref := p.d.View(r).Reference
 	var older []R
 	for _, h := range held {
-		if p.d.View(h).Reference == ref && p.d.CreationOrdered() {
+		if p.d.View(h).Reference == ref && p.requester.CreationOrdered() {
 			break
 		}
 		if !p.claimable(h, claim) {

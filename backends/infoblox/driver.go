@@ -16,7 +16,14 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-var _ backends.Driver[[]resolvedSource, resolvedSource, object, newRecord] = (*driver)(nil)
+// Infoblox's driver offers every optional role.
+var (
+	_ backends.Driver[[]resolvedSource, resolvedSource, object, newRecord] = (*driver)(nil)
+	_ backends.AddressRequester[[]resolvedSource, resolvedSource, object]  = (*driver)(nil)
+	_ backends.PlanAdopter[object]                                         = (*driver)(nil)
+	_ backends.AuditLister[[]resolvedSource]                               = (*driver)(nil)
+	_ backends.MACWriter                                                   = (*driver)(nil)
+)
 
 // newRecord is the object to create for a claim in a source.
 type newRecord struct {

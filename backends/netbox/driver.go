@@ -14,7 +14,14 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-var _ backends.Driver[preparation, resolvedSource, ipRecord, netbox.IPAddressRequest] = (*driver)(nil)
+// NetBox's driver offers every optional role but MACWriter: its records
+// serve no DHCP.
+var (
+	_ backends.Driver[preparation, resolvedSource, ipRecord, netbox.IPAddressRequest] = (*driver)(nil)
+	_ backends.AddressRequester[preparation, resolvedSource, ipRecord]                = (*driver)(nil)
+	_ backends.PlanAdopter[ipRecord]                                                  = (*driver)(nil)
+	_ backends.AuditLister[preparation]                                               = (*driver)(nil)
+)
 
 func (d *driver) Sources(p preparation) []resolvedSource { return p.sources }
 
