@@ -92,8 +92,8 @@ type Driver[P any, S Source, R, Q any] interface {
 // AddressRequester is the role of a driver that creates a record at a
 // given address: a claim's requested address (requested.go) and the
 // audit's restore of a record the IPAM team deleted (audit.go). Without
-// it, a claim that requests an address is refused, and the audit restores
-// nothing.
+// it, a claim that requests an address is refused, and a restore that
+// must create a record fails with ErrUnsupported.
 type AddressRequester[P any, S Source, R any] interface {
 	// Holders lists whatever holds addr in src's address space (its VRF,
 	// its network view): records of the pool's kind whatever their

@@ -28,6 +28,8 @@ type infobloxPool interface {
 }
 
 // Infoblox is the Infoblox pool kinds: InfobloxIPPool and GlobalInfobloxIPPool.
+// Their backends share limits, which must not be nil; the manager takes
+// its kinds from All.
 func Infoblox(limits *backendhttp.Limits) poolkind.Kinds {
 	secretName := func(p poolkind.Pool) string {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.CredentialsSecretRef.Name

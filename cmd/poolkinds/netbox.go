@@ -23,6 +23,8 @@ type netboxPool interface {
 }
 
 // NetBox is the NetBox pool kinds: NetboxIPPool and GlobalNetboxIPPool.
+// Their backends share limits, which must not be nil; the manager takes
+// its kinds from All.
 func NetBox(limits *backendhttp.Limits) poolkind.Kinds {
 	secretName := func(p poolkind.Pool) string {
 		return p.(netboxPool).GetNetboxSpec().Connection.CredentialsSecretRef.Name

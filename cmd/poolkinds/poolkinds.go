@@ -34,7 +34,7 @@ func twins(base poolkind.Kind, kind string, newPool, newGlobal func() poolkind.P
 // All is every pool kind the manager serves. Their backends share one set
 // of limits on the requests to each IPAM endpoint, and the HTTP layer's
 // metrics (the limiters' waits, throttled answers, requests in flight) are
-// registered with the manager's once.
+// registered with the manager's registry once.
 func All() poolkind.Kinds {
 	registerHTTPMetrics.Do(func() { ctrlmetrics.Registry.MustRegister(backendhttp.Collectors()...) })
 	limits := backendhttp.NewLimits()
@@ -47,9 +47,9 @@ var registerHTTPMetrics sync.Once
 // limited by limits.
 type newBackend func(pool poolkind.Pool, secret *corev1.Secret, opts poolkind.BackendOptions, limits *backendhttp.Limits) (backends.Backend, error)
 
-// limited completes a kind whose backends build makes: each sets its pool's
-// share of the limits on its endpoint's requests (rateLimit, from the
-// pool's spec), which the pool's deletion drops.
+// limited sets kind's NewBackend, which builds the pool's backend with
+// build and then sets the pool's share of its endpoint's limit (rateLimit,
+// from the pool's spec), and its ForgetBackend, which drops that share.
 func limited(kind poolkind.Kind, limits *backendhttp.Limits, rateLimit func(poolkind.Pool) *v1alpha1.RateLimit, build newBackend) poolkind.Kind {
 	kind.NewBackend = func(pool poolkind.Pool, secret *corev1.Secret, opts poolkind.BackendOptions) (backends.Backend, error) {
 		backend, err := build(pool, secret, opts, limits)

@@ -2,6 +2,7 @@ package endpoint
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -24,8 +25,11 @@ func (r *Reconciler) outsidePool(ctx context.Context, cluster *clusterv1.Cluster
 		return false, nil
 	}
 	pool, err := poolkind.GetPool(ctx, r.APIReader, kind, cluster.Namespace, opt.pool.Name)
-	if err != nil || pool == nil {
-		return false, err
+	if err != nil {
+		return false, fmt.Errorf("getting %s %s: %w", opt.pool.Kind, opt.pool.Name, err)
+	}
+	if pool == nil {
+		return false, nil
 	}
 	return kind.Outside(pool, addr), nil
 }

@@ -79,7 +79,7 @@ const (
 	bareMetalHostVersion = "v1alpha1"
 )
 
-// macSource is the object a claim's MAC is read from.
+// Source is the object a claim's MAC is read from.
 type Source struct {
 	Kind schema.GroupKind
 	types.NamespacedName
@@ -91,7 +91,7 @@ func (s Source) String() string { return s.Kind.Kind + " " + s.NamespacedName.St
 // "<Kind>.<group>/<namespace>/<name>".
 func (s Source) Key() string { return s.Kind.String() + "/" + s.Namespace + "/" + s.Name }
 
-// parseMACSource reads a MACAddressSourceAnnotation value.
+// ParseSource reads a MACAddressSourceAnnotation value.
 func ParseSource(v string) (Source, bool) {
 	gk, rest, ok := strings.Cut(v, "/")
 	if !ok {
@@ -105,7 +105,7 @@ func ParseSource(v string) (Source, bool) {
 	return Source{Kind: kind, NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, true
 }
 
-// machineMAC is what a claim's owner chain says of its MAC.
+// Found is what a claim's owner chain says of its MAC.
 type Found struct {
 	// MAC, lower case with colons; "" when it is not known (yet), or the
 	// claim has no machine interface (Source is zero).
@@ -119,7 +119,7 @@ type Found struct {
 	Deferred string
 }
 
-// MACAddresses finds the MAC of the machine's interface a claim's address
+// Sources finds the MAC of the machine's interface a claim's address
 // is for, and remembers which claims wait for or hold the MAC of which
 // object, to wake them when it changes.
 type Sources struct {
@@ -145,7 +145,7 @@ type Sources struct {
 	awaiting sets.Set[types.NamespacedName]
 }
 
-// NormalizeMAC parses a 48-bit MAC in any of the usual notations and
+// Normalize parses a 48-bit MAC in any of the usual notations and
 // writes it as NIOS stores it: lower case, with colons.
 func Normalize(s string) (string, error) {
 	hw, err := net.ParseMAC(strings.TrimSpace(s))

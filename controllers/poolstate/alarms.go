@@ -24,7 +24,7 @@ import (
 //   - a changed Secret wakes the claims that wait on the pools reading it,
 //     whatever their backoff, and the pools validate it (secretToPools).
 
-// PoolAlarms carries what claims meet to their pools' reconcilers:
+// Alarms carries what claims meet to their pools' reconcilers:
 // refused credentials, and answers that suggest the pool no longer holds
 // (see Revalidate).
 type Alarms struct {
@@ -45,7 +45,7 @@ type refusal struct {
 	at      time.Time
 }
 
-// NewPoolAlarms returns an empty PoolAlarms.
+// NewAlarms returns empty Alarms.
 func NewAlarms() *Alarms {
 	return &Alarms{byPool: map[types.UID]refusal{}, due: map[types.UID]time.Time{}}
 }

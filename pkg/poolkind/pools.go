@@ -42,7 +42,7 @@ type BackendOptions struct {
 	// batches, by operation, in the manager's metrics (Setup sets it).
 	ObserveBatch func(backend string) func(operation string, size int)
 	// Uncertain is told of every create the pool's system may still apply
-	// (see backends.Options.Uncertain); Backends sets it per pool.
+	// (see backends.Options.Uncertain); backendcache.Backends sets it per pool.
 	Uncertain func()
 }
 
@@ -89,7 +89,7 @@ func (k Kind) GroupKind() schema.GroupKind {
 // WantsMachineMAC says whether pool's records carry the MAC of the claim's
 // machine (see WantsMAC).
 func (k Kind) WantsMachineMAC(pool Pool) bool {
-	return k.WantsMAC != nil && k.WantsMAC(pool)
+	return pool != nil && k.WantsMAC != nil && k.WantsMAC(pool)
 }
 
 // Outside says whether addr certainly lies outside every source of pool, as

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
 // BenchAllocateRelease measures one claim's life, each claim alone: the
@@ -41,6 +43,9 @@ func BenchAudit(b *testing.B, newHarness func(testing.TB) Harness) {
 				h := newHarness(b)
 				backend := h.Pool(b, "10.0.0.0/16")
 				validated(b, backend)
+				if !backends.Offers(backend, backends.RoleAuditLister) {
+					b.Skipf("the driver offers no %s", backends.RoleAuditLister)
+				}
 				for i := range n + n/10 {
 					marker := fmt.Sprintf("uid/ns/m-%d", i)
 					if i >= n {

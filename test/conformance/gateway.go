@@ -74,6 +74,9 @@ func gatewayAgreesAtValidationAndAllocation(t *testing.T, h Harness, cidr string
 		ctx := context.Background()
 		b := h.NarrowedPool(t, parts[3], 30)
 		validated(t, b)
+		if !backends.Offers(b, backends.RoleAddressRequester) {
+			t.Skipf("the driver offers no %s", backends.RoleAddressRequester)
+		}
 		gateway := nth(parts[3], 5)
 		_, err := b.Allocate(ctx, requesting("gw-requested-gateway", gateway))
 		var unavailable *backends.RequestedUnavailableError
