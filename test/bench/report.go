@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -170,6 +172,20 @@ func printScale(w io.Writer, rows []*result) {
 			round(r.p50), round(r.p95), r.perClaim, r.perResync, mib(r.peakRSS), r.restartRequests, r.restartWindow, r.restartReconciled,
 			r.validation, mib(r.restartPeakRSS), round(r.releaseWall), r.perRelease)
 		_ = tw.Flush()
+		printKinds(w, "The release's IPAM requests by kind", r.releaseKinds)
+	}
+}
+
+// printKinds lists counted request kinds, most first.
+func printKinds(w io.Writer, title string, kinds map[string]int) {
+	if len(kinds) == 0 {
+		return
+	}
+	names := slices.Collect(maps.Keys(kinds))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(kinds[b]-kinds[a], strings.Compare(a, b)) })
+	fmt.Fprintf(w, "\n%s:\n", title)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %6d  %s\n", kinds[n], n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/backendhttp"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/managerproc"
 )
 
@@ -70,9 +72,12 @@ type result struct {
 	p50, p95   time.Duration
 	// releaseWall is from deleting the claims until the last is gone.
 	releaseWall time.Duration
-	perClaim    float64
-	perResync   float64
-	perRelease  float64
+	// releaseKinds counts the release's IPAM requests by kind (see
+	// callKinds).
+	releaseKinds map[string]int
+	perClaim     float64
+	perResync    float64
+	perRelease   float64
 	// allocateBatch and releaseBatch are the mean sizes of the manager's
 	// batches in the burst and in the release.
 	allocateBatch, releaseBatch float64
@@ -251,6 +256,9 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		res.releaseWall = time.Since(deleted)
 		time.Sleep(settle)
 		res.perRelease = float64(sys.requests()-before) / float64(cfg.claims)
+		if calls := sys.calls(); len(calls) >= before {
+			res.releaseKinds = callKinds(calls[before:])
+		}
 		m1, err := scrape(ctx, metricsAddr)
 		if err != nil {
 			return nil, err
@@ -461,4 +469,16 @@ func (w *boundWatch) snapshot() map[string]seenAddress {
 
 func poll(ctx context.Context, interval time.Duration, done func() (bool, error)) error {
 	return wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) { return done() })
+}
+
+var idInPath = regexp.MustCompile(`/[0-9]+/`)
+
+// callKinds counts calls by method, path (with IDs as {id}) and status,
+// so that a report says what a phase's requests were for.
+func callKinds(calls []httpfault.Call) map[string]int {
+	kinds := map[string]int{}
+	for _, c := range calls {
+		kinds[fmt.Sprintf("%s %s %d", c.Method, idInPath.ReplaceAllString(c.Path, "/{id}/"), c.Status)]++
+	}
+	return kinds
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
@@ -39,6 +40,8 @@ type system interface {
 	newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object
 	// requests counts every request received so far, whatever it was for.
 	requests() int
+	// calls are the requests received so far, in order.
+	calls() []httpfault.Call
 	// simulated says whether the system is a simulator answering at the
 	// bench's latency (a real system's latency is its own).
 	simulated() bool
@@ -101,9 +104,10 @@ func (s *netboxSystem) title() string {
 	}
 	return "NetBox simulator"
 }
-func (s *netboxSystem) poolKind() string { return "NetboxIPPool" }
-func (s *netboxSystem) requests() int    { return len(s.target.Calls()) }
-func (s *netboxSystem) simulated() bool  { return s.harness == nil }
+func (s *netboxSystem) poolKind() string        { return "NetboxIPPool" }
+func (s *netboxSystem) requests() int           { return len(s.target.Calls()) }
+func (s *netboxSystem) calls() []httpfault.Call { return s.target.Calls() }
+func (s *netboxSystem) simulated() bool         { return s.harness == nil }
 
 func (s *netboxSystem) close() {
 	if s.harness != nil {
@@ -134,11 +138,12 @@ type wapiSystem struct {
 	password string
 }
 
-func (s *wapiSystem) title() string    { return "WAPI simulator" }
-func (s *wapiSystem) poolKind() string { return "InfobloxIPPool" }
-func (s *wapiSystem) requests() int    { return len(s.sim.Calls()) }
-func (s *wapiSystem) simulated() bool  { return true }
-func (s *wapiSystem) close()           { s.sim.Close() }
+func (s *wapiSystem) title() string           { return "WAPI simulator" }
+func (s *wapiSystem) poolKind() string        { return "InfobloxIPPool" }
+func (s *wapiSystem) requests() int           { return len(s.sim.Calls()) }
+func (s *wapiSystem) calls() []httpfault.Call { return s.sim.Calls() }
+func (s *wapiSystem) simulated() bool         { return true }
+func (s *wapiSystem) close()                  { s.sim.Close() }
 
 func (s *wapiSystem) secretData() map[string][]byte {
 	return map[string][]byte{
