@@ -198,19 +198,13 @@ func isIPv4Source(s v1alpha1.InfobloxAddressSource) bool {
 // infobloxSpans are the addresses of the pool's sources, as its spec names
 // them.
 func infobloxSpans(pool poolkind.Pool) ([]netipx.IPRange, bool) {
-	var spans []netipx.IPRange
-	for _, s := range pool.(infobloxPool).GetInfobloxSpec().Sources {
-		var span netipx.IPRange
+	return spansOf(pool.(infobloxPool).GetInfobloxSpec().Sources, func(s v1alpha1.InfobloxAddressSource) netipx.IPRange {
 		switch {
 		case s.Network != nil:
-			span = prefixSpan(s.Network.CIDR)
+			return prefixSpan(s.Network.CIDR)
 		case s.Range != nil:
-			span = rangeSpan(s.Range.Start, s.Range.End)
+			return rangeSpan(s.Range.Start, s.Range.End)
 		}
-		if !span.IsValid() {
-			return nil, false
-		}
-		spans = append(spans, span)
-	}
-	return spans, true
+		return netipx.IPRange{}
+	})
 }

@@ -126,19 +126,13 @@ func netboxSource(s v1alpha1.NetboxAddressSource) (netbox.Source, error) {
 // netboxSpans are the addresses of the pool's sources, as its spec names
 // them: a prefix or range named by ID alone is known only to NetBox.
 func netboxSpans(pool poolkind.Pool) ([]netipx.IPRange, bool) {
-	var spans []netipx.IPRange
-	for _, s := range pool.(netboxPool).GetNetboxSpec().Sources {
-		var span netipx.IPRange
+	return spansOf(pool.(netboxPool).GetNetboxSpec().Sources, func(s v1alpha1.NetboxAddressSource) netipx.IPRange {
 		switch {
 		case s.Prefix != nil:
-			span = prefixSpan(s.Prefix.CIDR)
+			return prefixSpan(s.Prefix.CIDR)
 		case s.IPRange != nil:
-			span = rangeSpan(s.IPRange.Start, s.IPRange.End)
+			return rangeSpan(s.IPRange.Start, s.IPRange.End)
 		}
-		if !span.IsValid() {
-			return nil, false
-		}
-		spans = append(spans, span)
-	}
-	return spans, true
+		return netipx.IPRange{}
+	})
 }

@@ -121,6 +121,19 @@ func observeBatches(opts poolkind.BackendOptions, backend string) func(operation
 	return opts.ObserveBatch(backend)
 }
 
+// spansOf are the spans of sources, each as span reads it; known is false
+// when one has none (invalid: named by ID alone, or not parsed).
+func spansOf[S any](sources []S, span func(S) netipx.IPRange) (spans []netipx.IPRange, known bool) {
+	for _, s := range sources {
+		r := span(s)
+		if !r.IsValid() {
+			return nil, false
+		}
+		spans = append(spans, r)
+	}
+	return spans, true
+}
+
 // prefixSpan is the addresses of cidr; invalid when it does not parse.
 func prefixSpan(cidr string) netipx.IPRange {
 	p, err := netip.ParsePrefix(cidr)

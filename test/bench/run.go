@@ -157,7 +157,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	}
 
 	// The pool's first validation, with no claims yet.
-	before := sys.requests()
+	before := received(sys)
 	pool := sys.newPool(ns, "pool", "ipam", labels, cfg.rateLimit)
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
@@ -178,14 +178,14 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		return nil, fmt.Errorf("pool not ready (log %s): %w", mgr.LogPath, err)
 	}
 	time.Sleep(2 * time.Second)
-	res.validation = sys.requests() - before
+	res.validation = received(sys) - before
 
 	// The burst.
 	m0, err := scrape(ctx, metricsAddr)
 	if err != nil {
 		return nil, err
 	}
-	before = sys.requests()
+	before = received(sys)
 	poolRef := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: sys.poolKind(), Name: "pool"}
 	timing, err := b.burst(ctx, ns, cfg.claims, labels, poolRef)
 	if err != nil {
@@ -193,7 +193,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	}
 	res.wall, res.p50, res.p95 = timing.wall, timing.p50, timing.p95
 	time.Sleep(settle)
-	res.perClaim = float64(sys.requests()-before) / float64(cfg.claims)
+	res.perClaim = float64(received(sys)-before) / float64(cfg.claims)
 	m1, err := scrape(ctx, metricsAddr)
 	if err != nil {
 		return nil, err
@@ -202,7 +202,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	res.allocateBatch = meanBatch(m0, m1, "allocate")
 
 	// A forced resync: an annotation makes every bound claim reconcile once more.
-	before = sys.requests()
+	before = received(sys)
 	if err := parallel(cfg.claims, b.creators, func(i int) error {
 		claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m-%05d", i)}}
 		return b.c.Patch(ctx, claim, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"bench/resync":"1"}}}`)))
@@ -216,14 +216,14 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		return nil, fmt.Errorf("resync: %w", err)
 	}
 	time.Sleep(2 * time.Second)
-	res.perResync = float64(sys.requests()-before) / float64(cfg.claims)
+	res.perResync = float64(received(sys)-before) / float64(cfg.claims)
 
 	if res.peakRSS, err = peakRSS(mgr.Pid()); err != nil {
 		return nil, err
 	}
 	if cfg.restartWindow > 0 {
 		mgr.Stop()
-		before = sys.requests()
+		before = received(sys)
 		restarted := time.Now()
 		if err := mgr.Start(); err != nil {
 			return nil, err
@@ -232,7 +232,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 			return nil, fmt.Errorf("manager not up after the restart: %w", err)
 		}
 		time.Sleep(time.Until(restarted.Add(cfg.restartWindow)))
-		res.restartRequests = sys.requests() - before
+		res.restartRequests = received(sys) - before
 		m, err := scrape(ctx, metricsAddr)
 		if err != nil {
 			return nil, err
@@ -248,14 +248,14 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		if err != nil {
 			return nil, err
 		}
-		before = sys.requests()
+		before = received(sys)
 		deleted := time.Now()
 		if err := b.deleteClaims(ctx, ns); err != nil {
 			return nil, fmt.Errorf("releasing (log %s): %w", mgr.LogPath, err)
 		}
 		res.releaseWall = time.Since(deleted)
 		time.Sleep(settle)
-		res.perRelease = float64(sys.requests()-before) / float64(cfg.claims)
+		res.perRelease = float64(received(sys)-before) / float64(cfg.claims)
 		if calls := sys.calls(); len(calls) >= before {
 			res.releaseKinds = callKinds(calls[before:])
 		}

@@ -38,9 +38,8 @@ type system interface {
 	// newPool returns (without creating) a pool allocating from benchCIDR,
 	// with the rate limit given (nil: the pool's default).
 	newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object
-	// requests counts every request received so far, whatever it was for.
-	requests() int
-	// calls are the requests received so far, in order.
+	// calls are the requests received so far, in order, whatever they
+	// were for.
 	calls() []httpfault.Call
 	// simulated says whether the system is a simulator answering at the
 	// bench's latency (a real system's latency is its own).
@@ -105,7 +104,6 @@ func (s *netboxSystem) title() string {
 	return "NetBox simulator"
 }
 func (s *netboxSystem) poolKind() string        { return "NetboxIPPool" }
-func (s *netboxSystem) requests() int           { return len(s.target.Calls()) }
 func (s *netboxSystem) calls() []httpfault.Call { return s.target.Calls() }
 func (s *netboxSystem) simulated() bool         { return s.harness == nil }
 
@@ -140,7 +138,6 @@ type wapiSystem struct {
 
 func (s *wapiSystem) title() string           { return "WAPI simulator" }
 func (s *wapiSystem) poolKind() string        { return "InfobloxIPPool" }
-func (s *wapiSystem) requests() int           { return len(s.sim.Calls()) }
 func (s *wapiSystem) calls() []httpfault.Call { return s.sim.Calls() }
 func (s *wapiSystem) simulated() bool         { return true }
 func (s *wapiSystem) close()                  { s.sim.Close() }
@@ -164,3 +161,6 @@ func (s *wapiSystem) newPool(namespace, name, secret string, labels map[string]s
 		},
 	}
 }
+
+// received counts every request sys received so far.
+func received(sys system) int { return len(sys.calls()) }
