@@ -44,7 +44,7 @@ func TestAllocationFailedRequeuesExpectedOutcomesWithoutError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), ExhaustedRetryInterval: exhaustedRetry, waits: retry.NewWaitBackoff(retry.FirstRetryInterval, time.Hour), holds: newHolds(clock.RealClock{})}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
-			result, err := r.allocationFailed(claim, tc.err)
+			result, err := r.allocationFailed(&scope{claim: claim}, tc.err)
 			if tc.wantErr {
 				assert.ErrorIs(t, err, tc.err)
 				return

@@ -2,9 +2,11 @@ package claim
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -248,4 +250,13 @@ func (b *backgroundCalls[T]) expire(key types.NamespacedName, call *backgroundCa
 		delete(b.calls, key)
 		call.Finish()
 	}
+}
+
+// waitingForAnswer says on the claim that its reservation or release has
+// waited slowAnswer for the IPAM system, which is slow or throttling: the
+// answer still brings the claim back. Not an event: nothing is wrong yet.
+func waitingForAnswer(s *scope, reason string, what string) {
+	s.setReady(metav1.ConditionFalse, reason, fmt.Sprintf(
+		"the IPAM system of %s %s has not answered the claim's %s for %s: it is slow or throttling (see the pool's conditions and the metrics capi_ipam_bridge_backend_*); the claim goes on once it answers",
+		s.kind.Kind, s.pool.GetName(), what, slowAnswer))
 }

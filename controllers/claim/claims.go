@@ -4,7 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 )
 
 // strippedOfItsClaim says whether the IPAddress is the claim's own, written
@@ -23,13 +22,4 @@ func isPredecessorsAddress(address *ipamv1.IPAddress, claim *ipamv1.IPAddressCla
 	owner := metav1.GetControllerOf(address)
 	return owner != nil && owner.Kind == "IPAddressClaim" && owner.Name == claim.Name && owner.UID != claim.UID &&
 		address.Spec.ClaimRef.Name == claim.Name
-}
-
-func setClaimReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
-	conditions.Set(claim, metav1.Condition{
-		Type:    ipamv1.IPAddressClaimReadyCondition,
-		Status:  status,
-		Reason:  reason,
-		Message: message,
-	})
 }

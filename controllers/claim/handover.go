@@ -68,7 +68,7 @@ func (r *ClaimReconciler) handOver(ctx context.Context, s *scope, backend backen
 		return ctrl.Result{}, err
 	}
 	if holderClaim == nil {
-		setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressHeldInClusterReason, fmt.Sprintf(
+		s.setReady(metav1.ConditionFalse, reasons.AddressHeldInClusterReason, fmt.Sprintf(
 			"%s reserved %s (%s) for this claim, but IPAddress %s of claim %s, which is being deleted, still holds that address in this management cluster; this claim keeps the record and gets the address once that IPAddress is gone",
 			alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey))
 		return r.wait(s.claim), nil
@@ -78,7 +78,7 @@ func (r *ClaimReconciler) handOver(ctx context.Context, s *scope, backend backen
 		alloc.Endpoint, alloc.Address.Addr(), alloc.Reference, holder.Name, holderKey)
 	ctrl.LoggerFrom(ctx).Info("The IPAM system answered an address another claim holds; handed the record to it", "address", alloc.Address.Addr().String(),
 		"reference", alloc.Reference, "holder", holderKey.String())
-	setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressHeldInClusterReason, msg)
+	s.setReady(metav1.ConditionFalse, reasons.AddressHeldInClusterReason, msg)
 	r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reasons.AddressHeldInClusterReason, "Allocate", "%s", msg)
 	r.Recorder.Eventf(s.pool, s.claim, corev1.EventTypeWarning, reasons.AddressHeldInClusterReason, "Allocate", "Claim %s/%s: %s", s.claim.Namespace, s.claim.Name, msg)
 	held := fmt.Sprintf("%s answered this claim's address %s to claim %s/%s: the IPAM system no longer held it for this claim's machine (its record was moved, readdressed or deleted); record %s holds it for this claim again",

@@ -41,7 +41,7 @@ func TestHoldsEndWithTheWaitAChangedRequestOrAnEvent(t *testing.T) {
 			then: func(_ *holds, _ *clocktesting.FakePassiveClock, claim *ipamv1.IPAddressClaim) { claim.Generation++ }},
 		{name: "the status changes",
 			then: func(_ *holds, _ *clocktesting.FakePassiveClock, claim *ipamv1.IPAddressClaim) {
-				setClaimReady(claim, metav1.ConditionFalse, reasons.RequestedAddressUnavailableReason, "held")
+				setReady(claim, metav1.ConditionFalse, reasons.RequestedAddressUnavailableReason, "held")
 			}},
 		{name: "an event releases it", over: true,
 			then: func(h *holds, _ *clocktesting.FakePassiveClock, claim *ipamv1.IPAddressClaim) {

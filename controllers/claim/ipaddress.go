@@ -17,13 +17,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
-
-// backendClaim describes the claim to the backend.
-func (r *ClaimReconciler) backendClaim(claim *ipamv1.IPAddressClaim) backends.Claim {
-	return reservation.BackendClaim(r.Identity, claim)
-}
 
 // newIPAddress builds the claim's IPAddress: same name, owned by the claim
 // (controller) and by the pool (so the pool cannot go first), protected by a
@@ -112,11 +106,4 @@ func (r *ClaimReconciler) removeAddressFinalizer(ctx context.Context, address *i
 		return fmt.Errorf("removing the finalizer of IPAddress %s: %w", address.Name, err)
 	}
 	return nil
-}
-
-func freeCount(p poolkind.Pool) int64 {
-	if a := p.GetPoolStatus().Addresses; a != nil {
-		return a.Free
-	}
-	return 0
 }

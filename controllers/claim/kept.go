@@ -18,7 +18,7 @@ func kept(s *scope) bool {
 	if !controllerutil.ContainsFinalizer(s.claim, v1alpha1.KeepAddressFinalizer) {
 		return false
 	}
-	setClaimReady(s.claim, metav1.ConditionFalse, reasons.AddressKeptReason, fmt.Sprintf(
+	s.setReady(metav1.ConditionFalse, reasons.AddressKeptReason, fmt.Sprintf(
 		"the claim is being deleted, but finalizer %s keeps its address reserved while its consumer serves it (a Cluster's control-plane endpoint stays until the Cluster is gone or names another address); nothing is released until that finalizer is removed",
 		v1alpha1.KeepAddressFinalizer))
 	return true

@@ -6,45 +6,44 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 )
 
-// macForAllocation returns the MAC the claim's new record carries, or the
-// result to return instead of reserving now. The claim's annotation wins;
+// macForAllocation puts the MAC the claim's new record carries in the
+// request, or stops the reconcile instead of reserving now. The claim's annotation wins;
 // else the machine's MAC is looked up and recorded in the annotation, which
 // is persisted before anything is reserved (as the finalizer is), so that a
 // restarted manager makes the record with the MAC the claim names. Until
 // the MAC is known the claim waits, its Ready condition saying why. A claim
 // rebuilding its IPAddress (bound once) never waits: its record exists,
 // whatever MAC it carries.
-func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (string, *ctrl.Result, error) {
+func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (step, error) {
 	if r.MACAddresses == nil || !s.kind.WantsMachineMAC(s.pool) {
-		return "", nil, nil
+		return next, nil
 	}
 	key := client.ObjectKeyFromObject(s.claim)
 	if recorded, ok := s.claim.Annotations[v1alpha1.MACAddressAnnotation]; ok {
 		mac, err := macaddress.Normalize(recorded)
 		if err != nil {
-			r.waitForMAC(s.claim, fmt.Sprintf("the claim's annotation %s: %v", v1alpha1.MACAddressAnnotation, err))
-			return "", ptr.To(r.wait(s.claim)), nil
+			r.waitForMAC(s, fmt.Sprintf("the claim's annotation %s: %v", v1alpha1.MACAddressAnnotation, err))
+			return stop(r.wait(s.claim)), nil
 		}
-		return mac, nil, nil
+		s.request.MAC = mac
+		return next, nil
 	}
 	if s.claim.Status.AddressRef.Name != "" {
-		return "", nil, nil
+		return next, nil
 	}
 	found, err := r.MACAddresses.Lookup(ctx, s.claim)
 	if err != nil {
-		return "", nil, fmt.Errorf("finding the machine's MAC: %w", err)
+		return next, fmt.Errorf("finding the machine's MAC: %w", err)
 	}
 	if found.Source != (macaddress.Source{}) {
 		r.MACAddresses.Watch(found.Source, key)
@@ -59,10 +58,10 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (strin
 		ctrl.LoggerFrom(ctx).Info("The fixed address will carry the machine's MAC", "mac", found.MAC, "source", found.Source.String())
 		// The annotation's write brings the claim back; the requeue covers
 		// a missed event.
-		return "", &ctrl.Result{RequeueAfter: cacheLagRetry}, nil
+		return stop(ctrl.Result{RequeueAfter: cacheLagRetry}), nil
 	case found.Unknown != "":
-		r.waitForMAC(s.claim, found.Unknown)
-		return "", ptr.To(r.wait(s.claim)), nil
+		r.waitForMAC(s, found.Unknown)
+		return stop(r.wait(s.claim)), nil
 	case found.Deferred != "":
 		// Waiting would wait for ever: reserve without a MAC, and say so,
 		// once.
@@ -70,12 +69,12 @@ func (r *ClaimReconciler) macForAllocation(ctx context.Context, s *scope) (strin
 			r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.MACAddressDeferredReason, "Allocate",
 				"the fixed address is reserved without a MAC: %s; the MAC is written into it once the VM reports it", found.Deferred)
 		}
-		deferMAC(s.claim, found.Deferred)
-		return "", nil, nil
+		deferMAC(s, found.Deferred)
+		return next, nil
 	}
 	// No machine interface: a reservation without a MAC, as for any pool.
 	ctrl.LoggerFrom(ctx).V(2).Info("No Metal3 or CAPV machine owns the claim, its fixed address carries no MAC")
-	return "", nil, nil
+	return next, nil
 }
 
 // describeRecordMAC makes the claim's MAC annotation say the MAC its
@@ -102,12 +101,13 @@ func describeRecordMAC(s *scope, carried string) {
 
 // waitForMAC leaves the claim waiting for its machine's MAC; the event is
 // sent when the claim starts waiting, not at every look.
-func (r *ClaimReconciler) waitForMAC(claim *ipamv1.IPAddressClaim, why string) {
+func (r *ClaimReconciler) waitForMAC(s *scope, why string) {
+	claim := s.claim
 	msg := "waiting for the MAC address of the machine's interface, which the pool's fixed addresses carry: " + why
-	if prev := conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition); prev == nil || prev.Reason != reasons.MACAddressUnknownReason {
+	if prev := s.condition(ipamv1.IPAddressClaimReadyCondition); prev == nil || prev.Reason != reasons.MACAddressUnknownReason {
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, reasons.MACAddressUnknownReason, "Allocate", "%s", msg)
 	}
-	setClaimReady(claim, metav1.ConditionFalse, reasons.MACAddressUnknownReason, msg)
+	s.setReady(metav1.ConditionFalse, reasons.MACAddressUnknownReason, msg)
 }
 
 // checkBoundMAC compares the MAC a bound claim's record carries (its
@@ -128,7 +128,7 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, s *scope) error {
 	if src, ok := macaddress.ParseSource(s.claim.Annotations[v1alpha1.MACAddressSourceAnnotation]); ok {
 		r.MACAddresses.Watch(src, key)
 	}
-	prev := conditions.Get(s.claim, v1alpha1.MACAddressCurrentCondition)
+	prev := s.condition(v1alpha1.MACAddressCurrentCondition)
 	if !r.MACAddresses.TakeDue(key) && prev != nil {
 		return nil
 	}
@@ -149,7 +149,7 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, s *scope) error {
 		// A MAC written late keeps saying so (MACAddressWritten) while it
 		// matches.
 		if prev == nil || prev.Status != metav1.ConditionTrue {
-			conditions.Set(s.claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+			s.setCondition(metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
 				Reason: v1alpha1.MACAddressMatchesReason})
 		}
 		return nil
@@ -162,7 +162,7 @@ func (r *ClaimReconciler) checkBoundMAC(ctx context.Context, s *scope) error {
 			"source", found.Source.String())
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, v1alpha1.MACAddressChangedReason, "CheckMAC", "%s", msg)
 	}
-	conditions.Set(s.claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+	s.setCondition(metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.MACAddressChangedReason, Message: msg})
 	return nil
 }

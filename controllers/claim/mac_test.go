@@ -47,21 +47,21 @@ func TestBoundClaimsCompareTheirMACOnlyWhenTheirSourceChanged(t *testing.T) {
 	r := &ClaimReconciler{Recorder: events.NewFakeRecorder(10), MACAddresses: &macaddress.Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds}}
 	ctx := context.Background()
 
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
+	require.NoError(t, checkBoundMAC(ctx, r, claim, pool))
 	assert.Len(t, reader.Gets, 3, "the first comparison reads the chain")
 	assert.Equal(t, v1alpha1.MACAddressMatchesReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
 
 	reader.Gets = nil
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
+	require.NoError(t, checkBoundMAC(ctx, r, claim, pool))
 	r.MACAddresses = &macaddress.Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds} // a restart
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
+	require.NoError(t, checkBoundMAC(ctx, r, claim, pool))
 	assert.Empty(t, reader.Gets, "a resync or a restart reads nothing")
 
 	host := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "host-0"}}
 	reqs := r.MACAddresses.MapClaims(macaddress.BareMetalHostKind, func(types.NamespacedName) {})(ctx, host)
 	require.Len(t, reqs, 1, "the restarted manager maps the host to the claim from its annotation")
 	require.NoError(t, unstructured.SetNestedField(reader.Objects["BareMetalHost/ns/host-0"].Object, "52:54:00:aa:bb:02", "spec", "bootMACAddress"))
-	require.NoError(t, r.checkBoundMAC(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool}))
+	require.NoError(t, checkBoundMAC(ctx, r, claim, pool))
 	assert.Len(t, reader.Gets, 3, "an event on the source makes it compare again")
 	assert.Equal(t, v1alpha1.MACAddressChangedReason, conditions.GetReason(claim, v1alpha1.MACAddressCurrentCondition))
 }
@@ -110,7 +110,9 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 				MACAddresses: &macaddress.Sources{Reader: reader, Follow: owners.ConsumerOwnerKinds}}
 			ctx := context.Background()
 
-			result, err := r.allocationFailed(claim, refusal)
+			refused := &scope{claim: claim}
+			result, err := r.allocationFailed(refused, refusal)
+			refused.conclude()
 			require.NoError(t, err, "a wait, not a failed reconcile")
 			assert.Equal(t, retry.FirstRetryInterval, result.RequeueAfter)
 			assert.Equal(t, tc.wantKept, claim.Annotations)
@@ -135,18 +137,20 @@ func TestARefusedMACIsReadAgainUnlessSetByHand(t *testing.T) {
 				assert.Positive(t, r.holds.remaining(claim), "still held back")
 				claim.Annotations[v1alpha1.MACAddressAnnotation] = "52:54:00:aa:bb:02"
 				assert.Zero(t, r.holds.remaining(claim), "the correction ends the hold")
-				mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
+				corrected := &scope{claim: claim, kind: kindOf(pool), pool: pool}
+				st, err := r.macForAllocation(ctx, corrected)
 				require.NoError(t, err)
-				assert.Nil(t, later)
-				assert.Equal(t, "52:54:00:aa:bb:02", mac)
+				assert.False(t, st.stop)
+				assert.Equal(t, "52:54:00:aa:bb:02", corrected.request.MAC)
 				return
 			}
 			assert.Zero(t, r.holds.remaining(claim), "the host's change ends the hold")
-			mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
+			readAgain := &scope{claim: claim, kind: kindOf(pool), pool: pool}
+			st, err := r.macForAllocation(ctx, readAgain)
 			require.NoError(t, err)
 			require.Len(t, woken, 1)
-			require.NotNil(t, later, "the MAC read again is written before the reservation")
-			assert.Empty(t, mac)
+			require.True(t, st.stop, "the MAC read again is written before the reservation")
+			assert.Empty(t, readAgain.request.MAC)
 			assert.Equal(t, "52:54:00:aa:bb:09", claim.Annotations[v1alpha1.MACAddressAnnotation], "the host's MAC now")
 			assert.Equal(t, "BareMetalHost.metal3.io/ns/host-0", claim.Annotations[v1alpha1.MACAddressSourceAnnotation])
 		})
@@ -217,15 +221,25 @@ func TestMACAddressDeferredIsSaidOncePerClaim(t *testing.T) {
 	}
 
 	for range 3 {
-		mac, later, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
+		s := &scope{claim: claim, kind: kindOf(pool), pool: pool}
+		st, err := r.macForAllocation(ctx, s)
 		require.NoError(t, err)
-		assert.Nil(t, later, "reserved at once")
-		assert.Empty(t, mac)
+		assert.False(t, st.stop, "reserved at once")
+		assert.Empty(t, s.request.MAC)
 	}
 	assert.Equal(t, 1, deferrals(), "said once")
 
 	r.MACAddresses.Forget(client.ObjectKeyFromObject(claim))
-	_, _, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
+	_, err := r.macForAllocation(ctx, &scope{claim: claim, kind: kindOf(pool), pool: pool})
 	require.NoError(t, err)
 	assert.Equal(t, 1, deferrals(), "a claim of the same name, after the first is gone")
+}
+
+// checkBoundMAC compares the bound claim's MAC as one reconcile does, and
+// applies what it concluded to the claim.
+func checkBoundMAC(ctx context.Context, r *ClaimReconciler, claim *ipamv1.IPAddressClaim, pool poolkind.Pool) error {
+	s := &scope{claim: claim, kind: kindOf(pool), pool: pool}
+	err := r.checkBoundMAC(ctx, s)
+	s.conclude()
+	return err
 }

@@ -10,14 +10,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
-	"sigs.k8s.io/cluster-api/util/conditions"
-
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
 // The MAC written late. A CAPV claim of a pool whose fixed addresses carry
@@ -34,8 +30,8 @@ import (
 
 // deferMAC marks a claim reserved without its machine's MAC, so that the
 // MAC is written into its record once the machine reports it.
-func deferMAC(claim *ipamv1.IPAddressClaim, why string) {
-	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+func deferMAC(s *scope, why string) {
+	s.setCondition(metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
 		Reason: reasons.MACAddressDeferredReason,
 		Message: "the fixed address was reserved without a MAC: " + why +
 			"; the MAC is written into it once the machine reports it"})
@@ -43,8 +39,8 @@ func deferMAC(claim *ipamv1.IPAddressClaim, why string) {
 
 // macDeferred says whether the bound claim waits for its machine's MAC to
 // be written into its record.
-func macDeferred(claim *ipamv1.IPAddressClaim) bool {
-	c := conditions.Get(claim, v1alpha1.MACAddressCurrentCondition)
+func macDeferred(s *scope) bool {
+	c := s.condition(v1alpha1.MACAddressCurrentCondition)
 	return c != nil && c.Reason == reasons.MACAddressDeferredReason
 }
 
@@ -52,15 +48,15 @@ func macDeferred(claim *ipamv1.IPAddressClaim) bool {
 // bound claim reserved without one, once the machine reports it. A claim
 // whose record carries a MAC after all (a plan the IPAM team made, or a
 // MAC written before a restart) is handed to checkBoundMAC's comparison.
-func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, s *scope, address *ipamv1.IPAddress) error {
+func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, s *scope) error {
 	claim, kind, pool := s.claim, s.kind, s.pool
-	if r.MACAddresses == nil || pool == nil || !kind.WantsMachineMAC(pool) || !macDeferred(claim) {
+	if r.MACAddresses == nil || pool == nil || !kind.WantsMachineMAC(pool) || !macDeferred(s) {
 		return nil
 	}
 	key := client.ObjectKeyFromObject(claim)
 	if claim.Annotations[v1alpha1.MACAddressAnnotation] != "" {
 		r.MACAddresses.StopAwaiting(key)
-		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		s.deleteCondition(v1alpha1.MACAddressCurrentCondition)
 		return nil
 	}
 	found, err := r.MACAddresses.Lookup(ctx, claim)
@@ -81,16 +77,16 @@ func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, s *scope, addres
 		return fmt.Errorf("connecting to write the machine's MAC: %w", err)
 	}
 	rec := backends.Record{
-		Reference: address.Annotations[v1alpha1.ReservationRecordAnnotation],
-		Marker:    address.Annotations[v1alpha1.ReservationMarkerAnnotation],
+		Reference: s.address.Annotations[v1alpha1.ReservationRecordAnnotation],
+		Marker:    s.address.Annotations[v1alpha1.ReservationMarkerAnnotation],
 	}
-	return r.writeMAC(ctx, claim, pool, backend, rec, found)
+	return r.writeMAC(ctx, s, backend, rec, found)
 }
 
 // writeMAC writes the machine's MAC found into the claim's record rec and
 // says on the claim what came of it.
-func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressClaim, pool poolkind.Pool, writer backends.MACWriter,
-	rec backends.Record, found macaddress.Found) error {
+func (r *ClaimReconciler) writeMAC(ctx context.Context, s *scope, writer backends.MACWriter, rec backends.Record, found macaddress.Found) error {
+	claim, pool := s.claim, s.pool
 	key := client.ObjectKeyFromObject(claim)
 	carried, err := writer.WriteMAC(ctx, rec, found.MAC)
 	switch {
@@ -98,7 +94,7 @@ func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressC
 		// An IPv6 fixed address (a DUID's) or a host record: no MAC to
 		// write, nothing to compare.
 		r.MACAddresses.StopAwaiting(key)
-		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		s.deleteCondition(v1alpha1.MACAddressCurrentCondition)
 		ctrl.LoggerFrom(ctx).V(2).Info("The claim's record matches no DHCP client by MAC, no MAC written", "record", rec.Reference)
 		return nil
 	case errors.Is(err, backends.ErrMACAddressInUse), errors.Is(err, backends.ErrNotOwned), errors.Is(err, backends.ErrNotFound):
@@ -107,7 +103,7 @@ func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressC
 			"the provider does not try again: set the MAC in the grid and the claim's annotation %s, or delete the claim to reserve again",
 			found.Source, found.MAC, rec.Reference, err, v1alpha1.MACAddressAnnotation)
 		r.Recorder.Eventf(claim, pool, corev1.EventTypeWarning, reasons.MACAddressNotWrittenReason, "WriteMAC", "%s", msg)
-		conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
+		s.setCondition(metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionFalse,
 			Reason: reasons.MACAddressNotWrittenReason, Message: msg})
 		return nil
 	case err != nil:
@@ -116,7 +112,7 @@ func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressC
 	r.MACAddresses.StopAwaiting(key)
 	if carried == "" {
 		// A plan without a MAC keeps none: nothing to compare.
-		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		s.deleteCondition(v1alpha1.MACAddressCurrentCondition)
 		return nil
 	}
 	if claim.Annotations == nil {
@@ -127,14 +123,14 @@ func (r *ClaimReconciler) writeMAC(ctx context.Context, claim *ipamv1.IPAddressC
 	if carried != found.MAC {
 		// The record had a MAC already: compared, and reported if it is
 		// not the machine's, never rewritten.
-		conditions.Delete(claim, v1alpha1.MACAddressCurrentCondition)
+		s.deleteCondition(v1alpha1.MACAddressCurrentCondition)
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Wrote the machine's MAC into its fixed address", "mac", carried, "source", found.Source.String(),
 		"record", rec.Reference)
 	r.Recorder.Eventf(claim, pool, corev1.EventTypeNormal, reasons.MACAddressWrittenReason, "WriteMAC",
 		"wrote MAC %s, which %s reports, into the claim's fixed address %s (match_client MAC_ADDRESS)", carried, found.Source, rec.Reference)
-	conditions.Set(claim, metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
+	s.setCondition(metav1.Condition{Type: v1alpha1.MACAddressCurrentCondition, Status: metav1.ConditionTrue,
 		Reason:  reasons.MACAddressWrittenReason,
 		Message: fmt.Sprintf("the fixed address carries MAC %s, which %s reported after the address was reserved", carried, found.Source)})
 	return nil

@@ -68,15 +68,18 @@ func TestWriteMACSaysWhatCameOfIt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "vm-a-0-0"}}
-			deferMAC(claim, "no macAddr")
+			s := &scope{claim: claim, kind: kindOf(apitest.MachineMACPool()), pool: apitest.MachineMACPool()}
+			deferMAC(s, "no macAddr")
+			s.conclude()
 			recorder := events.NewFakeRecorder(10)
 			r := &ClaimReconciler{Recorder: recorder, MACAddresses: &macaddress.Sources{}}
 			key := types.NamespacedName{Namespace: "ns", Name: "vm-a-0-0"}
 			r.MACAddresses.Await(key)
 			r.MACAddresses.Watch(src, key)
 
-			err := r.writeMAC(context.Background(), claim, apitest.MachineMACPool(), tt.writer,
+			err := r.writeMAC(context.Background(), s, tt.writer,
 				backends.Record{Reference: "fixedaddress/abc:10.0.0.5/default", Marker: "id/ns/vm-a-0-0"}, macaddress.Found{MAC: mac, Source: src})
+			s.conclude()
 			if tt.wantErr {
 				require.Error(t, err)
 			} else {

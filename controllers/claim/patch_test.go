@@ -26,7 +26,7 @@ func claimPath(claim *ipamv1.IPAddressClaim) string {
 // bindInMemory changes the claim's status as an allocation does.
 func bindInMemory(claim *ipamv1.IPAddressClaim) {
 	claim.Status.AddressRef = ipamv1.IPAddressReference{Name: claim.Name}
-	setClaimReady(claim, metav1.ConditionTrue, reasons.AddressAllocatedReason, "")
+	setReady(claim, metav1.ConditionTrue, reasons.AddressAllocatedReason, "")
 }
 
 func TestClaimPatchWritesTheStatusThenTheMetadataInOneRequestEach(t *testing.T) {
@@ -102,7 +102,7 @@ func TestClaimPatchOfAStatusReadBeforeAnotherWriteConflicts(t *testing.T) {
 	// Another write reaches the claim after the read: a later reconcile's
 	// status, say.
 	later := stale.DeepCopy()
-	setClaimReady(later, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, "a later view")
+	setReady(later, metav1.ConditionFalse, ipamv1.IPAddressClaimReadyPoolNotReadyReason, "a later view")
 	require.NoError(t, c.Status().Update(ctx, later))
 
 	p := newClaimPatch(stale)
@@ -132,7 +132,7 @@ func TestClaimPatchLetsAReleasedClaimGoWithoutWritingItsStatus(t *testing.T) {
 
 	p := newClaimPatch(claim)
 	// What a release leaves on the claim: a condition, and no finalizer.
-	setClaimReady(claim, metav1.ConditionFalse, reasons.ReleaseSkippedReason, "left in place")
+	setReady(claim, metav1.ConditionFalse, reasons.ReleaseSkippedReason, "left in place")
 	controllerutil.RemoveFinalizer(claim, reservation.ClaimFinalizer)
 	log.Take()
 	require.NoError(t, p.apply(ctx, c, claim))
@@ -173,4 +173,9 @@ func TestClaimPatchOfAClaimAlreadyGoneIsNoError(t *testing.T) {
 			assert.Equal(t, wantRequests, log.Requests(), "a write that finds the claim gone ends the patch")
 		})
 	}
+}
+
+// setReady sets the claim's Ready condition, as a reconcile's end does.
+func setReady(claim *ipamv1.IPAddressClaim, status metav1.ConditionStatus, reason, message string) {
+	conditions.Set(claim, metav1.Condition{Type: ipamv1.IPAddressClaimReadyCondition, Status: status, Reason: reason, Message: message})
 }

@@ -136,7 +136,7 @@ func TestAllocateRequested(t *testing.T) {
 			inner := &answeringBackend{answers: tc.answers, errs: tc.errs}
 			r := &ClaimReconciler{}
 			alloc, err := r.allocateRequested(context.Background(), inner, backends.Claim{Marker: "id/ns/vip", Namespace: "ns", Name: "vip"},
-				requested{req: tc.req, bound: tc.bound})
+				requestedAllocation{req: tc.req, bound: tc.bound})
 
 			require.Len(t, inner.asked, tc.asked)
 			for _, c := range inner.asked {

@@ -44,7 +44,7 @@ func TestAllocationFailedHoldsTheClaimForItsWait(t *testing.T) {
 				waits: retry.NewWaitBackoff(retry.FirstRetryInterval, time.Hour), holds: newHolds(clocktesting.NewFakePassiveClock(time.Now()))}
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
 			for i := range 3 {
-				result, err := r.allocationFailed(claim, tc.err)
+				result, err := r.allocationFailed(&scope{claim: claim}, tc.err)
 				want := exhausted
 				if tc.grows {
 					want = retry.FirstRetryInterval << i

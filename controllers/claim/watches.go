@@ -138,3 +138,11 @@ func (r *ClaimReconciler) secretToWaitingClaims(ctx context.Context, secret clie
 	}
 	return requests
 }
+
+// freeCount is the pool's count of free addresses, 0 when unknown.
+func freeCount(p poolkind.Pool) int64 {
+	if a := p.GetPoolStatus().Addresses; a != nil {
+		return a.Free
+	}
+	return 0
+}

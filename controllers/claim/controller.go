@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/cache"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -33,7 +32,6 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
@@ -49,81 +47,6 @@ import (
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-
-// ClaimReconciler fulfils IPAddressClaims that reference one of our pool
-// kinds: it owns the whole Cluster API IPAM contract and asks the pool's
-// backend only to allocate, look up and release.
-type ClaimReconciler struct {
-	Client client.Client
-	// APIReader reads past the cache where a decision must not rest on a
-	// stale view.
-	APIReader client.Reader
-	// InFlight keeps allocations and pool deletions apart.
-	InFlight *poolstate.InFlight
-	// Alarms tells a pool at once that its credentials were refused, or
-	// that its IPAM system answered what the pool may not give.
-	Alarms *poolstate.Alarms
-	// Tombstones learns of the grace periods releases start, for the audit.
-	Tombstones *poolstate.Tombstones
-	Recorder   events.EventRecorder
-	Kinds      poolkind.Kinds
-	Backends   *backendcache.Backends
-	// MachineNames names the Machine of each new claim, for the pools'
-	// patterns.
-	MachineNames *MachineNames
-	// MACAddresses finds the MAC of the machine's interface, for pools
-	// whose fixed addresses carry it (package macaddress); nil for none.
-	MACAddresses *macaddress.Sources
-
-	// Identity distinguishes this management cluster's reservations when
-	// several share one IPAM system.
-	Identity string
-	// WatchFilterValue limits the reconciler to objects with a matching
-	// cluster.x-k8s.io/watch-filter label.
-	WatchFilterValue string
-	// MaxConcurrentReconciles is the number of claims reconciled at once.
-	MaxConcurrentReconciles int
-	// ExhaustedRetryInterval is how often a claim on a full pool tries again
-	// when no release in this cluster frees space sooner.
-	ExhaustedRetryInterval time.Duration
-	// MaxRetryInterval caps the wait of a claim that is not bound, and the
-	// backoff of a failed reconcile.
-	MaxRetryInterval time.Duration
-	// FirstRetryInterval is the first wait of a claim that waits; 1s when
-	// zero.
-	FirstRetryInterval time.Duration
-
-	waits *retry.WaitBackoff
-	// holds keep a refused claim from asking again before its wait is
-	// over (see holds).
-	holds *holds
-	// allocations and releases run off the claim workers; their answers
-	// come back through wake.
-	allocations *backgroundCalls[allocationAnswer]
-	releases    *backgroundCalls[releaseAnswer]
-	wake        chan event.GenericEvent
-	// released remembers the claims whose release is done, by UID, until
-	// their finalizer removal has surely reached the cache; true once the
-	// finalizer is removed too.
-	released *cache.Expiring
-	// written remembers the claims whose IPAddress this manager just
-	// created, by UID, until the cache has surely seen it; true once their
-	// bound status is written too.
-	written *cache.Expiring
-}
-
-const (
-	// releasedMemory is how long a finished release is remembered.
-	releasedMemory = 10 * time.Minute
-	// writtenMemory is how long a created IPAddress is remembered.
-	writtenMemory = time.Minute
-	// cacheLagRetry is when a claim whose IPAddress the cache has not seen
-	// yet is looked at again, should the IPAddress's event be missed.
-	cacheLagRetry = 5 * time.Second
-	// wakeQueue is how many answers wait to be enqueued; a full queue only
-	// slows the answering calls down.
-	wakeQueue = 1024
-)
 
 // SetupWithManager watches claims for our pool kinds, their IPAddresses,
 // their Clusters (to resume when unpaused) and our pools (to resume when one
@@ -269,9 +192,13 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", kind.Kind, claim.Spec.PoolRef.Name, err)
 	}
 
+	s := &scope{claim: claim, kind: kind, pool: pool}
 	claimPatch := newClaimPatch(claim)
 	notPaused := false
 	defer func() {
+		// The claim's conditions are set here, once, from what the phases
+		// concluded, and written with the rest of what they changed.
+		s.conclude()
 		if notPaused {
 			markNotPaused(claimPatch.before, claim)
 		}
@@ -280,7 +207,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}()
 
 	if paused, why := reservation.IsPaused(cluster, pool); paused {
-		conditions.Set(claim, metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue,
+		s.setCondition(metav1.Condition{Type: clusterv1.PausedCondition, Status: metav1.ConditionTrue,
 			Reason: clusterv1.PausedReason, Message: why})
 		log.V(4).Info("Paused, skipping", "why", why)
 		return ctrl.Result{}, nil
@@ -290,7 +217,6 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// with the allocation's status that follows (see markNotPaused).
 	notPaused = controllerutil.ContainsFinalizer(claim, reservation.ClaimFinalizer) || pool == nil
 
-	s := &scope{claim: claim, kind: kind, pool: pool}
 	if deleting {
 		return r.reconcileDelete(ctx, s)
 	}
@@ -372,13 +298,4 @@ func trackWaiting(claim *ipamv1.IPAddressClaim, kind poolkind.Kind) {
 		since = ready.LastTransitionTime.Time
 	}
 	metrics.Waiting.Set(key, kind.Kind, poolNamespace, claim.Spec.PoolRef.Name, reason, since)
-}
-
-// scope is what one reconcile knows of its claim, and hands from phase to
-// phase: the claim, which the reconcile changes and patches at its end, the
-// pool kind its poolRef names, and that pool (nil when it is not found).
-type scope struct {
-	claim *ipamv1.IPAddressClaim
-	kind  poolkind.Kind
-	pool  poolkind.Pool
 }
