@@ -29,11 +29,17 @@
 //
 // # Objects
 //
-// networkview, network, ipv6network, range, ipv6range, fixedaddress,
-// ipv6fixedaddress, record:host, extensibleattributedef, zone_auth, view
-// (DNS views), grid (read only) and the computed ipv4address/ipv6address. GET searches,
+// networkview, network, ipv6network, networkcontainer,
+// ipv6networkcontainer, range, ipv6range, fixedaddress, ipv6fixedaddress,
+// record:host, extensibleattributedef, zone_auth, view (DNS views), grid
+// (read only) and the computed ipv4address/ipv6address. GET searches,
 // GET/PUT/DELETE by reference, POST creates (with func:nextavailableip or
-// the _object_function form in address fields).
+// the _object_function form in address fields, and
+// func:nextavailablenetwork or the next_available_network object function
+// in the network field of networks and containers, which carves a child of
+// a container in the same request: netcarve.go). A container's
+// POST <ref>?_function=next_available_network lists candidates; deleting a
+// container deletes what it holds unless remove_subnets=false.
 //
 // # Request object
 //
@@ -89,8 +95,14 @@
 //     its name). Any other type gets "Unknown object type", where NIOS
 //     would answer it. Object functions (_function=…, e.g. grid
 //     restartservices, network next_available_ip as a function call) are
-//     not simulated; only func:nextavailableip in address fields and the
-//     _object_function form are.
+//     not simulated, but for a container's next_available_network; only
+//     func:nextavailableip in address fields, func:nextavailablenetwork in
+//     network fields and the _object_function forms are. A network created
+//     inside another network is kept beside it here; NIOS turns the outer
+//     one into a container. func:nextavailablenetwork names its container
+//     by CIDR only (not by reference), and the texts of a missing
+//     container and of a prefix length not longer than the container's are
+//     best guesses.
 //   - Fields: each object has the fields in schema.go. NIOS has many more
 //     (creation_time, disable, ddns_*, discovered_data, …); asking for
 //     one gets "Unknown argument/field" here and its value on NIOS.

@@ -103,6 +103,17 @@ func errNetworkNotFound(cidr, view string) wapiError {
 	return errNotFound("Network %s in network view %s not found", cidr, view)
 }
 
+// errNoFreeNetwork: a full network container (infoblox-ansible#156:
+// "AdmConDataError: None (IBDataError: IB.Data:Can not find requested
+// number of networks)", code Client.Ibap.Data; "Can not", as NIOS writes it).
+func errNoFreeNetwork() wapiError { return errData("Can not find requested number of networks") }
+
+// errContainerNotFound answers func:nextavailablenetwork for a container
+// that does not exist in the view. Best guess, as errNetworkNotFound.
+func errContainerNotFound(cidr, view string) wapiError {
+	return errNotFound("Network container %s in network view %s not found", cidr, view)
+}
+
 // errNetworkViewNotFound: best guess, modelled on "View default not found".
 func errNetworkViewNotFound(v string) wapiError { return errNotFound("Network view %s not found", v) }
 

@@ -42,9 +42,19 @@ var schemas = map[string]schema{
 	},
 	typeNetwork: {
 		basic:    []string{"comment", "network", "network_view"},
-		readable: []string{"comment", "extattrs", "network", "network_view", "members", "disable", "options", "use_options", "cloud_info"},
+		readable: []string{"comment", "extattrs", "network", "network_view", "network_container", "members", "disable", "options", "use_options", "cloud_info"},
 		search:   map[string]string{"network": "=~<>", "network_view": "=", "comment": "=:~"},
 		writable: []string{"network", "network_view", "comment", "extattrs", "members", "disable", "options", "use_options"},
+		required: []string{"network"},
+	},
+	// networkcontainer: basic fields as the go client's generated
+	// NetworkContainer documents them (comment, network, network_view);
+	// network_container is the parent's CIDR, "/" at the top.
+	typeContainer: {
+		basic:    []string{"comment", "network", "network_view"},
+		readable: []string{"comment", "extattrs", "network", "network_view", "network_container"},
+		search:   map[string]string{"network": "=~<>", "network_view": "=", "comment": "=:~", "network_container": "="},
+		writable: []string{"network", "network_view", "comment", "extattrs"},
 		required: []string{"network"},
 	},
 	typeRange: {
@@ -138,6 +148,7 @@ func init() {
 	// IPv6 networks and ranges have the same shape as their IPv4 twins;
 	// ipv6range adds address_type (ADDRESS, PREFIX or BOTH).
 	schemas[typeNetwork6] = schemas[typeNetwork]
+	schemas[typeContainer6] = schemas[typeContainer]
 	r6 := schemas[typeRange]
 	r6.readable = append(slices.Clone(r6.readable), "address_type")
 	r6.writable = append(slices.Clone(r6.writable), "address_type")
@@ -162,8 +173,10 @@ func (st *store) render(o *object) map[string]any {
 		m["name"], m["is_default"] = o.name, o.isDefault
 	case typeDNSView:
 		m["name"], m["is_default"], m["network_view"] = o.name, o.isDefault, o.netView
+	case typeContainer, typeContainer6:
+		m["network"], m["network_view"], m["network_container"] = o.prefix.String(), o.netView, st.networkContainerField(o)
 	case typeNetwork, typeNetwork6:
-		m["network"], m["network_view"] = o.prefix.String(), o.netView
+		m["network"], m["network_view"], m["network_container"] = o.prefix.String(), o.netView, st.networkContainerField(o)
 		m["members"], m["disable"], m["use_options"] = []any{}, false, false
 		m["options"] = defaultOptions()
 		m["cloud_info"] = defaultCloudInfo()

@@ -13,7 +13,7 @@ type Object struct {
 	Ref         string
 	Type        string       // WAPI object type, e.g. "fixedaddress", "record:host"
 	Addresses   []netip.Addr // fixed address; host record's ipv4addrs then ipv6addrs
-	Prefix      netip.Prefix // network, ipv6network; a range's or fixed address's network
+	Prefix      netip.Prefix // network, ipv6network, network containers; a range's or fixed address's network
 	Start, End  netip.Addr   // range, ipv6range
 	Name        string       // host, fixed address, range, EA definition, view, zone fqdn
 	NetworkView string

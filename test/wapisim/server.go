@@ -273,8 +273,9 @@ type request struct {
 	ref     string // "" for type-level calls
 	query   url.Values
 	body    []byte
-	allocs  []*object    // objects created with a next-available address
+	allocs  []*object    // objects created with a next-available address or network
 	pending []netip.Addr // addresses allocated so far in this request
+	carved  bool         // the object being created got a next-available network
 }
 
 // response is what a handler produces; body is rendered to JSON.
@@ -354,12 +355,17 @@ func (u user) may(method, typ, ref string) bool {
 // handle runs one WAPI call; the caller holds s.mu.
 func (c *request) handle(method string) response {
 	switch {
+	case method != http.MethodPost && c.query.Has("_function"):
+		// Infoblox-API-Python#17: a GET of a function.
+		return errResponse(errProto("Function %s illegal with this method", c.query.Get("_function")))
 	case method == http.MethodGet && c.ref == "":
 		return c.search()
 	case method == http.MethodGet:
 		return c.get()
 	case method == http.MethodPost && c.ref == "":
 		return c.create()
+	case method == http.MethodPost && c.query.Has("_function"):
+		return c.function()
 	case method == http.MethodPut && c.ref != "":
 		return c.update()
 	case method == http.MethodDelete && c.ref != "":

@@ -22,6 +22,8 @@ const (
 	typeNetworkView = "networkview"
 	typeNetwork     = "network"
 	typeNetwork6    = "ipv6network"
+	typeContainer   = "networkcontainer"
+	typeContainer6  = "ipv6networkcontainer"
 	typeRange       = "range"
 	typeRange6      = "ipv6range"
 	typeFixed       = "fixedaddress"
@@ -47,7 +49,7 @@ type object struct {
 	eas           map[string]any // EA name -> value (string or int64)
 	extra         map[string]any // accepted fields we do not model, echoed back verbatim
 
-	prefix     netip.Prefix // network, ipv6network; the network of a fixed address
+	prefix     netip.Prefix // network, ipv6network, network containers; the network of a fixed address
 	start, end netip.Addr   // range, ipv6range
 	addr       netip.Addr   // fixedaddress, ipv6fixedaddress
 
@@ -205,6 +207,11 @@ func (st *store) makeRef(o *object) string {
 		human = fmt.Sprintf("%s/%t", o.name, o.isDefault)
 	case typeNetwork, typeNetwork6:
 		key = fmt.Sprintf("dns.network$%s/%d.%d", o.prefix, st.viewID(o.netView), o.seq)
+		human = escapeAddr(o.prefix.String()) + "/" + o.netView
+	case typeContainer, typeContainer6:
+		// "dns.network_container$10.8.10.0/24/0", decoded from a published
+		// reference; the simulator adds the creation sequence.
+		key = fmt.Sprintf("dns.network_container$%s/%d.%d", o.prefix, st.viewID(o.netView), o.seq)
 		human = escapeAddr(o.prefix.String()) + "/" + o.netView
 	case typeRange, typeRange6:
 		key = fmt.Sprintf("dns.dhcp_range$%s/%s//%d.%d", o.start, o.end, st.viewID(o.netView), o.seq)

@@ -174,6 +174,8 @@ func (c *request) create() response {
 		werr2 = c.createNetworkView(o, b)
 	case typeNetwork, typeNetwork6:
 		werr2 = c.createNetwork(o, b)
+	case typeContainer, typeContainer6:
+		werr2 = c.createContainer(o, b)
 	case typeRange, typeRange6:
 		werr2 = c.createRange(o, b)
 	case typeFixed, typeFixed6:
@@ -194,7 +196,7 @@ func (c *request) create() response {
 		return errResponse(*werr2)
 	}
 	c.s.db.insert(o)
-	if len(c.pending) > pendingBefore {
+	if len(c.pending) > pendingBefore || c.carved {
 		c.allocs = append(c.allocs, o)
 	}
 	return c.answerWrite(http.StatusCreated, o, opts)
@@ -252,13 +254,11 @@ func (c *request) createNetwork(o *object, b *body) *wapiError {
 	if werr := c.needNetworkView(o.netView); werr != nil {
 		return werr
 	}
-	s, _ := b.str("network")
-	p, err := netip.ParsePrefix(s)
-	if err != nil || p.Addr().Is6() != (c.typ == typeNetwork6) || p.Addr().Zone() != "" {
-		e := errInvalidValue("network", s)
-		return &e
+	p, carved, werr := c.resolveNetwork(b.m["network"], o.netView, c.typ == typeNetwork6)
+	if werr != nil {
+		return werr
 	}
-	o.prefix = p.Masked()
+	o.prefix, c.carved = p, carved
 	if c.s.db.networkByCIDR(o.netView, o.prefix) != nil {
 		// "The network 192.168.1.0/24 already exists.  Select another
 		// network." (two spaces, as NIOS writes it).
@@ -641,6 +641,10 @@ func (c *request) delete() response {
 	if o.typ == typeNetworkView && o.isDefault || o.typ == typeDNSView && o.isDefault {
 		// Best guess text.
 		return errResponse(errConflict("The default %s cannot be deleted.", o.typ))
+	}
+	if o.typ == typeContainer || o.typ == typeContainer6 {
+		st.deleteContainer(o, c.query.Get("remove_subnets") != "false")
+		return response{http.StatusOK, o.ref}
 	}
 	st.remove(o)
 	return response{http.StatusOK, o.ref}

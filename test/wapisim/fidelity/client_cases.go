@@ -450,7 +450,7 @@ var clientCases = []clientCase{
 }
 
 func runClientCases(t *testing.T) {
-	for _, tc := range clientCases {
+	for _, tc := range append(clientCases, networkCases...) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			if tc.seed != nil {

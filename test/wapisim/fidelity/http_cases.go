@@ -231,7 +231,7 @@ var httpCases = []httpCase{
 		want: protoError("Unknown argument/field: '_colour'")},
 	{name: "_schema of the grid", path: "?_schema", status: 200,
 		want: `{"requested_version": "2.12", "supported_objects": ["extensibleattributedef", "fixedaddress", "grid",
-			"ipv4address", "ipv6address", "ipv6fixedaddress", "ipv6network", "ipv6range", "network", "networkview",
+			"ipv4address", "ipv6address", "ipv6fixedaddress", "ipv6network", "ipv6networkcontainer", "ipv6range", "network", "networkcontainer", "networkview",
 			"range", "record:host", "view", "zone_auth"],
 			"supported_versions": ["1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7", "2.0", "2.1", "2.2", "2.3",
 			"2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12", "2.13"]}`},
