@@ -146,23 +146,9 @@ func (c *request) parseNextNetworkObject(m map[string]any, want6 bool) (carveReq
 		return carveRequest{}, ptr(errInvalidValue("_object", m["_object"]))
 	}
 	params, _ := m["_object_parameters"].(map[string]any)
-	q := &request{s: c.s, typ: objType}
-	args := map[string][]string{}
-	for k, v := range params {
-		args[k] = []string{eaString(v)}
-	}
-	if _, ok := args["network_view"]; !ok {
-		args["network_view"] = []string{"default"}
-	}
-	fs, werr := q.parseFilters(args)
+	found, werr := c.objectsMatching(objType, params, "default")
 	if werr != nil {
 		return carveRequest{}, werr
-	}
-	var found []*object
-	for _, o := range c.s.db.list(objType) {
-		if match(c.s.db.render(o), o.eas, fs) {
-			found = append(found, o)
-		}
 	}
 	switch len(found) {
 	case 0:
@@ -285,18 +271,27 @@ func (st *store) networkContainerField(o *object) string {
 	return "/"
 }
 
-// createContainer creates a networkcontainer or ipv6networkcontainer.
-func (c *request) createContainer(o *object, b *body) *wapiError {
+// placeNetwork sets the network view and the prefix of a network or
+// container being created: the CIDR given, or one carved.
+func (c *request) placeNetwork(o *object, b *body, want6 bool) *wapiError {
 	o.netView = b.strOr("network_view", "default")
 	if werr := c.needNetworkView(o.netView); werr != nil {
 		return werr
 	}
-	p, carved, werr := c.resolveNetwork(b.m["network"], o.netView, c.typ == typeContainer6)
+	p, carved, werr := c.resolveNetwork(b.m["network"], o.netView, want6)
 	if werr != nil {
 		return werr
 	}
-	o.prefix = p
-	c.carved = c.carved || carved
+	o.prefix, c.carved = p, carved
+	return nil
+}
+
+// createContainer creates a networkcontainer or ipv6networkcontainer.
+func (c *request) createContainer(o *object, b *body) *wapiError {
+	if werr := c.placeNetwork(o, b, c.typ == typeContainer6); werr != nil {
+		return werr
+	}
+	p := o.prefix
 	if c.s.db.containerByCIDR(o.netView, p, p.Addr().Is6()) != nil || c.s.db.networkByCIDR(o.netView, p) != nil {
 		// Best guess, by analogy with the network's duplicate error.
 		return ptr(errConflict("The network container %s already exists.  Select another network container.", p))

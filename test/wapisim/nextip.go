@@ -208,24 +208,9 @@ func (c *request) parseObjectFunction(field string, m map[string]any, view strin
 			}
 		}
 	}
-	// The parameters are an equality search on the object type.
-	q := &request{s: c.s, typ: objType}
-	args := map[string][]string{}
-	for k, v := range params {
-		args[k] = []string{eaString(v)}
-	}
-	if _, ok := args["network_view"]; !ok {
-		args["network_view"] = []string{view}
-	}
-	fs, werr := q.parseFilters(args)
+	found, werr := c.objectsMatching(objType, params, view)
 	if werr != nil {
 		return fail(*werr)
-	}
-	var found []*object
-	for _, o := range c.s.db.list(objType) {
-		if match(c.s.db.render(o), o.eas, fs) {
-			found = append(found, o)
-		}
 	}
 	switch len(found) {
 	case 0:
@@ -241,6 +226,30 @@ func (c *request) parseObjectFunction(field string, m map[string]any, view strin
 		return fail(*werr)
 	}
 	return ct, exclude, al, nil
+}
+
+// objectsMatching runs an object function's _object_parameters: an
+// equality search on the object type, in view unless they name one.
+func (c *request) objectsMatching(objType string, params map[string]any, view string) ([]*object, *wapiError) {
+	q := &request{s: c.s, typ: objType}
+	args := map[string][]string{}
+	for k, v := range params {
+		args[k] = []string{eaString(v)}
+	}
+	if _, ok := args["network_view"]; !ok {
+		args["network_view"] = []string{view}
+	}
+	fs, werr := q.parseFilters(args)
+	if werr != nil {
+		return nil, werr
+	}
+	var found []*object
+	for _, o := range c.s.db.list(objType) {
+		if match(c.s.db.render(o), o.eas, fs) {
+			found = append(found, o)
+		}
+	}
+	return found, nil
 }
 
 // allocate finds the first free address of the container. Addresses taken

@@ -250,15 +250,9 @@ func (c *request) createNetworkView(o *object, b *body) *wapiError {
 }
 
 func (c *request) createNetwork(o *object, b *body) *wapiError {
-	o.netView = b.strOr("network_view", "default")
-	if werr := c.needNetworkView(o.netView); werr != nil {
+	if werr := c.placeNetwork(o, b, c.typ == typeNetwork6); werr != nil {
 		return werr
 	}
-	p, carved, werr := c.resolveNetwork(b.m["network"], o.netView, c.typ == typeNetwork6)
-	if werr != nil {
-		return werr
-	}
-	o.prefix, c.carved = p, carved
 	if c.s.db.networkByCIDR(o.netView, o.prefix) != nil {
 		// "The network 192.168.1.0/24 already exists.  Select another
 		// network." (two spaces, as NIOS writes it).
