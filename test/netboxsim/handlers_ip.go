@@ -73,7 +73,7 @@ func listIPs(c *reqCtx) response {
 				strings.HasPrefix(strings.ToLower(ip.addr.String()), lq)
 		})
 	}
-	preds = append(preds, customFieldFilters(st, f)...)
+	preds = append(preds, customFieldFilters(st, f, "ipam.ipaddress", func(ip *ipObj) map[string]any { return ip.cf })...)
 	if resp, bad := f.failed(); bad {
 		return resp
 	}
@@ -86,17 +86,19 @@ func listIPs(c *reqCtx) response {
 // An exact text field also gets the lookups NetBox adds to every exact
 // character filter (cf_<name>__isw and the others in textLookups); a loose
 // one gets none, so NetBox ignores them as unknown parameters.
-func customFieldFilters(st *store, f *filterSet) []func(*ipObj) bool {
-	var preds []func(*ipObj) bool
-	for _, cf := range st.customFieldsFor("ipam.ipaddress") {
+// customFieldFilters are the cf_<name> filters of objectType's list, on
+// the custom field data data reads of an object.
+func customFieldFilters[T any](st *store, f *filterSet, objectType string, data func(T) map[string]any) []func(T) bool {
+	var preds []func(T) bool
+	for _, cf := range st.customFieldsFor(objectType) {
 		if cf.filterLogic == "disabled" {
 			continue
 		}
 		text := cf.typ == "text" || cf.typ == "longtext" || cf.typ == "url"
 		if vals := f.values("cf_" + cf.name); vals != nil {
 			loose := cf.filterLogic == "loose" && text
-			preds = append(preds, func(ip *ipObj) bool {
-				return slices.ContainsFunc(vals, func(want string) bool { return cfMatches(ip.cf[cf.name], want, loose) })
+			preds = append(preds, func(o T) bool {
+				return slices.ContainsFunc(vals, func(want string) bool { return cfMatches(data(o)[cf.name], want, loose) })
 			})
 		}
 		if !text || cf.filterLogic == "loose" {
@@ -108,8 +110,8 @@ func customFieldFilters(st *store, f *filterSet) []func(*ipObj) bool {
 				continue
 			}
 			negated := strings.HasPrefix(lookup, "n")
-			preds = append(preds, func(ip *ipObj) bool {
-				have, _ := ip.cf[cf.name].(string)
+			preds = append(preds, func(o T) bool {
+				have, _ := data(o)[cf.name].(string)
 				hit := slices.ContainsFunc(vals, func(want string) bool { return match(strings.ToLower(have), strings.ToLower(want)) })
 				return hit != negated
 			})
@@ -200,88 +202,147 @@ func (st *store) insertIP(ip *ipObj) {
 
 // updateIP serves PATCH (partial) and PUT (address required).
 func updateIP(c *reqCtx) response {
+	return update(c, c.st().ips, "IPAddress", func(ip *ipObj) time.Time { return ip.updated },
+		func(data any, cur *ipObj, partial bool) (*ipObj, fieldErrors) {
+			return c.st().buildIP(data, cur, partial)
+		},
+		func(ip *ipObj, t time.Time) { ip.updated = t },
+		func(ip *ipObj) any { return c.rend.ip(ip) })
+}
+
+func deleteIP(c *reqCtx) response {
+	return deleteOne(c, c.st().ips, "IPAddress", func(ip *ipObj) time.Time { return ip.updated })
+}
+
+func bulkDeleteIPs(c *reqCtx) response { return bulkDelete(c, c.st().ips) }
+
+// update serves PATCH (partial) and PUT of one object of m, honouring
+// If-Match on its last change.
+func update[T any](c *reqCtx, m map[int32]*T, model string, updated func(*T) time.Time,
+	build func(data any, cur *T, partial bool) (*T, fieldErrors), touch func(*T, time.Time), render func(*T) any) response {
 	id, ok := c.objectID()
 	if !ok {
 		return errDetail(http.StatusNotFound, "Not found.")
 	}
-	st := c.st()
-	cur, ok := st.ips[id]
+	cur, ok := m[id]
 	if !ok {
-		return notFound("IPAddress")
+		return notFound(model)
 	}
-	if failed, ok := c.preconditionFailed(cur.updated); ok {
+	if failed, ok := c.preconditionFailed(updated(cur)); ok {
 		return failed
 	}
 	data, bad := c.body()
 	if bad != nil {
 		return *bad
 	}
-	ip, errs := st.buildIP(data, cur, c.r.Method == http.MethodPatch)
+	obj, errs := build(data, cur, c.r.Method == http.MethodPatch)
 	if errs != nil {
 		return badRequest(errs)
 	}
-	ip.updated = now()
-	st.ips[id] = ip
-	c.etag = etag(ip.updated)
-	return response{http.StatusOK, c.rend.ip(ip)}
+	t := now()
+	touch(obj, t)
+	m[id] = obj
+	c.etag = etag(t)
+	return response{http.StatusOK, render(obj)}
 }
 
-func deleteIP(c *reqCtx) response {
+// deleteOne serves DELETE of one object of m, honouring If-Match.
+func deleteOne[T any](c *reqCtx, m map[int32]*T, model string, updated func(*T) time.Time) response {
 	id, ok := c.objectID()
 	if !ok {
 		return errDetail(http.StatusNotFound, "Not found.")
 	}
-	cur, ok := c.st().ips[id]
+	cur, ok := m[id]
 	if !ok {
-		return notFound("IPAddress")
+		return notFound(model)
 	}
-	if failed, ok := c.preconditionFailed(cur.updated); ok {
+	if failed, ok := c.preconditionFailed(updated(cur)); ok {
 		return failed
 	}
-	delete(c.st().ips, id)
+	delete(m, id)
 	return response{status: http.StatusNoContent}
 }
 
-// bulkDeleteIPs is DELETE on the list endpoint (BulkDestroyModelMixin): a
-// list of {"id": N}, deleted in one transaction. IDs that do not exist are
-// left out of the queryset, so they are no error.
-func bulkDeleteIPs(c *reqCtx) response {
+// bulkDelete is DELETE on a list endpoint (BulkDestroyModelMixin): a list
+// of {"id": N}, deleted in one transaction, or none, with NetBox 4.7's
+// answers (checked against 4.7.3): entries that do not validate, then IDs
+// listed twice, then IDs that do not exist, each refuse the whole list.
+func bulkDelete[T any](c *reqCtx, m map[int32]*T) response {
 	data, bad := c.body()
 	if bad != nil {
 		return *bad
 	}
 	items, many := data.([]any)
 	if !many {
-		return badRequest(map[string][]string{"non_field_errors": {fmt.Sprintf("Expected a list of items but got type \"%s\".", pyTypeName(data))}})
+		return errDetail(http.StatusBadRequest, fmt.Sprintf("Expected a list of objects, but got %s.", pyTypeName(data)))
 	}
 	ids := make([]int32, len(items))
-	errs := make([]fieldErrors, len(items))
-	failed := false
+	var invalid []bulkIndexError
 	for i, it := range items {
-		errs[i] = fieldErrors{}
-		m, _ := it.(map[string]any)
-		n, ok := m["id"].(float64)
+		e := fieldErrors{}
+		obj, _ := it.(map[string]any)
+		n, ok := obj["id"].(float64)
 		switch {
-		case m == nil:
-			errs[i].add("non_field_errors", fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", pyTypeName(it)))
-		case m["id"] == nil:
-			errs[i].add("id", "This field is required.")
+		case obj == nil:
+			e.add("__all__", fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", pyTypeName(it)))
+		case obj["id"] == nil:
+			e.add("id", "This field is required.")
 		case !ok || n != float64(int32(n)):
-			errs[i].add("id", "A valid integer is required.")
+			e.add("id", "A valid integer is required.")
 		default:
 			ids[i] = int32(n)
 			continue
 		}
-		failed = true
+		invalid = append(invalid, bulkIndexError{Index: i, Errors: e})
 	}
-	if failed {
-		return badRequest(errs)
+	if len(invalid) > 0 {
+		return badRequest(bulkErrors{Detail: fmt.Sprintf("%d of %d objects failed validation.", len(invalid), len(items)), Errors: invalid})
+	}
+	counts := map[int32]int{}
+	for _, id := range ids {
+		counts[id]++
+	}
+	var twice, missing []bulkIDError
+	seen := map[int32]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if n := counts[id]; n > 1 {
+			twice = append(twice, bulkIDError{ID: id, Errors: fieldErrors{"id": {fmt.Sprintf("Each object may be specified only once; ID %d is listed %d times", id, n)}}})
+		}
+		if _, ok := m[id]; !ok {
+			missing = append(missing, bulkIDError{ID: id, Errors: fieldErrors{"id": {fmt.Sprintf("Object with ID %d does not exist", id)}}})
+		}
+	}
+	switch {
+	case len(twice) > 0:
+		return badRequest(bulkErrors{Detail: fmt.Sprintf("%d of %d objects are listed more than once.", len(twice), len(items)), Errors: twice})
+	case len(missing) > 0:
+		return badRequest(bulkErrors{Detail: fmt.Sprintf("%d of %d objects could not be found.", len(missing), len(items)), Errors: missing})
 	}
 	for _, id := range ids {
-		delete(c.st().ips, id)
+		delete(m, id)
 	}
 	return response{status: http.StatusNoContent}
 }
+
+// The error bodies of a refused bulk request, in NetBox's key order.
+type (
+	bulkErrors struct {
+		Detail string `json:"detail"`
+		Errors any    `json:"errors"`
+	}
+	bulkIndexError struct {
+		Index  int         `json:"index"`
+		Errors fieldErrors `json:"errors"`
+	}
+	bulkIDError struct {
+		ID     int32       `json:"id"`
+		Errors fieldErrors `json:"errors"`
+	}
+)
 
 // createMany validates every item first and stores them only if all are
 // valid, answering with a list when a list was sent. Errors of a list are

@@ -256,10 +256,24 @@ func TestBulkDeleteIPAddresses(t *testing.T) {
 		want any
 	}{
 		{"not a list", map[string]any{"id": ids[0]},
-			map[string]any{"non_field_errors": []any{`Expected a list of items but got type "dict".`}}},
+			map[string]any{"detail": "Expected a list of objects, but got dict."}},
 		{"without id", []any{map[string]any{"id": ids[0]}, map[string]any{}},
-			[]any{map[string]any{}, map[string]any{"id": []any{"This field is required."}}}},
-		{"id not a number", []any{map[string]any{"id": "x"}}, []any{map[string]any{"id": []any{"A valid integer is required."}}}},
+			map[string]any{"detail": "1 of 2 objects failed validation.",
+				"errors": []any{map[string]any{"index": float64(1), "errors": map[string]any{"id": []any{"This field is required."}}}}}},
+		{"id not a number", []any{map[string]any{"id": "x"}},
+			map[string]any{"detail": "1 of 1 objects failed validation.",
+				"errors": []any{map[string]any{"index": float64(0), "errors": map[string]any{"id": []any{"A valid integer is required."}}}}}},
+		{"not an object", []any{map[string]any{"id": ids[0]}, 5},
+			map[string]any{"detail": "1 of 2 objects failed validation.",
+				"errors": []any{map[string]any{"index": float64(1), "errors": map[string]any{"__all__": []any{"Invalid data. Expected a dictionary, but got int."}}}}}},
+		{"listed twice", []any{map[string]any{"id": ids[0]}, map[string]any{"id": ids[0]}},
+			map[string]any{"detail": "1 of 2 objects are listed more than once.",
+				"errors": []any{map[string]any{"id": float64(ids[0]), "errors": map[string]any{"id": []any{
+					fmt.Sprintf("Each object may be specified only once; ID %d is listed 2 times", ids[0])}}}}}},
+		{"an ID that does not exist", []any{map[string]any{"id": ids[0]}, map[string]any{"id": 9998}, map[string]any{"id": 9999}},
+			map[string]any{"detail": "2 of 3 objects could not be found.", "errors": []any{
+				map[string]any{"id": float64(9998), "errors": map[string]any{"id": []any{"Object with ID 9998 does not exist"}}},
+				map[string]any{"id": float64(9999), "errors": map[string]any{"id": []any{"Object with ID 9999 does not exist"}}}}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body, _ := c.do(http.MethodDelete, "/api/ipam/ip-addresses/", tt.body)
@@ -269,8 +283,7 @@ func TestBulkDeleteIPAddresses(t *testing.T) {
 		})
 	}
 
-	// An ID that does not exist is left out, as NetBox's queryset does.
-	status, body, _ := c.do(http.MethodDelete, "/api/ipam/ip-addresses/", []any{map[string]any{"id": ids[0]}, map[string]any{"id": ids[2]}, map[string]any{"id": 9999}})
+	status, body, _ := c.do(http.MethodDelete, "/api/ipam/ip-addresses/", []any{map[string]any{"id": ids[0]}, map[string]any{"id": ids[2]}})
 	require.Equal(t, http.StatusNoContent, status, string(body))
 	left := s.IPAddresses()
 	require.Len(t, left, 1)
@@ -348,7 +361,7 @@ func TestRoutingAndErrors(t *testing.T) {
 	}{
 		{"missing object", "GET", "/api/ipam/vrfs/7/", nil, 404, `{"detail":"No VRF matches the given query."}`},
 		{"non-numeric id", "GET", "/api/ipam/ip-addresses/abc/", nil, 404, `{"detail":"Not found."}`},
-		{"method not allowed", "DELETE", "/api/ipam/prefixes/", nil, 405, `{"detail":"Method \"DELETE\" not allowed."}`},
+		{"method not allowed", "DELETE", "/api/ipam/vrfs/", nil, 405, `{"detail":"Method \"DELETE\" not allowed."}`},
 		{"malformed json", "POST", "/api/ipam/ip-addresses/", `{"address": `, 400,
 			`{"detail":"JSON parse error - Expecting value: line 1 column 13 (char 12)"}`},
 		{"unknown path", "GET", "/api/ipam/nothing/", nil, 404, "Page Not Found"},

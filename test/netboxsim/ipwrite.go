@@ -84,29 +84,7 @@ func (st *store) buildIP(data any, cur *ipObj, partial bool) (*ipObj, fieldError
 			ip.tags = ids
 		}
 	}
-	if v, ok := obj["custom_fields"]; ok {
-		switch m := v.(type) {
-		case nil:
-			errs.add("custom_fields", "This field may not be null.")
-		case map[string]any:
-			// Updates merge into the existing data (CustomFieldsDataField).
-			if cur == nil {
-				ip.cf = map[string]any{}
-			}
-			for k, val := range m {
-				ip.cf[k] = deepCopy(val)
-			}
-		default:
-			errs.add("custom_fields", "Invalid data format. Custom field data must be passed as a dictionary "+
-				"mapping field names to their values.")
-		}
-	} else if cur == nil {
-		// CustomFieldDefaultValues: every defined field, default or null.
-		ip.cf = map[string]any{}
-		for _, cf := range st.customFieldsFor("ipam.ipaddress") {
-			ip.cf[cf.name] = deepCopy(cf.def)
-		}
-	}
+	ip.cf = st.customFieldData("ipam.ipaddress", obj, ip.cf, cur == nil, errs)
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -114,6 +92,41 @@ func (st *store) buildIP(data any, cur *ipObj, partial bool) (*ipObj, fieldError
 		return nil, errs
 	}
 	return ip, nil
+}
+
+// customFieldData is the custom_fields of a write of an objectType object
+// whose data was current: a create without them gets every defined field,
+// its default or null (CustomFieldDefaultValues); an update merges into
+// the current data (CustomFieldsDataField). Format errors go to errs.
+func (st *store) customFieldData(objectType string, obj map[string]any, current map[string]any, creating bool, errs fieldErrors) map[string]any {
+	v, ok := obj["custom_fields"]
+	if !ok {
+		if !creating {
+			return current
+		}
+		out := map[string]any{}
+		for _, cf := range st.customFieldsFor(objectType) {
+			out[cf.name] = deepCopy(cf.def)
+		}
+		return out
+	}
+	switch m := v.(type) {
+	case nil:
+		errs.add("custom_fields", "This field may not be null.")
+	case map[string]any:
+		out := current
+		if creating || out == nil {
+			out = map[string]any{}
+		}
+		for k, val := range m {
+			out[k] = deepCopy(val)
+		}
+		return out
+	default:
+		errs.add("custom_fields", "Invalid data format. Custom field data must be passed as a dictionary "+
+			"mapping field names to their values.")
+	}
+	return current
 }
 
 // cleanIP is IPAddress.clean() for the fields the simulator knows. Like the
