@@ -46,6 +46,33 @@ func listPrefixes(c *reqCtx) response {
 	if fams, ok := f.numbers("family"); ok {
 		preds = append(preds, func(p *prefixObj) bool { return slices.Contains(fams, int64(familyNumber(p.prefix.Addr()))) })
 	}
+	// within: strictly inside; within_include: inside or equal. A value
+	// that does not parse empties the result.
+	for name, strict := range map[string]bool{"within": true, "within_include": false} {
+		for _, v := range f.values(name) {
+			outer, ok := parseAddress(v)
+			outer = outer.Masked()
+			preds = append(preds, func(p *prefixObj) bool {
+				return ok && outer.Contains(p.prefix.Addr()) && (p.prefix.Bits() > outer.Bits() || !strict && p.prefix.Bits() == outer.Bits())
+			})
+		}
+	}
+	if masks, ok := f.numbers("mask_length"); ok {
+		preds = append(preds, func(p *prefixObj) bool { return slices.Contains(masks, int64(p.prefix.Bits())) })
+	}
+	if tenants, ok := f.related("tenant_id", func(id int32) bool { _, ok := st.tenants[id]; return ok }); ok {
+		preds = append(preds, func(p *prefixObj) bool { return tenants[p.tenant] })
+	}
+	for _, slug := range f.values("tag") {
+		// TagFilter is conjoined: every tag must be present.
+		t := st.tagBySlug(slug)
+		if t == nil {
+			f.errs.add("tag", "Select a valid choice. "+slug+" is not one of the available choices.")
+			break
+		}
+		preds = append(preds, func(p *prefixObj) bool { return slices.Contains(p.tags, t.id) })
+	}
+	preds = append(preds, customFieldFilters(st, f, "ipam.prefix", func(p *prefixObj) map[string]any { return p.cf })...)
 	if resp, bad := f.failed(); bad {
 		return resp
 	}

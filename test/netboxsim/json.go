@@ -218,6 +218,12 @@ type customFieldJSON struct {
 	LastUpdated         string     `json:"last_updated"`
 }
 
+type availablePrefixJSON struct {
+	Family int           `json:"family"`
+	Prefix string        `json:"prefix"`
+	VRF    *briefVRFJSON `json:"vrf"`
+}
+
 type availableIPJSON struct {
 	Family  int           `json:"family"`
 	Address string        `json:"address"`
@@ -328,10 +334,11 @@ func (r renderer) prefix(p *prefixObj) prefixJSON {
 	u, d := r.urls("ipam/prefixes", p.id)
 	j := prefixJSON{
 		ID: p.id, URL: u, DisplayURL: d, Display: p.prefix.String(), Family: family(p.prefix.Addr()),
-		Prefix: p.prefix.String(), VRF: r.briefVRF(p.vrf),
+		Prefix: p.prefix.String(), VRF: r.briefVRF(p.vrf), Tenant: r.briefTenant(p.tenant),
 		Status: choiceJSON{p.status, prefixStatusLabels[p.status]}, IsPool: p.isPool, MarkUtilized: p.markUtilized,
-		Tags: []nestedTagJSON{}, CustomFields: r.customFields("ipam.prefix", nil),
-		Created: pyTime(p.created), LastUpdated: pyTime(p.created),
+		Description: p.description, Comments: p.comments,
+		Tags: r.tags(p.tags), CustomFields: r.customFields("ipam.prefix", p.cf),
+		Created: pyTime(p.created), LastUpdated: pyTime(p.updated),
 	}
 	// _children and _depth are cached counts of nested prefixes in the same VRF.
 	for _, o := range r.st.prefixes {
@@ -345,6 +352,15 @@ func (r renderer) prefix(p *prefixObj) prefixJSON {
 			j.Depth++
 		}
 	}
+	return j
+}
+
+// newPrefix renders a prefix just created as NetBox answers it: the
+// in-memory instance, whose cached children and _depth its signals count
+// only after the save (a later read shows them).
+func (r renderer) newPrefix(p *prefixObj) prefixJSON {
+	j := r.prefix(p)
+	j.Children, j.Depth = 0, 0
 	return j
 }
 

@@ -2,6 +2,7 @@ package netboxsim
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"time"
 )
@@ -41,6 +42,16 @@ func (p *parentLocks) get(path string) *sync.Mutex {
 		p.locks[path] = l
 	}
 	return l
+}
+
+// lockKey is the advisory lock an allocation takes: its parent's for
+// available-ips, one for every parent for available-prefixes
+// (ADVISORY_LOCK_KEYS['available-prefixes'] names no parent).
+func lockKey(path string) string {
+	if strings.HasSuffix(path, "/available-prefixes/") {
+		return "available-prefixes"
+	}
+	return path
 }
 
 // holdParent takes the lock of the parent an allocation POST names and

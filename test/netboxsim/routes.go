@@ -27,8 +27,12 @@ func (s *Server) buildRoutes() []route {
 		{segs: split("api/extras/tags/{id}"), methods: get(getTag)},
 		{segs: split("api/extras/custom-fields"), methods: map[string]handler{http.MethodGet: listCustomFields, http.MethodPost: createCustomFields}},
 		{segs: split("api/extras/custom-fields/{id}"), methods: get(getCustomField)},
-		{segs: split("api/ipam/prefixes"), methods: get(listPrefixes)},
-		{segs: split("api/ipam/prefixes/{id}"), methods: get(getPrefix)},
+		{segs: split("api/ipam/prefixes"), methods: map[string]handler{
+			http.MethodGet: listPrefixes, http.MethodPost: createPrefixes, http.MethodDelete: bulkDeletePrefixes}},
+		{segs: split("api/ipam/prefixes/{id}"), methods: map[string]handler{
+			http.MethodGet: getPrefix, http.MethodPatch: updatePrefix, http.MethodPut: updatePrefix, http.MethodDelete: deletePrefix}},
+		{segs: split("api/ipam/prefixes/{pk}/available-prefixes"), methods: map[string]handler{
+			http.MethodGet: listAvailablePrefixes, http.MethodPost: allocatePrefixes}},
 		{segs: split("api/ipam/prefixes/{pk}/available-ips"), methods: map[string]handler{
 			http.MethodGet: listPrefixAvailableIPs, http.MethodPost: allocatePrefixIPs}},
 		{segs: split("api/ipam/ip-ranges"), methods: get(listRanges)},

@@ -147,8 +147,9 @@ func (s *Server) AddPrefix(cidr string, o PrefixOptions) int32 {
 	s.mustVRF(o.VRF)
 	obj := &prefixObj{
 		id: s.db.nextID("prefix"), prefix: p.Masked(), vrf: o.VRF, status: status,
-		isPool: o.IsPool, markUtilized: o.MarkUtilized, created: now(),
+		isPool: o.IsPool, markUtilized: o.MarkUtilized, created: now(), cf: map[string]any{},
 	}
+	obj.updated = obj.created
 	s.db.prefixes[obj.id] = obj
 	return obj.id
 }

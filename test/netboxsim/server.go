@@ -1,8 +1,11 @@
 // Package netboxsim is an in-process HTTP server that answers the subset of
-// the NetBox 4.x REST API used by the IPAM backend the way NetBox 4.3 does:
-// paths with trailing slashes, status codes, JSON shapes strict enough for
-// go-netbox, and NetBox's error bodies. Tests seed it, inject faults and
-// inspect what clients did.
+// the NetBox 4.x REST API used by the IPAM backend the way NetBox 4.7.3
+// does: paths with trailing slashes, status codes, JSON shapes strict enough
+// for go-netbox, and NetBox's error bodies. IP addresses are read, written
+// and allocated (available-ips, under the parent's lock); prefixes are
+// read, written and carved (available-prefixes, first fit, all or none,
+// under one lock for every parent: prefixwrite.go). Tests seed it, inject
+// faults and inspect what clients did.
 package netboxsim
 
 import (
@@ -40,6 +43,7 @@ type Server struct {
 	faults  FaultQueue
 	latency time.Duration
 	onAlloc func([]IPAddress)
+	onCarve func([]Prefix)
 	// allocCost is how long an allocation holds its parent's lock.
 	allocCost allocationCost
 
@@ -163,8 +167,8 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, rt *route, id 
 	if err != nil {
 		return writeResponse(w, errDetail(http.StatusBadRequest, "Request body could not be read: "+err.Error()))
 	}
-	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/available-ips/") {
-		unlock, ok := s.holdParent(r.URL.Path, raw)
+	if r.Method == http.MethodPost && (strings.HasSuffix(r.URL.Path, "/available-ips/") || strings.HasSuffix(r.URL.Path, "/available-prefixes/")) {
+		unlock, ok := s.holdParent(lockKey(r.URL.Path), raw)
 		if !ok {
 			CloseWithoutResponse(w)
 			return 0

@@ -46,12 +46,15 @@ type customFieldObj struct {
 }
 
 type prefixObj struct {
-	id                   int32
-	prefix               netip.Prefix // always masked, as NetBox saves prefix.cidr
-	vrf                  int32
-	status               string
-	isPool, markUtilized bool
-	created              time.Time
+	id                    int32
+	prefix                netip.Prefix // always masked, as NetBox saves prefix.cidr
+	vrf, tenant           int32
+	status                string
+	isPool, markUtilized  bool
+	description, comments string
+	tags                  []int32
+	cf                    map[string]any
+	created, updated      time.Time
 }
 
 type rangeObj struct {

@@ -1,0 +1,198 @@
+package conformance_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
+)
+
+// netboxAPI is a bare REST client of a NetBox under test.
+type netboxAPI struct {
+	t     *testing.T
+	base  string
+	token string
+}
+
+// call sends body (nil for none) and returns the status and the decoded
+// answer (nil for none).
+func (a netboxAPI) call(method, path string, body any) (int, any) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		require.NoError(a.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, a.base+path, rd)
+	require.NoError(a.t, err)
+	req.Header.Set("Authorization", "Token "+a.token)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(a.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(a.t, err)
+	var out any
+	if len(raw) > 0 {
+		require.NoError(a.t, json.Unmarshal(raw, &out), string(raw))
+	}
+	return resp.StatusCode, out
+}
+
+// prefixesWithin lists the prefixes strictly inside parent (and matching
+// the extra filters), by prefix.
+func (a netboxAPI) prefixesWithin(parent netip.Prefix, extra url.Values) map[string]map[string]any {
+	a.t.Helper()
+	q := url.Values{"within": {parent.String()}, "limit": {"0"}}
+	for k, v := range extra {
+		q[k] = v
+	}
+	status, out := a.call(http.MethodGet, "/api/ipam/prefixes/?"+q.Encode(), nil)
+	require.Equal(a.t, http.StatusOK, status, out)
+	found := map[string]map[string]any{}
+	for _, r := range out.(map[string]any)["results"].([]any) {
+		p := r.(map[string]any)
+		found[p["prefix"].(string)] = p
+	}
+	return found
+}
+
+// TestNetBoxCarvesChildPrefixesAsTheProviderAsks pins what per-cluster
+// subnets rest on: NetBox's available-prefixes POST picks and creates in
+// one request, first fit from the lowest free block, a list all or none;
+// a full parent is 409 and creates nothing; concurrent carves never
+// overlap; the child carries the fields sent with it (a custom field for
+// the marker), and is found again by it. It runs against the real NetBox
+// in make test-real-netbox, and the simulator otherwise.
+func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
+	target := netboxtarget.New(t)
+	const token = "c4a90000000000000000000000000000000000c4"
+	target.AddToken(token, true)
+	api := netboxAPI{t: t, base: target.URL(), token: token}
+
+	// A custom field on prefixes for the marker, get-or-create: a real
+	// NetBox is shared by the runs' tests.
+	const field = "capi_subnet_claim"
+	status, out := api.call(http.MethodGet, "/api/extras/custom-fields/?name="+field, nil)
+	require.Equal(t, http.StatusOK, status, out)
+	if out.(map[string]any)["count"].(float64) == 0 {
+		status, out = api.call(http.MethodPost, "/api/extras/custom-fields/", map[string]any{
+			"name": field, "type": "text", "object_types": []string{"ipam.prefix"}, "filter_logic": "exact"})
+		require.Equal(t, http.StatusCreated, status, out)
+	}
+
+	parent := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/22", 200+rand.IntN(50), 4*rand.IntN(64)))
+	parentID := target.AddPrefix(parent.String(), netboxsim.PrefixOptions{Status: "container"})
+	carve := fmt.Sprintf("/api/ipam/prefixes/%d/available-prefixes/", parentID)
+	t.Cleanup(func() {
+		var ids []map[string]any
+		for _, p := range api.prefixesWithin(parent, nil) {
+			ids = append(ids, map[string]any{"id": p["id"]})
+		}
+		ids = append(ids, map[string]any{"id": parentID})
+		status, out := api.call(http.MethodDelete, "/api/ipam/prefixes/", ids)
+		assert.Equal(t, http.StatusNoContent, status, out)
+	})
+	block := func(third, bits int) string {
+		a := parent.Addr().As4()
+		a[2] += byte(third / 256)
+		a[3] = byte(third % 256)
+		return netip.PrefixFrom(netip.AddrFrom4(a), bits).String()
+	}
+
+	// One child, with the fields the provider sends.
+	status, out = api.call(http.MethodPost, carve, map[string]any{"prefix_length": 24, "status": "reserved",
+		"description": "cluster-a", "custom_fields": map[string]any{field: "marker-a"}})
+	require.Equal(t, http.StatusCreated, status, out)
+	child := out.(map[string]any)
+	assert.Equal(t, block(0, 24), child["prefix"], "the lowest free block")
+	assert.Nil(t, child["vrf"], "the parent's VRF: the global table")
+	assert.Equal(t, "reserved", child["status"].(map[string]any)["value"])
+	assert.Equal(t, "cluster-a", child["description"])
+	assert.Equal(t, "marker-a", child["custom_fields"].(map[string]any)[field])
+	assert.Equal(t, float64(0), child["_depth"], "the answer is the instance before NetBox counts its depth")
+	status, out = api.call(http.MethodGet, fmt.Sprintf("/api/ipam/prefixes/%v/", child["id"]), nil)
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Equal(t, float64(1), out.(map[string]any)["_depth"], "a read counts it")
+
+	// A list: in order, each from what the earlier ones left.
+	status, out = api.call(http.MethodPost, carve, []any{
+		map[string]any{"prefix_length": 24}, map[string]any{"prefix_length": 25}, map[string]any{"prefix_length": 25}})
+	require.Equal(t, http.StatusCreated, status, out)
+	var got []string
+	for _, c := range out.([]any) {
+		got = append(got, c.(map[string]any)["prefix"].(string))
+	}
+	assert.Equal(t, []string{block(256, 24), block(512, 25), block(512+128, 25)}, got)
+
+	status, out = api.call(http.MethodGet, carve, nil)
+	require.Equal(t, http.StatusOK, status, out)
+	require.Len(t, out, 1)
+	assert.Equal(t, map[string]any{"family": float64(4), "prefix": block(768, 24), "vrf": nil}, out.([]any)[0])
+
+	// Not enough space for the whole list: nothing of it is created.
+	status, out = api.call(http.MethodPost, carve, []any{map[string]any{"prefix_length": 24}, map[string]any{"prefix_length": 24}})
+	assert.Equal(t, http.StatusConflict, status, out)
+	assert.Equal(t, map[string]any{"detail": "Insufficient resources are available to satisfy the request"}, out)
+	assert.Len(t, api.prefixesWithin(parent, nil), 4)
+
+	for _, tc := range []struct {
+		name string
+		body any
+		want any
+	}{
+		{"no length", map[string]any{"description": "x"}, []any{map[string]any{"prefix_length": "this field can not be missing"}}},
+		{"a length as text", map[string]any{"prefix_length": "24"}, []any{map[string]any{"prefix_length": "this field must be int type"}}},
+		{"too long", []any{map[string]any{"prefix_length": 26}, map[string]any{"prefix_length": 33}},
+			[]any{map[string]any{}, map[string]any{"prefix_length": "Invalid prefix length (33) for IPv4"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out := api.call(http.MethodPost, carve, tc.body)
+			assert.Equal(t, http.StatusBadRequest, status, out)
+			assert.Equal(t, tc.want, out)
+		})
+	}
+
+	// Carves at once never overlap, and stop at a full parent.
+	var wg sync.WaitGroup
+	statuses := make([]int, 6)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i], _ = api.call(http.MethodPost, carve, map[string]any{"prefix_length": 26,
+				"custom_fields": map[string]any{field: fmt.Sprintf("marker-%d", i)}})
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, s := range statuses {
+		if s == http.StatusCreated {
+			created++
+		} else {
+			assert.Equal(t, http.StatusConflict, s)
+		}
+	}
+	assert.Equal(t, 4, created, "the last /24 holds four /26s")
+	children := api.prefixesWithin(parent, url.Values{"mask_length": {"26"}})
+	assert.Len(t, children, 4, "four distinct children")
+
+	// The marker finds its child again.
+	marked := api.prefixesWithin(parent, url.Values{"cf_" + field: {"marker-a"}})
+	require.Len(t, marked, 1)
+	assert.Contains(t, marked, block(0, 24))
+}

@@ -1,0 +1,47 @@
+package netboxsim
+
+import "sort"
+
+// Prefix is a prefix as a test inspects it.
+type Prefix struct {
+	ID           int32
+	Prefix       string // e.g. "10.0.1.0/24"
+	VRF          int32
+	Tenant       int32
+	Status       string
+	Description  string
+	Tags         []string // slugs
+	CustomFields map[string]any
+}
+
+func (s *Server) exportPrefix(p *prefixObj) Prefix {
+	e := Prefix{ID: p.id, Prefix: p.prefix.String(), VRF: p.vrf, Tenant: p.tenant, Status: p.status,
+		Description: p.description, Tags: []string{}, CustomFields: deepCopyMap(p.cf)}
+	for _, id := range p.tags {
+		if t, ok := s.db.tags[id]; ok {
+			e.Tags = append(e.Tags, t.slug)
+		}
+	}
+	return e
+}
+
+// Prefixes returns deep copies of all prefixes, sorted by ID.
+func (s *Server) Prefixes() []Prefix {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Prefix, 0, len(s.db.prefixes))
+	for _, p := range s.db.prefixes {
+		out = append(out, s.exportPrefix(p))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// OnCarve registers a hook called after each successful available-prefixes
+// POST, with copies of the created prefixes. It runs outside the server
+// lock, before the response is written.
+func (s *Server) OnCarve(fn func(created []Prefix)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onCarve = fn
+}
