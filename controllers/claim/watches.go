@@ -40,8 +40,10 @@ func (r *ClaimReconciler) poolToClaims(kind poolkind.Kind) handler.MapFunc {
 	}
 }
 
-// addressToWaitingClaims wakes the claims waiting on the pool of a deleted
-// IPAddress: its release may have freed the space they need.
+// addressToWaitingClaims wakes the claims waiting for an address from the
+// pool of a deleted IPAddress: its release may have freed the space they
+// need, or the address one of them was refused (AddressHeldInCluster).
+// Claims being deleted wait for nothing another claim's release gives.
 func (r *ClaimReconciler) addressToWaitingClaims(ctx context.Context, o client.Object) []reconcile.Request {
 	ref := o.(*ipamv1.IPAddress).Spec.PoolRef
 	kind, ours := r.Kinds.For(ref)
@@ -52,7 +54,12 @@ func (r *ClaimReconciler) addressToWaitingClaims(ctx context.Context, o client.O
 	if kind.Namespaced {
 		namespace = o.GetNamespace()
 	}
-	return r.waitingClaims(ctx, ref, namespace)
+	claims := &ipamv1.IPAddressClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(namespace), client.MatchingFields{index.WaitingPoolRefField: index.PoolRefKey(ref)}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the waiting claims of pool", "pool", ref.Name)
+		return nil
+	}
+	return r.woken(claimRequests(claims.Items, func(*ipamv1.IPAddressClaim) bool { return true }))
 }
 
 func (r *ClaimReconciler) waitingClaims(ctx context.Context, ref ipamv1.IPPoolReference, namespace string) []reconcile.Request {

@@ -13,6 +13,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 )
 
 // Field indexes on the manager's cache.
@@ -23,7 +24,22 @@ const (
 	ClusterNameField = "spec.clusterName"
 	// SecretNameField indexes pools by their credentials Secret.
 	SecretNameField = "spec.connection.credentialsSecretRef.name"
+	// WaitingPoolRefField indexes the claims that wait for an address (not
+	// Ready, not being deleted) by the pool they reference: those an
+	// address freed in the pool may let go on. A release of thousands of
+	// claims then wakes nobody, instead of listing every claim of the pool
+	// at each deleted IPAddress.
+	WaitingPoolRefField = "waiting.spec.poolRef"
 )
+
+// WaitingPoolRefKeys is the WaitingPoolRefField of a claim.
+func WaitingPoolRefKeys(o client.Object) []string {
+	claim := o.(*ipamv1.IPAddressClaim)
+	if !claim.DeletionTimestamp.IsZero() || conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition) {
+		return nil
+	}
+	return []string{PoolRefKey(claim.Spec.PoolRef)}
+}
 
 // PoolRefKey is the index value of a pool reference.
 func PoolRefKey(ref ipamv1.IPPoolReference) string {
@@ -37,6 +53,9 @@ func Setup(ctx context.Context, mgr manager.Manager, kinds poolkind.Kinds) error
 		return []string{PoolRefKey(o.(*ipamv1.IPAddressClaim).Spec.PoolRef)}
 	}); err != nil {
 		return fmt.Errorf("indexing claims by pool: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &ipamv1.IPAddressClaim{}, WaitingPoolRefField, WaitingPoolRefKeys); err != nil {
+		return fmt.Errorf("indexing waiting claims by pool: %w", err)
 	}
 	if err := indexer.IndexField(ctx, &ipamv1.IPAddressClaim{}, ClusterNameField, func(o client.Object) []string {
 		if name := reservation.ClaimClusterName(o.(*ipamv1.IPAddressClaim)); name != "" {
