@@ -3,6 +3,7 @@ package claim
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
@@ -192,7 +194,9 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, fmt.Errorf("getting %s %s: %w", kind.Kind, claim.Spec.PoolRef.Name, err)
 	}
 
-	s := &scope{claim: claim, kind: kind, pool: pool}
+	s := &scope{claim: claim, kind: kind, pool: pool, reserver: sync.OnceValues(func() (backends.Reserver, error) {
+		return r.Backends.Reserver(ctx, kind, pool)
+	})}
 	claimPatch := newClaimPatch(claim)
 	notPaused := false
 	defer func() {

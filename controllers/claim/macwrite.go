@@ -72,7 +72,7 @@ func (r *ClaimReconciler) writeDeferredMAC(ctx context.Context, s *scope) error 
 		ctrl.LoggerFrom(ctx).V(4).Info("Waiting for the machine to report the MAC its fixed address gets")
 		return nil
 	}
-	backend, err := r.Backends.Reserver(ctx, kind, pool)
+	backend, err := s.reserver()
 	if err != nil {
 		return fmt.Errorf("connecting to write the machine's MAC: %w", err)
 	}

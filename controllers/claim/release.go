@@ -38,7 +38,7 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope) (bool, error) {
 		backend, last, err = call.value.backend, call.value.last, call.err
 	default:
 		last = reservation.Recorded(s.claim, s.address)
-		if backend, err = r.Backends.Reserver(ctx, s.kind, s.pool); err == nil {
+		if backend, err = s.reserver(); err == nil {
 			r.startRelease(ctx, s, backend, last)
 			return false, nil
 		}

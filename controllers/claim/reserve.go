@@ -24,7 +24,7 @@ func (r *ClaimReconciler) takeReservationAnswer(ctx context.Context, s *scope) (
 		}
 		return stop(ctrl.Result{}), nil
 	case callDone:
-		if call.err == nil || !r.answeredBeforeAChange(ctx, s, call.value) {
+		if call.err == nil || !answeredBeforeAChange(s, call.value) {
 			// The call held the pool's in-flight count until now: the
 			// pool was not let go meanwhile.
 			defer call.Finish()
@@ -44,11 +44,11 @@ func (r *ClaimReconciler) takeReservationAnswer(ctx context.Context, s *scope) (
 
 // answeredBeforeAChange says whether the answer came through a backend
 // that the pool's spec or Secret has replaced since.
-func (r *ClaimReconciler) answeredBeforeAChange(ctx context.Context, s *scope, answer allocationAnswer) bool {
+func answeredBeforeAChange(s *scope, answer allocationAnswer) bool {
 	if answer.backend == nil {
 		return false
 	}
-	current, err := r.Backends.Reserver(ctx, s.kind, s.pool)
+	current, err := s.reserver()
 	return err == nil && current != answer.backend
 }
 
@@ -101,7 +101,7 @@ func (r *ClaimReconciler) startReservation(ctx context.Context, s *scope) (step,
 	if st, err := r.describeRequest(ctx, s); err != nil || st.stop {
 		return st, err
 	}
-	backend, err := r.Backends.Reserver(ctx, s.kind, s.pool)
+	backend, err := s.reserver()
 	if err != nil {
 		result, err := r.allocationFailed(s, err)
 		return stop(result), err

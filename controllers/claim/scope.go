@@ -24,6 +24,9 @@ type scope struct {
 	// nil when it is not found.
 	kind poolkind.Kind
 	pool poolkind.Pool
+	// reserver is the pool's backend, built from its spec and Secret: asked
+	// for once a reconcile, by the phases that reserve, release or write.
+	reserver func() (backends.Reserver, error)
 	// address is the claim's own IPAddress as the reconcile found it; nil
 	// when it has none.
 	address *ipamv1.IPAddress
