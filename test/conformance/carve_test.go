@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go4.org/netipx"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
@@ -21,48 +22,49 @@ import (
 
 // netboxAPI is a bare REST client of a NetBox under test.
 type netboxAPI struct {
-	t     *testing.T
 	base  string
 	token string
 }
 
 // call sends body (nil for none) and returns the status and the decoded
-// answer (nil for none).
-func (a netboxAPI) call(method, path string, body any) (int, any) {
-	a.t.Helper()
+// answer (nil for none); t is the test a failure is reported to.
+func (a netboxAPI) call(t require.TestingT, method, path string, body any) (int, any) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	var rd io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
-		require.NoError(a.t, err)
+		require.NoError(t, err)
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequest(method, a.base+path, rd)
-	require.NoError(a.t, err)
+	require.NoError(t, err)
 	req.Header.Set("Authorization", "Token "+a.token)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(a.t, err)
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
-	require.NoError(a.t, err)
+	require.NoError(t, err)
 	var out any
 	if len(raw) > 0 {
-		require.NoError(a.t, json.Unmarshal(raw, &out), string(raw))
+		require.NoError(t, json.Unmarshal(raw, &out), string(raw))
 	}
 	return resp.StatusCode, out
 }
 
 // prefixesWithin lists the prefixes strictly inside parent (and matching
 // the extra filters), by prefix.
-func (a netboxAPI) prefixesWithin(parent netip.Prefix, extra url.Values) map[string]map[string]any {
-	a.t.Helper()
+func (a netboxAPI) prefixesWithin(t *testing.T, parent netip.Prefix, extra url.Values) map[string]map[string]any {
+	t.Helper()
 	q := url.Values{"within": {parent.String()}, "limit": {"0"}}
 	for k, v := range extra {
 		q[k] = v
 	}
-	status, out := a.call(http.MethodGet, "/api/ipam/prefixes/?"+q.Encode(), nil)
-	require.Equal(a.t, http.StatusOK, status, out)
+	status, out := a.call(t, http.MethodGet, "/api/ipam/prefixes/?"+q.Encode(), nil)
+	require.Equal(t, http.StatusOK, status, out)
 	found := map[string]map[string]any{}
 	for _, r := range out.(map[string]any)["results"].([]any) {
 		p := r.(map[string]any)
@@ -82,15 +84,15 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 	target := netboxtarget.New(t)
 	const token = "c4a90000000000000000000000000000000000c4"
 	target.AddToken(token, true)
-	api := netboxAPI{t: t, base: target.URL(), token: token}
+	api := netboxAPI{base: target.URL(), token: token}
 
 	// A custom field on prefixes for the marker, get-or-create: a real
 	// NetBox is shared by the runs' tests.
 	const field = "capi_subnet_claim"
-	status, out := api.call(http.MethodGet, "/api/extras/custom-fields/?name="+field, nil)
+	status, out := api.call(t, http.MethodGet, "/api/extras/custom-fields/?name="+field, nil)
 	require.Equal(t, http.StatusOK, status, out)
 	if out.(map[string]any)["count"].(float64) == 0 {
-		status, out = api.call(http.MethodPost, "/api/extras/custom-fields/", map[string]any{
+		status, out = api.call(t, http.MethodPost, "/api/extras/custom-fields/", map[string]any{
 			"name": field, "type": "text", "object_types": []string{"ipam.prefix"}, "filter_logic": "exact"})
 		require.Equal(t, http.StatusCreated, status, out)
 	}
@@ -98,13 +100,22 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 	parent := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/22", 200+rand.IntN(50), 4*rand.IntN(64)))
 	parentID := target.AddPrefix(parent.String(), netboxsim.PrefixOptions{Status: "container"})
 	carve := fmt.Sprintf("/api/ipam/prefixes/%d/available-prefixes/", parentID)
+	// A prefix of a VRF inside the global parent: NetBox carves from the
+	// parent's own VRF only (get_available_prefixes), so it counts for
+	// nothing below. Probed on the real NetBox 4.7.3.
+	vrf := target.AddVRF("carve-test", "65000:42")
+	lastBlock := netip.PrefixFrom(parent.Addr(), 24)
+	for range 3 {
+		lastBlock = netip.PrefixFrom(netipx.PrefixLastIP(lastBlock).Next(), 24)
+	}
+	target.AddPrefix(lastBlock.String(), netboxsim.PrefixOptions{VRF: vrf})
 	t.Cleanup(func() {
 		var ids []map[string]any
-		for _, p := range api.prefixesWithin(parent, nil) {
+		for _, p := range api.prefixesWithin(t, parent, nil) {
 			ids = append(ids, map[string]any{"id": p["id"]})
 		}
 		ids = append(ids, map[string]any{"id": parentID})
-		status, out := api.call(http.MethodDelete, "/api/ipam/prefixes/", ids)
+		status, out := api.call(t, http.MethodDelete, "/api/ipam/prefixes/", ids)
 		assert.Equal(t, http.StatusNoContent, status, out)
 	})
 	block := func(third, bits int) string {
@@ -115,7 +126,7 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 	}
 
 	// One child, with the fields the provider sends.
-	status, out = api.call(http.MethodPost, carve, map[string]any{"prefix_length": 24, "status": "reserved",
+	status, out = api.call(t, http.MethodPost, carve, map[string]any{"prefix_length": 24, "status": "reserved",
 		"description": "cluster-a", "custom_fields": map[string]any{field: "marker-a"}})
 	require.Equal(t, http.StatusCreated, status, out)
 	child := out.(map[string]any)
@@ -125,12 +136,15 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 	assert.Equal(t, "cluster-a", child["description"])
 	assert.Equal(t, "marker-a", child["custom_fields"].(map[string]any)[field])
 	assert.Equal(t, float64(0), child["_depth"], "the answer is the instance before NetBox counts its depth")
-	status, out = api.call(http.MethodGet, fmt.Sprintf("/api/ipam/prefixes/%v/", child["id"]), nil)
+	status, out = api.call(t, http.MethodGet, fmt.Sprintf("/api/ipam/prefixes/%d/", parentID), nil)
 	require.Equal(t, http.StatusOK, status, out)
-	assert.Equal(t, float64(1), out.(map[string]any)["_depth"], "a read counts it")
+	parentDepth := out.(map[string]any)["_depth"].(float64)
+	status, out = api.call(t, http.MethodGet, fmt.Sprintf("/api/ipam/prefixes/%v/", child["id"]), nil)
+	require.Equal(t, http.StatusOK, status, out)
+	assert.Equal(t, parentDepth+1, out.(map[string]any)["_depth"], "a read counts it")
 
 	// A list: in order, each from what the earlier ones left.
-	status, out = api.call(http.MethodPost, carve, []any{
+	status, out = api.call(t, http.MethodPost, carve, []any{
 		map[string]any{"prefix_length": 24}, map[string]any{"prefix_length": 25}, map[string]any{"prefix_length": 25}})
 	require.Equal(t, http.StatusCreated, status, out)
 	var got []string
@@ -139,16 +153,16 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 	}
 	assert.Equal(t, []string{block(256, 24), block(512, 25), block(512+128, 25)}, got)
 
-	status, out = api.call(http.MethodGet, carve, nil)
+	status, out = api.call(t, http.MethodGet, carve, nil)
 	require.Equal(t, http.StatusOK, status, out)
 	require.Len(t, out, 1)
 	assert.Equal(t, map[string]any{"family": float64(4), "prefix": block(768, 24), "vrf": nil}, out.([]any)[0])
 
 	// Not enough space for the whole list: nothing of it is created.
-	status, out = api.call(http.MethodPost, carve, []any{map[string]any{"prefix_length": 24}, map[string]any{"prefix_length": 24}})
+	status, out = api.call(t, http.MethodPost, carve, []any{map[string]any{"prefix_length": 24}, map[string]any{"prefix_length": 24}})
 	assert.Equal(t, http.StatusConflict, status, out)
 	assert.Equal(t, map[string]any{"detail": "Insufficient resources are available to satisfy the request"}, out)
-	assert.Len(t, api.prefixesWithin(parent, nil), 4)
+	assert.Len(t, api.prefixesWithin(t, parent, nil), 5, "the four children and the VRF's prefix")
 
 	for _, tc := range []struct {
 		name string
@@ -161,7 +175,7 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 			[]any{map[string]any{}, map[string]any{"prefix_length": "Invalid prefix length (33) for IPv4"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, out := api.call(http.MethodPost, carve, tc.body)
+			status, out := api.call(t, http.MethodPost, carve, tc.body)
 			assert.Equal(t, http.StatusBadRequest, status, out)
 			assert.Equal(t, tc.want, out)
 		})
@@ -174,7 +188,7 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i], _ = api.call(http.MethodPost, carve, map[string]any{"prefix_length": 26,
+			statuses[i], _ = api.call(&assert.CollectT{}, http.MethodPost, carve, map[string]any{"prefix_length": 26,
 				"custom_fields": map[string]any{field: fmt.Sprintf("marker-%d", i)}})
 		}()
 	}
@@ -188,11 +202,11 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, created, "the last /24 holds four /26s")
-	children := api.prefixesWithin(parent, url.Values{"mask_length": {"26"}})
+	children := api.prefixesWithin(t, parent, url.Values{"mask_length": {"26"}})
 	assert.Len(t, children, 4, "four distinct children")
 
 	// The marker finds its child again.
-	marked := api.prefixesWithin(parent, url.Values{"cf_" + field: {"marker-a"}})
+	marked := api.prefixesWithin(t, parent, url.Values{"cf_" + field: {"marker-a"}})
 	require.Len(t, marked, 1)
 	assert.Contains(t, marked, block(0, 24))
 }

@@ -26,13 +26,16 @@ func TestPrefixWrites(t *testing.T) {
 	p := obj(t, decode(t, body))
 	assert.Equal(t, "10.30.1.0/24", p["prefix"], "saved as its network")
 	id := p["id"].(float64)
+	// Another, which no filter below but mask_length's may find.
+	status, body, _ = c.do(http.MethodPost, "/api/ipam/prefixes/", map[string]any{"prefix": "10.31.0.0/24"})
+	require.Equal(t, http.StatusCreated, status, string(body))
 
-	for _, q := range []string{"cf_claim=m1", "tag=cluster", "within=10.30.0.0/16", "within_include=10.30.1.0/24", "mask_length=24"} {
+	for _, q := range []string{"cf_claim=m1", "tag=cluster", "within=10.30.0.0/16", "within_include=10.30.1.0/24", "mask_length=24&within=10.30.0.0/15&cf_claim=m1"} {
 		status, body, _ = c.do(http.MethodGet, "/api/ipam/prefixes/?"+q, nil)
 		require.Equal(t, http.StatusOK, status, string(body))
 		assert.Equal(t, float64(1), obj(t, decode(t, body))["count"], q)
 	}
-	for _, q := range []string{"cf_claim=m2", "within=10.30.1.0/24", "mask_length=25"} {
+	for _, q := range []string{"cf_claim=m2", "within=10.30.1.0/24", "within_include=10.30.1.0/25", "mask_length=25"} {
 		status, body, _ = c.do(http.MethodGet, "/api/ipam/prefixes/?"+q, nil)
 		require.Equal(t, http.StatusOK, status, string(body))
 		assert.Equal(t, float64(0), obj(t, decode(t, body))["count"], q)
@@ -51,5 +54,7 @@ func TestPrefixWrites(t *testing.T) {
 
 	status, _, _ = c.do(http.MethodDelete, path, nil)
 	require.Equal(t, http.StatusNoContent, status)
-	assert.Empty(t, s.Prefixes())
+	left := s.Prefixes()
+	require.Len(t, left, 1)
+	assert.Equal(t, "10.31.0.0/24", left[0].Prefix)
 }

@@ -52,17 +52,6 @@ func containerType(want6 bool) string {
 	return typeContainer
 }
 
-// isNextNetwork reports whether a network field asks for a carve.
-func isNextNetwork(v any) bool {
-	switch x := v.(type) {
-	case string:
-		return strings.HasPrefix(x, funcNextNetwork)
-	case map[string]any:
-		return x["_object_function"] == "next_available_network"
-	}
-	return false
-}
-
 // carveRequest is a parsed next-available-network request.
 type carveRequest struct {
 	parent  *object
@@ -73,7 +62,7 @@ type carveRequest struct {
 // resolveNetwork turns a network field value into the prefix of the object
 // being created: the literal CIDR, or a child carved from a container.
 // view is the object's network view.
-func (c *request) resolveNetwork(v any, view string, want6 bool) (netip.Prefix, bool, *wapiError) {
+func (c *request) resolveNetwork(v any, view string, want6 bool) (netip.Prefix, *wapiError) {
 	var req carveRequest
 	var werr *wapiError
 	switch x := v.(type) {
@@ -81,24 +70,24 @@ func (c *request) resolveNetwork(v any, view string, want6 bool) (netip.Prefix, 
 		if !strings.HasPrefix(x, funcNextNetwork) {
 			p, err := netip.ParsePrefix(x)
 			if err != nil || p.Addr().Is6() != want6 || p.Addr().Zone() != "" {
-				return netip.Prefix{}, false, ptr(errInvalidValue("network", x))
+				return netip.Prefix{}, ptr(errInvalidValue("network", x))
 			}
-			return p.Masked(), false, nil
+			return p.Masked(), nil
 		}
 		req, werr = c.parseNextNetworkArg(strings.TrimPrefix(x, funcNextNetwork), view, want6)
 	case map[string]any:
 		req, werr = c.parseNextNetworkObject(x, want6)
 	default:
-		return netip.Prefix{}, false, ptr(errInvalidValue("network", v))
+		return netip.Prefix{}, ptr(errInvalidValue("network", v))
 	}
 	if werr != nil {
-		return netip.Prefix{}, false, werr
+		return netip.Prefix{}, werr
 	}
 	got := c.s.db.nextNetworks(req, 1)
 	if len(got) == 0 {
-		return netip.Prefix{}, false, ptr(errNoFreeNetwork())
+		return netip.Prefix{}, ptr(errNoFreeNetwork())
 	}
-	return got[0], true, nil
+	return got[0], nil
 }
 
 // parseNextNetworkArg parses what follows "func:nextavailablenetwork:".
@@ -109,7 +98,7 @@ func (c *request) parseNextNetworkArg(arg, view string, want6 bool) (carveReques
 	case 2:
 		cidr, length = parts[0], parts[1]
 	case 3:
-		cidr, view, length = parts[0], parts[1], parts[2]
+		cidr, view, length = parts[0], strings.TrimSpace(parts[1]), parts[2]
 	default:
 		return carveRequest{}, ptr(errInvalidValue("network", funcNextNetwork+arg))
 	}
@@ -278,11 +267,11 @@ func (c *request) placeNetwork(o *object, b *body, want6 bool) *wapiError {
 	if werr := c.needNetworkView(o.netView); werr != nil {
 		return werr
 	}
-	p, carved, werr := c.resolveNetwork(b.m["network"], o.netView, want6)
+	p, werr := c.resolveNetwork(b.m["network"], o.netView, want6)
 	if werr != nil {
 		return werr
 	}
-	o.prefix, c.carved = p, carved
+	o.prefix = p
 	return nil
 }
 

@@ -273,9 +273,8 @@ type request struct {
 	ref     string // "" for type-level calls
 	query   url.Values
 	body    []byte
-	allocs  []*object    // objects created with a next-available address or network
+	allocs  []*object    // objects created with a next-available address
 	pending []netip.Addr // addresses allocated so far in this request
-	carved  bool         // the object being created got a next-available network
 }
 
 // response is what a handler produces; body is rendered to JSON.

@@ -147,7 +147,7 @@ func (st *store) list(typ string) []*object {
 
 func (o *object) sortAddr() netip.Addr {
 	switch {
-	case o.prefix.IsValid() && (o.typ == typeNetwork || o.typ == typeNetwork6):
+	case o.prefix.IsValid() && (o.typ == typeNetwork || o.typ == typeNetwork6 || o.typ == typeContainer || o.typ == typeContainer6):
 		return o.prefix.Addr()
 	case o.start.IsValid():
 		return o.start

@@ -196,7 +196,7 @@ func (c *request) create() response {
 		return errResponse(*werr2)
 	}
 	c.s.db.insert(o)
-	if len(c.pending) > pendingBefore || c.carved {
+	if len(c.pending) > pendingBefore {
 		c.allocs = append(c.allocs, o)
 	}
 	return c.answerWrite(http.StatusCreated, o, opts)
