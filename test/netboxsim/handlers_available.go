@@ -166,20 +166,29 @@ func allocate(c *reqCtx, p allocParent) response {
 		}
 		requests[i] = m
 	}
+	st := c.st()
+	return createAllocated(c, requests, many,
+		func(item any) (*ipObj, fieldErrors) { return st.buildIP(item, nil, false) },
+		func(ip *ipObj) (IPAddress, any) { st.insertIP(ip); return c.s.exportIP(ip), c.rend.ip(ip) },
+		c.s.onAlloc)
+}
+
+// createAllocated creates what an allocation POST prepared (a list, or its
+// one item when one object was sent), and, once it succeeded, hands copies
+// of what it created to hook, after the server lock.
+func createAllocated[T, E any](c *reqCtx, requests []any, many bool, build func(any) (T, fieldErrors),
+	insert func(T) (E, any), hook func([]E)) response {
 	var body any = requests
 	if !many {
 		body = requests[0]
 	}
-	st := c.st()
-	var created []IPAddress
-	resp := createMany(body,
-		func(item any) (*ipObj, fieldErrors) { return st.buildIP(item, nil, false) },
-		func(ip *ipObj) any {
-			st.insertIP(ip)
-			created = append(created, c.s.exportIP(ip))
-			return c.rend.ip(ip)
-		})
-	if hook := c.s.onAlloc; hook != nil && resp.status == http.StatusCreated {
+	var created []E
+	resp := createMany(body, build, func(o T) any {
+		e, out := insert(o)
+		created = append(created, e)
+		return out
+	})
+	if hook != nil && resp.status == http.StatusCreated {
 		c.after = append(c.after, func() { hook(created) })
 	}
 	return resp

@@ -264,20 +264,8 @@ func allocatePrefixes(c *reqCtx) response {
 		}
 		requests[i] = m
 	}
-	var body any = requests
-	if !many {
-		body = requests[0]
-	}
-	var created []Prefix
-	resp := createMany(body,
+	return createAllocated(c, requests, many,
 		func(item any) (*prefixObj, fieldErrors) { return st.buildPrefix(item, nil, false) },
-		func(p *prefixObj) any {
-			st.insertPrefix(p)
-			created = append(created, c.s.exportPrefix(p))
-			return c.rend.newPrefix(p)
-		})
-	if hook := c.s.onCarve; hook != nil && resp.status == http.StatusCreated {
-		c.after = append(c.after, func() { hook(created) })
-	}
-	return resp
+		func(p *prefixObj) (Prefix, any) { st.insertPrefix(p); return c.s.exportPrefix(p), c.rend.newPrefix(p) },
+		c.s.onCarve)
 }
