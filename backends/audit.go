@@ -124,6 +124,14 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 		return Allocation{}, fmt.Errorf("restoring %s: creating a record at a given address: %w", addr, ErrUnsupported)
 	}
 	created, err := p.requester.CreateAt(ctx, pool, claim, src, addr)
+	if err != nil {
+		// An answer lost after the system applied the create, or a resent
+		// create that then found the address taken: the record at the
+		// address under the claim's marker is the one this restore made.
+		if r, ok := p.markedAt(ctx, pool, addr, claim.Marker); ok {
+			return p.allocation(pool, r)
+		}
+	}
 	switch {
 	case errors.Is(err, ErrAddressTaken) || errors.Is(err, ErrConflict):
 		return Allocation{}, fmt.Errorf("%w: %s was taken while it was being restored: %v", ErrAddressTaken, addr, err)
@@ -131,6 +139,23 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 		return Allocation{}, fmt.Errorf("restoring %s: %w", addr, err)
 	}
 	return p.allocation(pool, created)
+}
+
+// markedAt returns the record at addr that carries marker, if a listing
+// of the address finds one.
+func (p *Protocol[P, S, R, Q]) markedAt(ctx context.Context, pool P, addr netip.Addr, marker string) (R, bool) {
+	held, err := p.d.AtAddress(ctx, pool, addr)
+	if err != nil {
+		var none R
+		return none, false
+	}
+	for _, r := range held {
+		if p.d.View(r).Marker == marker {
+			return r, true
+		}
+	}
+	var none R
+	return none, false
 }
 
 // Records lists the records within the pool's sources whose marker begins

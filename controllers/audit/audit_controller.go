@@ -569,50 +569,46 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 		return fmt.Errorf("listing IPAddresses of the pool: %w", err)
 	}
 	for i := range addresses.Items {
-		address := &addresses.Items[i]
-		p, err := reservation.AddressPrefix(address)
-		marker := backends.Marker(a.Identity, address.Namespace, address.Spec.ClaimRef.Name)
-		if err != nil || !address.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if ep := address.Annotations[v1alpha1.ReservationEndpointAnnotation]; ep != "" && ep != a.backend.Endpoint() {
-			// Reserved in a system the pool no longer points at: restoring
-			// it here would put a second record in another system.
-			continue
-		}
-		if _, ok := held[marker+"|"+p.Addr().String()]; ok {
-			// Held, but a record of the claim was moved: the claim names it
-			// even when the guard held its address again before this audit.
-			if movedTo, moved := a.movedSeen[types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}]; moved {
-				if err := a.reportMovedHeld(ctx, address, p, movedTo); err != nil {
-					return err
-				}
-				continue
-			}
-			// Or the guard handed another claim's record over to it, and
-			// stopped before the claim was told (the hand-over's answer
-			// was lost): the IPAddress's note, written first, says so.
-			if note, noted := address.Annotations[v1alpha1.RecordMovedAnnotation]; noted {
-				if err := a.reportHeldAgain(ctx, address, p, note); err != nil {
-					return err
-				}
-				continue
-			}
-			// An IPAddress from before markers were recorded learns the
-			// marker its record carries: a clusterctl move takes it along.
-			if err := reservation.NoteMarker(ctx, a.Client, address, marker); err != nil {
-				return err
-			}
-			if err := a.markReserved(ctx, address, true, ""); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := a.drifted(ctx, address, p); err != nil {
+		if err := a.checkBound(ctx, &addresses.Items[i], held); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// checkBound checks one bound claim's IPAddress against the records the
+// listing held, by marker and address.
+func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, held map[string]netip.Addr) error {
+	p, err := reservation.AddressPrefix(address)
+	marker := backends.Marker(a.Identity, address.Namespace, address.Spec.ClaimRef.Name)
+	if err != nil || !address.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	if ep := address.Annotations[v1alpha1.ReservationEndpointAnnotation]; ep != "" && ep != a.backend.Endpoint() {
+		// Reserved in a system the pool no longer points at: restoring
+		// it here would put a second record in another system.
+		return nil
+	}
+	if _, ok := held[marker+"|"+p.Addr().String()]; !ok {
+		return a.drifted(ctx, address, p)
+	}
+	// Held, but a record of the claim was moved: the claim names it even
+	// when the guard held its address again before this audit.
+	if movedTo, moved := a.movedSeen[types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}]; moved {
+		return a.reportMovedHeld(ctx, address, p, movedTo)
+	}
+	// Or the guard handed another claim's record over to it, and stopped
+	// before the claim was told (the hand-over's answer was lost): the
+	// IPAddress's note, written first, says so.
+	if note, noted := address.Annotations[v1alpha1.RecordMovedAnnotation]; noted {
+		return a.reportHeldAgain(ctx, address, p, note)
+	}
+	// An IPAddress from before markers were recorded learns the marker its
+	// record carries: a clusterctl move takes it along.
+	if err := reservation.NoteMarker(ctx, a.Client, address, marker); err != nil {
+		return err
+	}
+	return a.markReserved(ctx, address, true, "")
 }
 
 // drifted handles a bound claim whose record the listing lacks.
@@ -671,6 +667,15 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		// A deleted DHCP reservation comes back as it was made; a moved
 		// record still holds the MAC, so the address is only held.
 		claim.MAC = macaddress.Recorded(liveClaim, a.Kind, a.pool)
+		// Said before the address is held again, as a move is noted:
+		// were the manager to stop in between, or the answer be lost, the
+		// next audit finds the restored record under the claim's marker
+		// and, without this, nothing would tell it the record was ever
+		// deleted.
+		if err := a.setReserved(ctx, address, metav1.ConditionFalse, v1alpha1.RecordDeletedReason, fmt.Sprintf(
+			"the record of this claim's address %s was deleted in the IPAM system; the machine still uses it, and the audit is holding it for it again", p.Addr())); err != nil {
+			return err
+		}
 	}
 	alloc, err := a.backend.Restore(ctx, claim, p)
 	if err == nil {
@@ -775,6 +780,12 @@ func (a *auditRun) markReserved(ctx context.Context, address *ipamv1.IPAddress, 
 	prev := conditions.Get(claim, v1alpha1.AddressReservedCondition)
 	if reserved && (prev == nil || prev.Status == metav1.ConditionTrue) {
 		return nil
+	}
+	if reserved && prev.Reason == v1alpha1.RecordDeletedReason {
+		// An audit held the address again and stopped before it said so:
+		// the claim still says why it has a new record.
+		return a.setReserved(ctx, address, metav1.ConditionTrue, v1alpha1.RecordDeletedReason, fmt.Sprintf(
+			"the record of this claim's address %s was deleted in the IPAM system; the machine still uses it, and it is held for it again", address.Spec.Address))
 	}
 	if !reserved && prev != nil && prev.Status == metav1.ConditionFalse && prev.Message == msg {
 		return nil

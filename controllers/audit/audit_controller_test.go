@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
@@ -295,4 +297,70 @@ func TestAuditDeletesATombstoneOnceItsGracePeriodIsOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// restoringAuditor is an IPAM system whose record of a claim was deleted:
+// a lookup finds the claim's record only once it is restored, and a restore
+// is applied but its answer lost, as when the manager stops before it reads
+// it.
+type restoringAuditor struct {
+	memoryAuditor
+}
+
+func (m *restoringAuditor) Lookup(_ context.Context, claim backends.Claim) (backends.Allocation, error) {
+	for _, rec := range m.records {
+		if rec.Marker == claim.Marker {
+			return backends.Allocation{Address: rec.Address, Reference: rec.Reference}, nil
+		}
+	}
+	return backends.Allocation{}, backends.ErrNotFound
+}
+
+func (m *restoringAuditor) Restore(_ context.Context, claim backends.Claim, address netip.Prefix) (backends.Allocation, error) {
+	m.records = append(m.records, backends.Record{Address: address, Marker: claim.Marker, Reference: "ipam.ipaddress/7"})
+	return backends.Allocation{}, errors.New("connection reset by peer")
+}
+
+// An audit that restores a deleted record and stops before it says so
+// leaves the claim saying so: the next audit, which finds the record held,
+// reports the deletion instead of saying nothing.
+func TestAuditReportsARestoreItStoppedBeforeSaying(t *testing.T) {
+	_, c := apitest.Server(t)
+	ctx := context.Background()
+	ns := apitest.Namespace(t, c)
+	claim := apitest.CreateClaim(t, c, ns, "m")
+	address := apitest.CreateAddress(t, c, claim, "10.0.0.5", nil)
+	pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: apitest.PoolRef.Name, UID: types.UID(ns)}}
+	backend := &restoringAuditor{}
+	r := testAuditReconciler(c, c)
+	audit := func() {
+		t.Helper()
+		held := map[string]netip.Addr{}
+		for _, rec := range backend.records {
+			held[rec.Marker+"|"+rec.Address.Addr().String()] = rec.Address.Addr()
+		}
+		a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now(), movedSeen: map[types.NamespacedName]string{}}
+		require.NoError(t, a.checkBound(ctx, address, held))
+	}
+	reserved := func() *metav1.Condition {
+		t.Helper()
+		got := &ipamv1.IPAddressClaim{}
+		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(claim), got))
+		return conditions.Get(got, v1alpha1.AddressReservedCondition)
+	}
+
+	audit()
+	require.Len(t, backend.records, 1, "restored, the answer lost")
+	cond := reserved()
+	require.NotNil(t, cond, "the claim says its record was deleted before it is held again")
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+	assert.Equal(t, v1alpha1.RecordDeletedReason, cond.Reason)
+
+	audit()
+	cond = reserved()
+	require.NotNil(t, cond)
+	assert.Equal(t, metav1.ConditionTrue, cond.Status, cond.Message)
+	assert.Equal(t, v1alpha1.RecordDeletedReason, cond.Reason, "the claim still says why it holds a new record")
+	assert.Contains(t, cond.Message, "10.0.0.5")
+	assert.Len(t, backend.records, 1, "held once")
 }

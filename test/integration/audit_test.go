@@ -267,6 +267,33 @@ func TestAuditRestoresARecordDeletedInTheIPAMSystem(t *testing.T) {
 	})
 }
 
+// A restore whose answer was lost after the IPAM system applied it (or
+// that the client resent, to find the address taken) is the claim's record
+// held again, not an address taken over.
+func TestAuditRestoreWhoseAnswerWasLostHoldsTheAddressOnce(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.139.0.0/24")
+		pool := f.createPool("pool", "10.139.0.0/24")
+		claim := f.createClaim("machine", "pool")
+		address := f.waitBound(claim)
+		f.audit(pool)
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+		f.sys.deleteRecord(records[0])
+
+		f.sys.loseNextRestoreAnswer()
+		report := f.audit(pool)
+		f.sys.clearFaults()
+		require.Len(t, findings(report, v1alpha1.FindingRestored), 1, "%+v; pool: %s", report, f.auditedCondition(pool))
+		assert.Empty(t, findings(report, v1alpha1.FindingTaken))
+		records = f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1, "held once")
+		assert.Equal(t, address.Spec.Address, records[0].Address.Addr().String())
+		cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordDeletedReason)
+		assert.Equal(t, metav1.ConditionTrue, cond.Status, cond.Message)
+	})
+}
+
 func TestAuditReportsAnAddressTakenOverAndDeletesNothing(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.seedNetwork("10.136.0.0/24")

@@ -87,6 +87,9 @@ type system interface {
 	// deleted, keeps its IPAddress.
 	loseNextDeleteAnswer(d time.Duration)
 	loseNextAllocationAnswer()
+	// loseNextRestoreAnswer applies the next creation of a record at a
+	// given address (the audit's restore) and loses its answer.
+	loseNextRestoreAnswer()
 	// loseRemarkAnswers applies the next n changes of a record's marker
 	// and loses their answers.
 	loseRemarkAnswers(n int)
@@ -261,6 +264,10 @@ func (s *netboxSystem) loseNextDeleteAnswer(d time.Duration) {
 
 func (s *netboxSystem) loseNextAllocationAnswer() {
 	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: allocatePath})
+}
+
+func (s *netboxSystem) loseNextRestoreAnswer() {
+	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "/api/ipam/ip-addresses/"})
 }
 
 func (s *netboxSystem) loseRemarkAnswers(n int) {
@@ -460,6 +467,10 @@ func (s *infobloxSystem) loseNextDeleteAnswer(d time.Duration) {
 
 func (s *infobloxSystem) loseNextAllocationAnswer() {
 	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", PathContains: "fixedaddress"})
+}
+
+func (s *infobloxSystem) loseNextRestoreAnswer() {
+	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Match: wapisim.WriteTo(http.MethodPost, "fixedaddress")})
 }
 
 func (s *infobloxSystem) loseRemarkAnswers(n int) {
