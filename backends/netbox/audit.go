@@ -59,23 +59,32 @@ func (d *driver) Marked(ctx context.Context, pool preparation, prefix string, sc
 // listMarked pages through the IP addresses that q selects and whose marker
 // begins with prefix, keeping those keep accepts.
 func (d *driver) listMarked(ctx context.Context, prefix string, q url.Values, keep func(ipRecord) bool) ([]backends.Record, error) {
+	return listMarked(ctx, d, "/api/ipam/ip-addresses/", prefix, q, func(r ipRecord) (backends.Record, bool) {
+		d.readMarker(&r)
+		v := d.View(r)
+		return v, v.Address.IsValid() && keep(r)
+	})
+}
+
+// listMarked pages through the objects at path that q selects and whose
+// marker begins with prefix, as view reads them, keeping those view
+// accepts.
+func listMarked[T markedObject](ctx context.Context, d *driver, path, prefix string, q url.Values, view func(T) (backends.Record, bool)) ([]backends.Record, error) {
 	var out []backends.Record
 	q.Set("cf_"+d.cfg.MarkerField+"__isw", prefix)
 	q.Set("ordering", "id")
 	q.Set("limit", strconv.Itoa(maxPage))
 	for offset := 0; ; offset += maxPage {
 		q.Set("offset", strconv.Itoa(offset))
-		var p page[ipRecord]
-		if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+		var p page[T]
+		if err := d.getJSON(ctx, path, q, &p); err != nil {
 			return nil, fmt.Errorf("listing the records marked %q: %w", prefix+"…", err)
 		}
-		for _, r := range p.Results {
-			d.readMarker(&r)
-			addr, err := netip.ParsePrefix(r.Address)
-			if err != nil || !strings.HasPrefix(r.Marker, prefix) || !keep(r) {
-				continue
+		for _, o := range p.Results {
+			rec, ok := view(o)
+			if ok && strings.HasPrefix(rec.Marker, prefix) {
+				out = append(out, rec)
 			}
-			out = append(out, backends.Record{Address: addr, Marker: r.Marker, Reference: fmt.Sprintf("%s%d", recordRefPrefix, r.ID), Planned: r.planned})
 		}
 		if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
 			return out, nil

@@ -30,7 +30,17 @@ type driver struct {
 
 	dnsName     backends.Pattern
 	description backends.Pattern
+	// markedType is the NetBox object type the pool marks: its marker
+	// field must apply to it.
+	markedType string
 }
+
+// The object types a pool marks: IP addresses, or the prefixes a carving
+// pool carves.
+const (
+	ipAddressType = "ipam.ipaddress"
+	prefixType    = "ipam.prefix"
+)
 
 // preparation is what validation resolves. NetBox IDs do not change, so
 // allocation needs no lookups beyond the marker search.
@@ -49,6 +59,9 @@ type references struct {
 // New checks cfg and returns the backend of a NetBox pool. It makes no
 // request.
 func New(cfg Config) (backends.Backend, error) {
+	if cfg.ChildPrefixLength != 0 {
+		return backends.Open(newCarver(cfg))
+	}
 	return backends.Open(newDriver(cfg))
 }
 
@@ -70,6 +83,8 @@ func newDriver(cfg Config) (*driver, backends.Options, error) {
 		api:     newAPIClient(&cfg, httpClient),
 		baseURL: strings.TrimRight(cfg.URL, "/"),
 		auth:    authorization(cfg.Token),
+
+		markedType: ipAddressType,
 	}
 	if d.dnsName, err = backends.ParsePattern("dnsName", cfg.Reservation.DNSNamePattern); err != nil {
 		return nil, o, err

@@ -94,7 +94,8 @@ func (d *driver) send(ctx context.Context, method, path string, query url.Values
 	}
 	etag := resp.Header.Get("ETag")
 	if resp.StatusCode >= 300 {
-		return etag, classify(op, resp, &netboxError{status: resp.StatusCode, body: answer})
+		refusal := &netboxError{status: resp.StatusCode, body: answer}
+		return etag, &answerError{status: resp.StatusCode, detail: errorDetail(resp.StatusCode, refusal), err: classify(op, resp, refusal)}
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return etag, nil
@@ -116,23 +117,31 @@ var errChangedSinceRead = errors.New("changed since it was read")
 // release, and a record whose marker changed (another cluster's, or the
 // IPAM team's, now) is never written (ErrNotOwned).
 func (d *driver) conditionally(ctx context.Context, r ipRecord, write func(ipRecord) error) error {
+	return writeConditionally(ctx, d, r, d.getRecord, write)
+}
+
+// writeConditionally is conditionally for any marked object, which get
+// reads again by ID.
+func writeConditionally[T markedObject](ctx context.Context, d *driver, r T, get func(context.Context, int32) (T, bool, error), write func(T) error) error {
 	const attempts = 3
+	marker := markerValue(r.fields(), d.cfg.MarkerField)
 	for attempt := 1; ; attempt++ {
 		err := write(r)
 		if !errors.Is(err, errChangedSinceRead) {
 			return err
 		}
-		fresh, found, readErr := d.getRecord(ctx, r.ID)
+		fresh, found, readErr := get(ctx, r.objectID())
+		now := markerValue(fresh.fields(), d.cfg.MarkerField)
 		switch {
 		case readErr != nil:
-			return fmt.Errorf("reading IP address %d (%s) again: %w", r.ID, r.Address, readErr)
+			return fmt.Errorf("reading %s again: %w", r, readErr)
 		case !found:
-			return fmt.Errorf("%w: IP address %d (%s) was deleted meanwhile", backends.ErrNotFound, r.ID, r.Address)
-		case fresh.Marker != r.Marker || fresh.planned != r.planned:
-			return fmt.Errorf("%w: NetBox IP address %d (%s) changed while it was being written, and now carries %q, not %q; it was left in place",
-				backends.ErrNotOwned, r.ID, r.Address, fresh.Marker, r.Marker)
+			return fmt.Errorf("%w: %s was deleted meanwhile", backends.ErrNotFound, r)
+		case now != marker:
+			return fmt.Errorf("%w: NetBox %s changed while it was being written, and now carries %q, not %q; it was left in place",
+				backends.ErrNotOwned, r, now, marker)
 		case attempt == attempts:
-			return fmt.Errorf("%w: NetBox IP address %d (%s) changed under each of %d writes: %v", backends.ErrUnavailable, r.ID, r.Address, attempts, err)
+			return fmt.Errorf("%w: NetBox %s changed under each of %d writes: %v", backends.ErrUnavailable, r, attempts, err)
 		}
 		r = fresh
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
@@ -100,7 +101,11 @@ type Config struct {
 	Sources      []Source
 	Gateway      backends.Gateway
 	PrefixLength int
-	Reservation  Reservation
+	// ChildPrefixLength, when set, makes the pool hand each claim a child
+	// prefix of this length carved from its prefix sources, instead of an
+	// address (carve.go).
+	ChildPrefixLength int
+	Reservation       Reservation
 	// Planned, when set, makes claims adopt the IP addresses planned for
 	// them (docs/planned-records.md).
 	Planned *Planned
@@ -173,6 +178,41 @@ func (c *Config) validate() error {
 	}
 	if c.PrefixLength < 0 || c.PrefixLength > 128 {
 		return fmt.Errorf("%w: prefix length %d out of range", backends.ErrInvalidConfig, c.PrefixLength)
+	}
+	return c.validateCarving()
+}
+
+// validateCarving refuses what a carving pool cannot do: a child is
+// carved from a prefix, is a network of its own and has none of an IP
+// address's fields.
+func (c *Config) validateCarving() error {
+	if c.ChildPrefixLength == 0 {
+		return nil
+	}
+	var refused []string
+	switch {
+	case c.ChildPrefixLength < 1 || c.ChildPrefixLength > 128:
+		return fmt.Errorf("%w: child prefix length %d out of range", backends.ErrInvalidConfig, c.ChildPrefixLength)
+	case slices.ContainsFunc(c.Sources, func(s Source) bool { return s.Kind != SourcePrefix }):
+		refused = append(refused, "an ip-range source (children are carved from prefixes)")
+	}
+	if c.PrefixLength != 0 {
+		refused = append(refused, "a prefix length (the child's length is the machine's)")
+	}
+	if c.Gateway.Address.IsValid() {
+		refused = append(refused, "a gateway")
+	}
+	if c.Planned != nil {
+		refused = append(refused, "planned records")
+	}
+	if c.Reservation.Role != "" {
+		refused = append(refused, "a role (NetBox's IP address roles do not apply to prefixes)")
+	}
+	if c.Reservation.DNSNamePattern != "" {
+		refused = append(refused, "a DNS name pattern")
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: a pool that carves child prefixes takes no %s", backends.ErrInvalidConfig, strings.Join(refused, ", nor "))
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ func (d *driver) Create(ctx context.Context, src resolvedSource, requests []netb
 		created, resp, err = d.api.IpamAPI.IpamIpRangesAvailableIpsCreate(ctx, src.id).IPAddressRequest(requests).Execute()
 	}
 	if err != nil {
-		a := &answer{err: classify("requesting available IPs", resp, err)}
+		a := &answerError{err: classify("requesting available IPs", resp, err)}
 		if resp != nil {
 			a.status = resp.StatusCode
 		}
@@ -52,20 +52,20 @@ func (d *driver) Create(ctx context.Context, src resolvedSource, requests []netb
 	return records, nil
 }
 
-// answer is NetBox's failed answer to an available-ips request.
-type answer struct {
+// answerError is NetBox's failed answer to a request.
+type answerError struct {
 	status int // 0 when none arrived
 	detail string
 	err    error
 }
 
-func (a *answer) Error() string { return a.err.Error() }
-func (a *answer) Unwrap() error { return a.err }
+func (a *answerError) Error() string { return a.err.Error() }
+func (a *answerError) Unwrap() error { return a.err }
 
 // Verdict: 409 is NetBox's "no free address"; any other 3xx or 4xx is its
 // own refusal, applied to nothing.
 func (d *driver) Verdict(err error) (backends.Verdict, string) {
-	var a *answer
+	var a *answerError
 	switch {
 	case !errors.As(err, &a):
 		return backends.Unanswered, err.Error()

@@ -47,6 +47,20 @@ type ipRecord struct {
 	etag string
 }
 
+// markedObject is a NetBox object the provider marks with a claim's marker
+// in its custom field: an IP address, or a prefix carved for a claim.
+type markedObject interface {
+	fmt.Stringer
+	objectID() int32
+	fields() map[string]any
+}
+
+func (r ipRecord) objectID() int32        { return r.ID }
+func (r ipRecord) fields() map[string]any { return r.CustomFields }
+
+// String names the record in errors.
+func (r ipRecord) String() string { return fmt.Sprintf("IP address %d (%s)", r.ID, r.Address) }
+
 // readMarker fills the record's marker, and whether it was planned, from
 // its marker field.
 func (d *driver) readMarker(r *ipRecord) {
@@ -99,8 +113,18 @@ const (
 // the answer then holds records the lookup would not, and the chunk is
 // searched again by exact values, the marker and its planned form.
 func (d *driver) Search(ctx context.Context, markers []string, _ backends.Scope) (map[string][]ipRecord, error) {
-	const path = "/api/ipam/ip-addresses/"
-	found := make(map[string][]ipRecord, len(markers))
+	found, err := searchMarked[ipRecord](ctx, d, "/api/ipam/ip-addresses/", markers)
+	for _, records := range found {
+		for i := range records {
+			d.readMarker(&records[i])
+		}
+	}
+	return found, err
+}
+
+// searchMarked is Search for the objects at path.
+func searchMarked[T markedObject](ctx context.Context, d *driver, path string, markers []string) (map[string][]T, error) {
+	found := make(map[string][]T, len(markers))
 	claimOf := map[string]string{}
 	for _, m := range markers {
 		claimOf[m] = m
@@ -112,71 +136,68 @@ func (d *driver) Search(ctx context.Context, markers []string, _ backends.Scope)
 	line := http.MethodGet + " " + d.baseURL + path + "? HTTP/1.1"
 	prefixField := "cf_" + d.cfg.MarkerField + "__isw"
 	exactField := "cf_" + d.cfg.MarkerField
-	// A record is found once however many searches return it: keep would
+	// An object is found once however many searches return it: keep would
 	// take a second copy of the claim's own record for a duplicate and
 	// release it under the claim.
 	seen := map[int32]bool{}
-	add := func(records []ipRecord) {
-		for _, r := range records {
-			raw := markerValue(r.CustomFields, d.cfg.MarkerField)
-			m, ok := claimOf[raw]
-			if !ok || seen[r.ID] {
+	add := func(objects []T) {
+		for _, o := range objects {
+			m, ok := claimOf[markerValue(o.fields(), d.cfg.MarkerField)]
+			if !ok || seen[o.objectID()] {
 				continue
 			}
-			seen[r.ID] = true
-			d.readMarker(&r)
-			found[m] = append(found[m], r)
+			seen[o.objectID()] = true
+			found[m] = append(found[m], o)
 		}
 	}
 	for _, chunk := range markerChunks(line, base, prefixField, claimValues(markers)) {
 		q := maps.Clone(base)
 		q[prefixField] = chunk
-		var p page[ipRecord]
+		var p page[T]
 		if err := d.getJSON(ctx, path, q, &p); err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(p.Results, func(r ipRecord) bool { return !startsWithAny(markerValue(r.CustomFields, d.cfg.MarkerField), chunk) }) {
+		if slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
 			// The lookup was ignored: search by exact values.
 			var values []string
 			for _, m := range chunk {
 				values = append(values, m, backends.PlannedMarker(m))
 			}
 			for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
-				records, err := d.searchAll(ctx, base, exactField, exact)
+				objects, err := searchAll[T](ctx, d, path, base, exactField, exact)
 				if err != nil {
 					return nil, err
 				}
-				add(records)
+				add(objects)
 			}
 			continue
 		}
 		if p.Count > int64(len(p.Results)) {
-			// More records than a page: page through this chunk's.
-			records, err := d.searchAll(ctx, base, prefixField, chunk)
+			// More objects than a page: page through this chunk's.
+			objects, err := searchAll[T](ctx, d, path, base, prefixField, chunk)
 			if err != nil {
 				return nil, err
 			}
-			add(records)
+			add(objects)
 			continue
 		}
 		add(p.Results)
 	}
-	for _, records := range found {
-		slices.SortFunc(records, func(a, b ipRecord) int { return int(a.ID) - int(b.ID) })
+	for _, objects := range found {
+		slices.SortFunc(objects, func(a, b T) int { return int(a.objectID()) - int(b.objectID()) })
 	}
 	return found, nil
 }
 
-// searchAll pages through the IP addresses whose field matches one of
+// searchAll pages through the objects at path whose field matches one of
 // values.
-func (d *driver) searchAll(ctx context.Context, base url.Values, field string, values []string) ([]ipRecord, error) {
-	const path = "/api/ipam/ip-addresses/"
-	var out []ipRecord
+func searchAll[T any](ctx context.Context, d *driver, path string, base url.Values, field string, values []string) ([]T, error) {
+	var out []T
 	for offset := 0; ; offset += maxPage {
 		q := maps.Clone(base)
 		q[field] = values
 		q.Set("offset", strconv.Itoa(offset))
-		var p page[ipRecord]
+		var p page[T]
 		if err := d.getJSON(ctx, path, q, &p); err != nil {
 			return nil, err
 		}

@@ -145,8 +145,8 @@ func (d *driver) ensureCustomFields(ctx context.Context) error {
 			continue
 		case !ok:
 			return fmt.Errorf("%w: custom field %q does not exist in NetBox", backends.ErrNotFound, name)
-		case !slices.Contains(cf.ObjectTypes, "ipam.ipaddress"):
-			return fmt.Errorf("%w: custom field %q does not apply to IP addresses; add ipam.ipaddress to its object types", backends.ErrSetupRequired, name)
+		case !slices.Contains(cf.ObjectTypes, d.markedType):
+			return fmt.Errorf("%w: custom field %q does not apply to %s; add %s to its object types", backends.ErrSetupRequired, name, markedTypeNames[d.markedType], d.markedType)
 		}
 		if name != d.cfg.MarkerField {
 			continue
@@ -162,17 +162,22 @@ func (d *driver) ensureCustomFields(ctx context.Context) error {
 	return nil
 }
 
+// markedTypeNames name the object types a pool marks, for errors.
+var markedTypeNames = map[string]string{ipAddressType: "IP addresses", prefixType: "prefixes"}
+
 func (d *driver) createMarkerField(ctx context.Context) error {
-	req := netbox.NewWritableCustomFieldRequest([]string{"ipam.ipaddress"}, d.cfg.MarkerField)
+	// Both types, whichever pool comes first: an address pool and a
+	// carving pool share the field.
+	req := netbox.NewWritableCustomFieldRequest([]string{ipAddressType, prefixType}, d.cfg.MarkerField)
 	req.SetType(netbox.PATCHEDWRITABLECUSTOMFIELDREQUESTTYPE_TEXT)
 	req.SetFilterLogic(netbox.PATCHEDWRITABLECUSTOMFIELDREQUESTFILTERLOGIC_EXACT)
 	req.SetLabel("Cluster API claim")
-	req.SetDescription("The IPAddressClaim holding this address, as [<identity>/]<namespace>/<name>. Set by the Cluster API IPAM provider; remove it to keep the address when the claim is deleted.")
+	req.SetDescription("The IPAddressClaim holding this address or prefix, as [<identity>/]<namespace>/<name>. Set by the Cluster API IPAM provider; remove it to keep the object when the claim is deleted.")
 	_, resp, err := d.api.ExtrasAPI.ExtrasCustomFieldsCreate(ctx).WritableCustomFieldRequest(*req).Execute()
 	if err = createError(resp, err); err != nil {
 		err = classify("creating custom field "+d.cfg.MarkerField, resp, err)
 		if errors.Is(err, backends.ErrForbidden) {
-			return fmt.Errorf("%w: custom field %q does not exist and the token may not create it; create it in NetBox (type text, object type IP address, filter logic exact) or grant extras.add_customfield: %v",
+			return fmt.Errorf("%w: custom field %q does not exist and the token may not create it; create it in NetBox (type text, object types IP address and prefix, filter logic exact) or grant extras.add_customfield: %v",
 				backends.ErrSetupRequired, d.cfg.MarkerField, err)
 		}
 		return err

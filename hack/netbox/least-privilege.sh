@@ -81,7 +81,7 @@ if [ -z "$(api GET '/api/extras/tags/?slug=cluster-api-ipam' | first_id)" ]; the
 	log "created tag cluster-api-ipam"
 fi
 if [ -z "$(api GET '/api/extras/custom-fields/?name=capi_ipam_claim' | first_id)" ]; then
-	api POST /api/extras/custom-fields/ '{"name":"capi_ipam_claim","label":"Cluster API claim","type":"text","object_types":["ipam.ipaddress"],"filter_logic":"exact","required":false}' >/dev/null
+	api POST /api/extras/custom-fields/ '{"name":"capi_ipam_claim","label":"Cluster API claim","type":"text","object_types":["ipam.ipaddress","ipam.prefix"],"filter_logic":"exact","required":false}' >/dev/null
 	log "created custom field capi_ipam_claim"
 fi
 

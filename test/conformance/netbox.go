@@ -49,7 +49,7 @@ func (h *netboxHarness) url(t testing.TB, o PoolOptions) string {
 
 func (h *netboxHarness) backend(t testing.TB, token string, o PoolOptions, cidrs ...string) backends.Backend {
 	cfg := netbox.Config{
-		URL: h.url(t, o), Token: token, PrefixLength: o.PrefixLength, Batch: o.Batch,
+		URL: h.url(t, o), Token: token, PrefixLength: o.PrefixLength, ChildPrefixLength: o.childLength, Batch: o.Batch,
 		HTTP: netbox.HTTPOptions{RetryMax: o.RetryMax, RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 	}
 	for _, cidr := range cidrs {
@@ -252,4 +252,50 @@ func (h *netboxHarness) Snapshot(t testing.TB, ref string) any {
 	}
 	t.Fatalf("no IP address %s", ref)
 	return nil
+}
+
+// CarvingPool creates parent as a container prefix, with nothing in it
+// (on a real NetBox, what an earlier run left in it is deleted), and
+// returns a backend carving children of length from it.
+func (h *netboxHarness) CarvingPool(t testing.TB, parent string, length int, o PoolOptions) backends.Backend {
+	h.target.AddPrefix(parent, netboxsim.PrefixOptions{Status: "container"})
+	clear := func() {
+		for _, p := range h.target.PrefixesWithin(parent) {
+			h.target.DeletePrefix(p.ID)
+		}
+	}
+	clear()
+	t.Cleanup(clear)
+	return h.CarvingPoolOver(t, parent, length, o)
+}
+
+func (h *netboxHarness) CarvingPoolOver(t testing.TB, parent string, length int, o PoolOptions) backends.Backend {
+	o.childLength = length
+	return h.backend(t, netboxToken, o, parent)
+}
+
+func (h *netboxHarness) Children(_ testing.TB, parent string) []Child {
+	var out []Child
+	for _, p := range h.target.PrefixesWithin(parent) {
+		value, _ := p.CustomFields[netbox.DefaultMarkerField].(string)
+		if value != "" {
+			out = append(out, Child{Prefix: netip.MustParsePrefix(p.Prefix), Marker: value, Reference: fmt.Sprintf("ipam/prefixes/%d", p.ID)})
+		}
+	}
+	return out
+}
+
+func (h *netboxHarness) LoseCarveAnswers(_ testing.TB, n int) {
+	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "/available-prefixes/", Times: n})
+}
+
+func (h *netboxHarness) DeleteChild(t testing.TB, ref string) {
+	var id int32
+	_, err := fmt.Sscanf(ref, "ipam/prefixes/%d", &id)
+	require.NoError(t, err, ref)
+	h.target.DeletePrefix(id)
+}
+
+func (h *netboxHarness) CarveRequests() int {
+	return h.target.CountCalls("POST", "/api/ipam/prefixes/")
 }

@@ -142,6 +142,9 @@ type PoolOptions struct {
 	// with the other backends, such as the turns that one manager's claims
 	// take at one address.
 	SecondWriter bool
+
+	// childLength is the length of the children a carving pool carves.
+	childLength int
 }
 
 // Write is a kind of write RaceWrites makes race.
@@ -233,6 +236,7 @@ func Run(t *testing.T, h Harness) {
 			tc.test(t, h, tc.cidr)
 		})
 	}
+	t.Run("Carving", func(t *testing.T) { runCarving(t, h) })
 }
 
 // roles are the optional roles a case needs; core, none.

@@ -1,6 +1,9 @@
 package netboxsim
 
-import "sort"
+import (
+	"net/netip"
+	"sort"
+)
 
 // Prefix is a prefix as a test inspects it.
 type Prefix struct {
@@ -44,4 +47,26 @@ func (s *Server) OnCarve(fn func(created []Prefix)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.onCarve = fn
+}
+
+// PrefixesWithin returns the prefixes strictly inside parent, in any VRF,
+// sorted by ID: NetBox's within filter.
+func (s *Server) PrefixesWithin(parent string) []Prefix {
+	p := netip.MustParsePrefix(parent).Masked()
+	var out []Prefix
+	for _, e := range s.Prefixes() {
+		c := netip.MustParsePrefix(e.Prefix)
+		if c.Bits() > p.Bits() && p.Contains(c.Addr()) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// DeletePrefix removes a prefix as a human would in the UI; unknown IDs
+// are ignored.
+func (s *Server) DeletePrefix(id int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.db.prefixes, id)
 }

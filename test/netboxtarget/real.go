@@ -422,6 +422,60 @@ func (r *realNetBox) IPAddresses() []netboxsim.IPAddress {
 	}
 }
 
+// prefixObject is a prefix as the real NetBox answers it.
+type prefixObject struct {
+	ID     int32  `json:"id"`
+	Prefix string `json:"prefix"`
+	VRF    *struct {
+		ID int32 `json:"id"`
+	} `json:"vrf"`
+	Tenant *struct {
+		ID int32 `json:"id"`
+	} `json:"tenant"`
+	Status struct {
+		Value string `json:"value"`
+	} `json:"status"`
+	Description string `json:"description"`
+	Tags        []struct {
+		Slug string `json:"slug"`
+	} `json:"tags"`
+	CustomFields map[string]any `json:"custom_fields"`
+}
+
+func (r *realNetBox) PrefixesWithin(parent string) []netboxsim.Prefix {
+	var out []netboxsim.Prefix
+	for offset := 0; ; offset += 1000 {
+		var page struct {
+			Next    *string        `json:"next"`
+			Results []prefixObject `json:"results"`
+		}
+		r.do(http.MethodGet, "/api/ipam/prefixes/", url.Values{
+			"within": {parent}, "limit": {"1000"}, "offset": {strconv.Itoa(offset)}, "ordering": {"id"},
+		}, nil, &page)
+		for _, o := range page.Results {
+			p := netboxsim.Prefix{ID: o.ID, Prefix: o.Prefix, Status: o.Status.Value, Description: o.Description,
+				CustomFields: o.CustomFields, Tags: []string{}}
+			if o.VRF != nil {
+				p.VRF = o.VRF.ID
+			}
+			if o.Tenant != nil {
+				p.Tenant = o.Tenant.ID
+			}
+			for _, t := range o.Tags {
+				p.Tags = append(p.Tags, t.Slug)
+			}
+			out = append(out, p)
+		}
+		if page.Next == nil {
+			return out
+		}
+	}
+}
+
+func (r *realNetBox) DeletePrefix(id int32) {
+	r.do(http.MethodDelete, fmt.Sprintf("/api/ipam/prefixes/%d/", id), nil, nil, nil)
+}
+
 func (r *realNetBox) DeleteIPAddress(id int32) {
 	r.do(http.MethodDelete, fmt.Sprintf("/api/ipam/ip-addresses/%d/", id), nil, nil, nil)
 }

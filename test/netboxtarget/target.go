@@ -39,6 +39,11 @@ type Target interface {
 	EditIPAddress(id int32, edit func(*netboxsim.IPAddress))
 	// DeleteIPAddress deletes an IP address as a human would in the UI.
 	DeleteIPAddress(id int32)
+	// PrefixesWithin lists the prefixes strictly inside parent, in any
+	// VRF, oldest first.
+	PrefixesWithin(parent string) []netboxsim.Prefix
+	// DeletePrefix deletes a prefix as a human would in the UI.
+	DeletePrefix(id int32)
 
 	InjectFault(f netboxsim.Fault)
 	ClearFaults()
