@@ -105,7 +105,7 @@ func (p *Protocol[P, S, R, Q]) Offers(role Role) bool {
 
 // Offers says whether b, a backend New built, offers role; a backend of
 // another kind offers none.
-func Offers(b Backend, role Role) bool {
+func Offers(b any, role Role) bool {
 	o, ok := b.(interface{ Offers(Role) bool })
 	return ok && o.Offers(role)
 }

@@ -80,7 +80,7 @@ type ReleaseSettings struct {
 }
 
 // FindingType names what an audit found.
-// +kubebuilder:validation:Enum=Orphan;Duplicate;Restored;Taken;Moved;Stray
+// +kubebuilder:validation:Enum=Orphan;Duplicate;Restored;Taken;Moved;Stray;Deleted
 type FindingType string
 
 const (
@@ -100,6 +100,11 @@ const (
 	// pool's sources (another VRF or network view, or another network) and
 	// no claim of that name exists; it is reported, never deleted.
 	FindingStray FindingType = "Stray"
+	// FindingDeleted: a bound claim's record was deleted, or moved, in the
+	// IPAM system, and the pool cannot hold its address or prefix again
+	// (a carved child prefix: NetBox carves only the next free block
+	// atomically); it is reported on the claim, nothing is carved.
+	FindingDeleted FindingType = "Deleted"
 )
 
 // AuditFinding is one example of what an audit found.

@@ -242,6 +242,16 @@ type Gateway struct {
 	Policy GatewayPolicy `json:"policy,omitempty"`
 }
 
+// ChildPrefixes says how a pool carves a child prefix for each claim.
+type ChildPrefixes struct {
+	// length of each child prefix: longer than every source prefix, for
+	// example 64 for an IPv6 prefix per node, or 28 for an IPv4 one.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	Length int32 `json:"length"`
+}
+
 // AddressCounts are the pool's address counts as the backend reports them,
 // summed over all address sources.
 type AddressCounts struct {

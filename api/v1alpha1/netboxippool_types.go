@@ -21,6 +21,10 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || !has(self.gateway) || !has(self.gateway.address) || !isIP(self.gateway.address) || !self.preAllocations.exists(k, isIP(self.preAllocations[k]) && cidr(self.gateway.address + (ip(self.gateway.address).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[k]))",message="a preAllocations address cannot be the gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || self.preAllocations.all(k, !isIP(self.preAllocations[k]) || self.preAllocations.exists_one(j, isIP(self.preAllocations[j]) && cidr(self.preAllocations[k] + (ip(self.preAllocations[k]).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[j])))",message="two preAllocations cannot request the same address"
 // +kubebuilder:validation:XValidation:rule="!has(self.planned) || (has(self.reservation) && has(self.reservation.dnsNamePattern) && size(self.reservation.dnsNamePattern) > 0)",message="planned IP addresses are found by the DNS name reservation.dnsNamePattern renders for a claim: set it"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || self.sources.all(s, has(s.prefix))",message="childPrefixes are carved from prefixes: every source must be a prefix"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || (!has(self.prefixLength) && !has(self.planned) && !has(self.preAllocations) && !(has(self.gateway) && has(self.gateway.address)))",message="a pool with childPrefixes hands out networks: it takes no prefixLength, gateway address, planned or preAllocations"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || !has(self.reservation) || (!has(self.reservation.role) && !has(self.reservation.dnsNamePattern))",message="a pool with childPrefixes takes no reservation.role or reservation.dnsNamePattern: they are fields of IP addresses"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || self.sources.all(s, !has(s.prefix) || !has(s.prefix.cidr) || !isCIDR(s.prefix.cidr) || (cidr(s.prefix.cidr).prefixLength() < self.childPrefixes.length && self.childPrefixes.length <= (cidr(s.prefix.cidr).ip().family() == 4 ? 32 : 128)))",message="childPrefixes.length must be longer than every source prefix and fit its family"
 type NetboxIPPoolSpec struct {
 	// connection says how to reach NetBox.
 	// +required
@@ -69,6 +73,16 @@ type NetboxIPPoolSpec struct {
 	// gateway.
 	// +optional
 	PreAllocations PreAllocations `json:"preAllocations,omitempty"`
+
+	// childPrefixes makes the pool hand each claim a child prefix carved
+	// from its prefix sources instead of an address: the claim's IPAddress
+	// holds the child's network address, with the child's length as its
+	// prefix and no gateway, as the in-cluster provider's prefix pools do.
+	// NetBox carves each child with its available-prefixes request and it
+	// carries the claim's marker; releasing the claim deletes it. The
+	// pool's counts are then in children. See docs/subnets.md.
+	// +optional
+	ChildPrefixes *ChildPrefixes `json:"childPrefixes,omitempty"`
 
 	// planned makes claims adopt the IP addresses the IPAM team planned for
 	// them: an IP address in one of the sources, without the provider's

@@ -73,6 +73,9 @@ func newNetboxBackend(pool poolkind.Pool, secret *corev1.Secret, opts poolkind.B
 		Batch:     backends.BatchOptions{MaxSize: opts.MaxBatchSize, Observe: observeBatches(opts, "netbox")},
 		Uncertain: opts.Uncertain,
 	}
+	if c := spec.ChildPrefixes; c != nil {
+		cfg.ChildPrefixLength = int(c.Length)
+	}
 	if p := spec.Planned; p != nil {
 		cfg.Planned = &netbox.Planned{Tag: p.Tag, Status: p.Status}
 	}

@@ -663,7 +663,8 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 			return err
 		}
 	}
-	if movedTo == "" {
+	restorable := backends.Offers(a.backend, backends.RoleAddressRequester)
+	if movedTo == "" && restorable {
 		// A deleted DHCP reservation comes back as it was made; a moved
 		// record still holds the MAC, so the address is only held.
 		claim.MAC = macaddress.Recorded(liveClaim, a.Kind, a.pool)
@@ -710,10 +711,32 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	case errors.Is(err, backends.ErrOutsidePool):
 		// The pool's sources changed since the claim was bound.
 		return nil
+	case errors.Is(err, backends.ErrUnsupported):
+		return a.unrestorable(ctx, address, p, movedTo)
 	default:
 		a.failures = append(a.failures, fmt.Errorf("restoring %s for claim %s: %w", p.Addr(), key, err))
 		return nil
 	}
+}
+
+// unrestorable reports a bound claim whose record was deleted or moved in
+// a pool that cannot hold a given address again (a carved child: NetBox
+// carves only the next free block under its lock, and a plain create could
+// race a carve). The machine keeps using it; the claim says so, and nothing
+// is carved elsewhere.
+func (a *auditRun) unrestorable(ctx context.Context, address *ipamv1.IPAddress, p netip.Prefix, movedTo string) error {
+	key := client.ObjectKeyFromObject(address)
+	a.status.Drifted++
+	a.addFinding(v1alpha1.FindingDeleted, backends.Record{Address: p, Marker: backends.Marker(a.Identity, key.Namespace, address.Spec.ClaimRef.Name)}, false)
+	what := "deleted"
+	if movedTo != "" {
+		what = "moved to " + movedTo
+	}
+	msg := fmt.Sprintf("the record of %s was %s in the IPAM system while the machine still uses it, and this pool cannot hold it again: recreate it there with this claim's marker, or replace the machine",
+		p, what)
+	a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.RecordDeletedReason, "Audit", "%s", msg)
+	a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.RecordDeletedReason, "Audit", "Claim %s: %s", key, msg)
+	return a.setReserved(ctx, address, metav1.ConditionFalse, v1alpha1.RecordDeletedReason, msg)
 }
 
 // recordMoved reports a bound claim whose record the IPAM team moved,

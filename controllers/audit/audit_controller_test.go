@@ -307,6 +307,9 @@ type restoringAuditor struct {
 	memoryAuditor
 }
 
+// Offers: the system creates a record at a given address.
+func (m *restoringAuditor) Offers(r backends.Role) bool { return r == backends.RoleAddressRequester }
+
 func (m *restoringAuditor) Lookup(_ context.Context, claim backends.Claim) (backends.Allocation, error) {
 	for _, rec := range m.records {
 		if rec.Marker == claim.Marker {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,9 @@ type Carving interface {
 	LoseCarveAnswers(t testing.TB, n int)
 	// DeleteChild deletes the child ref names, as the IPAM team would.
 	DeleteChild(t testing.TB, ref string)
+	// ClearChildMarker clears the marker of the child ref names, as the
+	// IPAM team keeping it would.
+	ClearChildMarker(t testing.TB, ref string)
 	// CarveRequests counts the carve requests the system received.
 	CarveRequests() int
 }
@@ -63,6 +67,8 @@ func runCarving(t *testing.T, h Harness) {
 		{"BurstWithALostCarveAnswerLeavesOneChildEach", "10.202.12.0/24", 28, burstWithALostCarveAnswerLeavesOneChildEach},
 		{"ReleaseDeletesOnlyTheClaimsChild", "10.202.16.0/22", 24, releaseDeletesOnlyTheClaimsChild},
 		{"ChildDeletedByTheIPAMTeamIsNotFound", "10.202.20.0/22", 24, childDeletedByTheIPAMTeamIsNotFound},
+		{"RetireKeepsTheChildAsATombstone", "10.202.24.0/22", 24, retireKeepsTheChildAsATombstone},
+		{"ReleaseLeavesAChildWhoseMarkerWasCleared", "10.202.28.0/22", 24, releaseLeavesAChildWhoseMarkerWasCleared},
 		{"IPv6ChildPerClaim", "2001:db8:202::/56", 64, ipv6ChildPerClaim},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, c, tc.parent, tc.length) })
@@ -290,4 +296,54 @@ func ipv6ChildPerClaim(t *testing.T, c Carving, parent string, length int) {
 	records, err := b.Records(ctx, "conformance/")
 	require.NoError(t, err)
 	assert.Len(t, records, 3, "the audit lists the children")
+}
+
+func retireKeepsTheChildAsATombstone(t *testing.T, c Carving, parent string, length int) {
+	ctx := context.Background()
+	b := c.CarvingPool(t, parent, length, PoolOptions{})
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("retired-child"))
+	require.NoError(t, err)
+	at := time.Now()
+	require.NoError(t, b.Retire(ctx, claim("retired-child"), a.Reservation(), at))
+
+	tombstone := backends.TombstoneMarker("conformance/retired-child", at)
+	kept := childrenOf(c, t, parent)[tombstone]
+	require.Len(t, kept, 1)
+	assert.Equal(t, a.Address, kept[0].Prefix)
+	_, err = b.Lookup(ctx, claim("retired-child"))
+	assert.ErrorIs(t, err, backends.ErrNotFound)
+
+	next, err := b.Allocate(ctx, claim("after-retired-child"))
+	require.NoError(t, err)
+	assert.NotEqual(t, a.Address, next.Address, "a tombstone's block is not carved again")
+	records, err := b.Records(ctx, "conformance/")
+	require.NoError(t, err)
+	require.Len(t, records, 2, "the audit lists the tombstone, to delete it when its grace period is over")
+	for _, rec := range records {
+		if rec.Marker == tombstone {
+			require.NoError(t, b.Delete(ctx, rec))
+		}
+	}
+	assert.Empty(t, childrenOf(c, t, parent)[tombstone])
+}
+
+func releaseLeavesAChildWhoseMarkerWasCleared(t *testing.T, c Carving, parent string, length int) {
+	ctx := context.Background()
+	b := c.CarvingPool(t, parent, length, PoolOptions{})
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("kept-by-team"))
+	require.NoError(t, err)
+	c.ClearChildMarker(t, a.Reference)
+
+	err = b.Release(ctx, claim("kept-by-team"), a.Reservation())
+	require.ErrorIs(t, err, backends.ErrNotOwned)
+	still := false
+	for _, p := range c.Children(t, parent) {
+		still = still || p.Prefix == a.Address
+	}
+	assert.False(t, still, "no child carries a marker now")
+	u, err := b.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), u.Used, "the child is kept in NetBox")
 }

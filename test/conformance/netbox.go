@@ -299,3 +299,10 @@ func (h *netboxHarness) DeleteChild(t testing.TB, ref string) {
 func (h *netboxHarness) CarveRequests() int {
 	return h.target.CountCalls("POST", "/api/ipam/prefixes/")
 }
+
+func (h *netboxHarness) ClearChildMarker(t testing.TB, ref string) {
+	var id int32
+	_, err := fmt.Sscanf(ref, "ipam/prefixes/%d", &id)
+	require.NoError(t, err, ref)
+	h.target.SetPrefixCustomField(id, netbox.DefaultMarkerField, nil)
+}

@@ -1,6 +1,7 @@
 package netboxsim
 
 import (
+	"fmt"
 	"net/netip"
 	"sort"
 )
@@ -69,4 +70,20 @@ func (s *Server) DeletePrefix(id int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.db.prefixes, id)
+}
+
+// SetPrefixCustomField sets one custom field of a prefix (nil clears it),
+// as a human would in the UI.
+func (s *Server) SetPrefixCustomField(id int32, name string, value any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.db.prefixes[id]
+	if !ok {
+		panic(fmt.Sprintf("netboxsim: no prefix with id %d", id))
+	}
+	if p.cf == nil {
+		p.cf = map[string]any{}
+	}
+	p.cf[name] = value
+	p.updated = now()
 }

@@ -472,6 +472,10 @@ func (r *realNetBox) PrefixesWithin(parent string) []netboxsim.Prefix {
 	}
 }
 
+func (r *realNetBox) SetPrefixCustomField(id int32, name string, value any) {
+	r.do(http.MethodPatch, fmt.Sprintf("/api/ipam/prefixes/%d/", id), nil, map[string]any{"custom_fields": map[string]any{name: value}}, nil)
+}
+
 func (r *realNetBox) DeletePrefix(id int32) {
 	r.do(http.MethodDelete, fmt.Sprintf("/api/ipam/prefixes/%d/", id), nil, nil, nil)
 }

@@ -44,6 +44,9 @@ type Target interface {
 	PrefixesWithin(parent string) []netboxsim.Prefix
 	// DeletePrefix deletes a prefix as a human would in the UI.
 	DeletePrefix(id int32)
+	// SetPrefixCustomField sets one custom field of a prefix (nil clears
+	// it) as a human would in the UI.
+	SetPrefixCustomField(id int32, name string, value any)
 
 	InjectFault(f netboxsim.Fault)
 	ClearFaults()

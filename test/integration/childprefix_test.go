@@ -1,0 +1,120 @@
+package integration
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+)
+
+func withChildPrefixes(length int32) poolOption {
+	return func(spec *v1alpha1.NetboxIPPoolSpec) { spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: length} }
+}
+
+// childrenMarked lists the prefixes inside parent that carry marker.
+func (f *fixture) childrenMarked(parent, marker string) []netboxsim.Prefix {
+	var out []netboxsim.Prefix
+	for _, p := range f.sim.PrefixesWithin(parent) {
+		if p.CustomFields["capi_ipam_claim"] == marker {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// A pool with childPrefixes hands each claim a child of its parent, as the
+// in-cluster provider's prefix pools do: the IPAddress holds the child's
+// network address and length and no gateway; the child carries the claim's
+// marker and description; deleting the claim deletes the child and frees
+// its block.
+func TestAClaimOfAChildPrefixPoolGetsAChildPrefix(t *testing.T) {
+	f := newFixture(t)
+	const parent = "2001:db8:42::/56"
+	f.sim.AddPrefix(parent, netboxsim.PrefixOptions{Status: "container"})
+	clear := func() {
+		for _, p := range f.sim.PrefixesWithin(parent) {
+			f.sim.DeletePrefix(p.ID)
+		}
+	}
+	clear()
+	t.Cleanup(clear)
+	pool := f.createNetboxPool("nodes-v6", parent, withChildPrefixes(64))
+	f.waitPoolReady(pool)
+
+	first := f.createClaim("node-a", "nodes-v6")
+	second := f.createClaim("node-b", "nodes-v6")
+	a, b := f.waitBound(first), f.waitBound(second)
+	for _, address := range []struct {
+		name, got string
+		prefix    *int32
+		gateway   string
+	}{{"node-a", a.Spec.Address, a.Spec.Prefix, a.Spec.Gateway}, {"node-b", b.Spec.Address, b.Spec.Prefix, b.Spec.Gateway}} {
+		require.NotNil(t, address.prefix, address.name)
+		child := netip.PrefixFrom(netip.MustParseAddr(address.got), int(*address.prefix))
+		assert.Equal(t, 64, child.Bits(), "%s: the child's length", address.name)
+		assert.Equal(t, child.Masked(), child, "%s: the child's network address", address.name)
+		assert.True(t, netip.MustParsePrefix(parent).Contains(child.Addr()), "%s: inside the parent", address.name)
+		assert.Empty(t, address.gateway, "%s: a child has no gateway", address.name)
+		marked := f.childrenMarked(parent, f.marker(address.name))
+		require.Len(t, marked, 1, "%s: one child carries the claim's marker", address.name)
+		assert.Equal(t, child.String(), marked[0].Prefix)
+		assert.Contains(t, marked[0].Description, address.name, "the IPAM team sees who holds it")
+	}
+	assert.NotEqual(t, a.Spec.Address, b.Spec.Address)
+
+	f.deleteClaim(first)
+	f.waitGone(first)
+	assert.Empty(t, f.childrenMarked(parent, f.marker("node-a")), "the released child is deleted")
+	assert.Len(t, f.childrenMarked(parent, f.marker("node-b")), 1, "the other is kept")
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := &v1alpha1.NetboxIPPool{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(pool), got))
+		require.NotNil(c, got.Status.Addresses)
+		assert.Equal(c, int64(256), got.Status.Addresses.Total, "counted in /64s")
+		assert.Equal(c, int64(1), got.Status.Addresses.Used)
+	}, waitTimeout, pollInterval)
+}
+
+// A child the IPAM team deleted while its machine still uses it is
+// reported, never carved again elsewhere: NetBox carves only the next free
+// block atomically, and a plain create of the same block could race a carve.
+func TestAChildDeletedInNetBoxIsReportedNotCarvedAgain(t *testing.T) {
+	f := newFixture(t)
+	const parent = "10.143.0.0/22"
+	f.sim.AddPrefix(parent, netboxsim.PrefixOptions{Status: "container"})
+	clear := func() {
+		for _, p := range f.sim.PrefixesWithin(parent) {
+			f.sim.DeletePrefix(p.ID)
+		}
+	}
+	clear()
+	t.Cleanup(clear)
+	pool := f.createNetboxPool("nodes", parent, withChildPrefixes(26))
+	f.waitPoolReady(pool)
+	claim := f.createClaim("node", "nodes")
+	address := f.waitBound(claim)
+	f.audit(pool)
+	marked := f.childrenMarked(parent, f.marker("node"))
+	require.Len(t, marked, 1)
+	f.sim.DeletePrefix(marked[0].ID)
+
+	report := f.audit(pool)
+	deleted := findings(report, v1alpha1.FindingDeleted)
+	require.Len(t, deleted, 1, "%+v; pool: %s", report, f.auditedCondition(pool))
+	assert.Equal(t, address.Spec.Address, deleted[0].Address)
+	cond := f.waitClaimCondition(claim, v1alpha1.AddressReservedCondition, v1alpha1.RecordDeletedReason)
+	assert.Equal(t, metav1.ConditionFalse, cond.Status)
+	assert.Contains(t, cond.Message, "cannot hold it again")
+	f.waitEvent(f.ns, address.Name, v1alpha1.RecordDeletedReason)
+	assert.Empty(t, f.sim.PrefixesWithin(parent), "nothing carved again")
+	assert.True(t, conditions.IsTrue(f.getClaim(claim), ipamv1.IPAddressClaimReadyCondition), "the claim keeps its IPAddress")
+}
