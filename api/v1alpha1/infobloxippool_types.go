@@ -23,6 +23,10 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || self.preAllocations.all(k, !isIP(self.preAllocations[k]) || self.sources.exists(s, (has(s.network) && isCIDR(s.network.cidr) && cidr(s.network.cidr).containsIP(ip(self.preAllocations[k]))) || (has(s.range) && isIP(s.range.start) && ip(s.range.start).family() == ip(self.preAllocations[k]).family())))",message="every preAllocations address must lie in one of the sources: in a network's cidr, or of a range's family (a range's bounds are checked when a claim asks)"
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || !has(self.gateway) || !has(self.gateway.address) || !isIP(self.gateway.address) || !self.preAllocations.exists(k, isIP(self.preAllocations[k]) && cidr(self.gateway.address + (ip(self.gateway.address).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[k]))",message="a preAllocations address cannot be the gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.preAllocations) || self.preAllocations.all(k, !isIP(self.preAllocations[k]) || self.preAllocations.exists_one(j, isIP(self.preAllocations[j]) && cidr(self.preAllocations[k] + (ip(self.preAllocations[k]).family() == 4 ? '/32' : '/128')).containsIP(self.preAllocations[j])))",message="two preAllocations cannot request the same address"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || self.sources.all(s, has(s.network))",message="childPrefixes are carved from network containers: every source must be a network"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || (!has(self.prefixLength) && !has(self.planned) && !has(self.preAllocations) && !(has(self.gateway) && has(self.gateway.address)))",message="a pool with childPrefixes hands out networks: it takes no prefixLength, gateway address, planned or preAllocations"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || !has(self.reservation) || ((!has(self.reservation.objectType) || self.reservation.objectType == 'FixedAddress') && !has(self.reservation.dns) && !has(self.reservation.namePattern) && (!has(self.reservation.macAddress) || self.reservation.macAddress == 'None'))",message="a pool with childPrefixes takes no reservation.objectType HostRecord, dns, namePattern or macAddress: they are fields of address objects"
+// +kubebuilder:validation:XValidation:rule="!has(self.childPrefixes) || self.sources.all(s, !has(s.network) || !isCIDR(s.network.cidr) || (cidr(s.network.cidr).prefixLength() < self.childPrefixes.length && self.childPrefixes.length <= (cidr(s.network.cidr).ip().family() == 4 ? 32 : 128)))",message="childPrefixes.length must be longer than every source network and fit its family"
 type InfobloxIPPoolSpec struct {
 	// connection says how to reach the grid's WAPI.
 	// +required
@@ -87,6 +91,16 @@ type InfobloxIPPoolSpec struct {
 	// keeps the object, as planned. See docs/planned-records.md.
 	// +optional
 	Planned *InfobloxPlanned `json:"planned,omitempty"`
+
+	// childPrefixes makes the pool hand each claim a child network carved
+	// from its sources, which are then network containers, instead of an
+	// address: the claim's IPAddress holds the child's network address,
+	// with the child's length as its prefix and no gateway. The grid carves
+	// each child with func:nextavailablenetwork and it carries the claim's
+	// marker attribute; releasing the claim deletes it. The pool's counts
+	// are then in children. See docs/subnets.md.
+	// +optional
+	ChildPrefixes *ChildPrefixes `json:"childPrefixes,omitempty"`
 }
 
 // InfobloxPlanned says how the IPAM team names the objects it plans for

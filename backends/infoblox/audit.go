@@ -49,8 +49,23 @@ func (d *driver) Marked(ctx context.Context, sources []resolvedSource, prefix st
 // view) whose marker begins with prefix, keeping those keep accepts, with
 // the prefix length keep gives.
 func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(object, netip.Addr) (netip.Prefix, bool)) ([]backends.Record, error) {
+	return d.listMarkedOf(ctx, d.objectTypes(), prefix, view, func(o object) (backends.Record, bool) {
+		addr, err := o.address()
+		if err != nil {
+			return backends.Record{}, false
+		}
+		p, ok := keep(o, addr)
+		marker, planned := d.markerOf(o)
+		return backends.Record{Address: p, Marker: marker, Reference: o.Ref, Planned: planned}, ok
+	})
+}
+
+// listMarkedOf pages through the objects of types in view ("" for every
+// view) whose marker begins with prefix, as read reads them, keeping those
+// read accepts.
+func (d *driver) listMarkedOf(ctx context.Context, types []string, prefix, view string, read func(object) (backends.Record, bool)) ([]backends.Record, error) {
 	var out []backends.Record
-	for _, t := range d.objectTypes() {
+	for _, t := range types {
 		search := map[string]string{
 			"*" + d.cfg.MarkerEA + "~": "^" + regexp.QuoteMeta(prefix),
 			"_paging":                  "1",
@@ -69,13 +84,8 @@ func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(
 				return nil, fmt.Errorf("listing %s marked %s=%q: %w", t, d.cfg.MarkerEA, prefix+"…", err)
 			}
 			for _, o := range page.Result {
-				marker, planned := d.markerOf(o)
-				addr, err := o.address()
-				if err != nil || !strings.HasPrefix(marker, prefix) {
-					continue
-				}
-				if p, ok := keep(o, addr); ok {
-					out = append(out, backends.Record{Address: p, Marker: marker, Reference: o.Ref, Planned: planned})
+				if rec, ok := read(o); ok && strings.HasPrefix(rec.Marker, prefix) {
+					out = append(out, rec)
 				}
 			}
 			if page.NextPageID == "" {

@@ -74,6 +74,9 @@ func (s resolvedSource) Contains(a netip.Addr) bool {
 // New checks cfg and returns the backend of an Infoblox pool. It makes no
 // request.
 func New(cfg Config) (backends.Backend, error) {
+	if cfg.ChildPrefixLength != 0 {
+		return backends.Open(newCarver(cfg))
+	}
 	return backends.Open(newDriver(cfg))
 }
 

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
@@ -112,7 +113,11 @@ type Config struct {
 	Sources      []Source
 	Gateway      backends.Gateway
 	PrefixLength int
-	Reservation  Reservation
+	// ChildPrefixLength, when set, makes the pool hand each claim a child
+	// network of this length carved from its sources, which are network
+	// containers, instead of an address (carve.go).
+	ChildPrefixLength int
+	Reservation       Reservation
 	// Planned, when set, makes claims adopt the objects planned for them
 	// (docs/planned-records.md).
 	Planned *Planned
@@ -213,6 +218,38 @@ func (c *Config) validate() error {
 		if name == c.MarkerEA {
 			return invalid("extensible attribute %q is the provider's claim marker and cannot be set", name)
 		}
+	}
+	return c.validateCarving()
+}
+
+// validateCarving refuses what a carving pool cannot do: a child is carved
+// from a network container, is a network of its own and has none of an
+// address object's fields.
+func (c *Config) validateCarving() error {
+	if c.ChildPrefixLength == 0 {
+		return nil
+	}
+	if c.ChildPrefixLength < 1 || c.ChildPrefixLength > 128 {
+		return fmt.Errorf("%w: child prefix length %d out of range", backends.ErrInvalidConfig, c.ChildPrefixLength)
+	}
+	var refused []string
+	if slices.ContainsFunc(c.Sources, func(s Source) bool { return !s.Network.IsValid() }) {
+		refused = append(refused, "a range source (children are carved from network containers)")
+	}
+	if c.PrefixLength != 0 {
+		refused = append(refused, "a prefix length (the child's length is the machine's)")
+	}
+	if c.Gateway.Address.IsValid() {
+		refused = append(refused, "a gateway")
+	}
+	if c.Planned != nil {
+		refused = append(refused, "planned objects")
+	}
+	if c.Reservation.DNS != nil || c.Reservation.ObjectType == HostRecord {
+		refused = append(refused, "host records or DNS")
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: a pool that carves child networks takes no %s", backends.ErrInvalidConfig, strings.Join(refused, ", nor "))
 	}
 	return nil
 }

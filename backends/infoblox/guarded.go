@@ -52,15 +52,20 @@ type guardedWrite struct {
 // can tell apart.
 func (d *driver) guard(o object) (objectType string, search map[string]any, ok bool) {
 	objectType, _, _ = strings.Cut(o.Ref, "/")
-	addr, err := o.address()
-	if err != nil {
+	switch addr, err := o.address(); {
+	case objectType == "network" || objectType == "ipv6network":
+		// A network's reference, too, is made of its CIDR and view.
+		if o.Network == "" {
+			return objectType, nil, false
+		}
+		search = map[string]any{"network": o.Network}
+	case err != nil:
 		return objectType, nil, false
+	case addr.Is6():
+		search = map[string]any{"ipv6addr": addr.String()}
+	default:
+		search = map[string]any{"ipv4addr": addr.String()}
 	}
-	field := "ipv4addr"
-	if addr.Is6() {
-		field = "ipv6addr"
-	}
-	search = map[string]any{field: addr.String()}
 	if o.NetworkView != "" && objectType != "record:host" {
 		search["network_view"] = o.NetworkView
 	}
@@ -90,10 +95,15 @@ func (d *driver) guardedOps(writes []guardedWrite) []*ibclient.RequestBody {
 		if objectType == "record:host" {
 			write = &ibclient.RequestBody{Method: w.method, Object: w.object.Ref, Data: w.data}
 		}
+		// The guard's answer is discarded: one field the type has.
+		field := "name"
+		if objectType == "network" || objectType == "ipv6network" {
+			field = "network"
+		}
 		ops = append(ops,
 			&ibclient.RequestBody{
 				Method: http.MethodGet, Object: objectType, Data: search,
-				Args:        map[string]string{"_return_fields": "name"},
+				Args:        map[string]string{"_return_fields": field},
 				AssignState: map[string]string{state: "_ref"}, Discard: true,
 			},
 			write,

@@ -57,6 +57,8 @@ func (d *driver) returnFieldsFor(objectType string) []string {
 		return []string{"name", "network", "network_view", "ipv4addr", "extattrs", "mac", "match_client"}
 	case "ipv6fixedaddress":
 		return []string{"name", "network", "network_view", "ipv6addr", "extattrs"}
+	case "network", "ipv6network":
+		return []string{"network", "network_view", "extattrs", "comment"}
 	}
 	return []string{"name", "network_view", "ipv4addrs", "ipv6addrs", "extattrs"}
 }

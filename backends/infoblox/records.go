@@ -68,7 +68,11 @@ func (d *driver) findByMarker(ctx context.Context, marker string, scope backends
 // findByMarkers searches the pool's object types for each marker with one
 // request object; each marker's objects are sorted by address.
 func (d *driver) findByMarkers(ctx context.Context, markers []string, scope backends.Scope) (map[string][]object, error) {
-	types := d.objectTypes()
+	return d.searchMarkers(ctx, d.objectTypes(), markers, scope)
+}
+
+// searchMarkers is findByMarkers for objects of types.
+func (d *driver) searchMarkers(ctx context.Context, types, markers []string, scope backends.Scope) (map[string][]object, error) {
 	if len(markers) == 0 || len(types) == 0 {
 		return map[string][]object{}, nil
 	}

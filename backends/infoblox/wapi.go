@@ -105,7 +105,9 @@ func (e *wapiError) Unwrap() error { return e.kind }
 
 // exhaustedText is NIOS's answer when a network or range has no free address,
 // e.g. "Cannot find 1 available IP address(es) in this network".
-var exhaustedText = regexp.MustCompile(`(?i)cannot find \d+ available IP address`)
+// A full network container answers "Can not find requested number of
+// networks" to a carve.
+var exhaustedText = regexp.MustCompile(`(?i)cannot find \d+ available IP address|can not find requested number of networks`)
 
 func newWAPIError(op string, status int, body []byte) *wapiError {
 	e := &wapiError{op: op, status: status}

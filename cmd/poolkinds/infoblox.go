@@ -91,6 +91,9 @@ func newInfobloxBackend(pool poolkind.Pool, secret *corev1.Secret, opts poolkind
 	if p := spec.Planned; p != nil {
 		cfg.Planned = &infoblox.Planned{ExtensibleAttribute: p.ExtensibleAttribute}
 	}
+	if c := spec.ChildPrefixes; c != nil {
+		cfg.ChildPrefixLength = int(c.Length)
+	}
 	if dns := spec.Reservation.DNS; dns != nil {
 		cfg.Reservation.DNS = &infoblox.DNS{Zone: dns.Zone, View: dns.View}
 	}

@@ -36,7 +36,8 @@ type Carving interface {
 	// ClearChildMarker clears the marker of the child ref names, as the
 	// IPAM team keeping it would.
 	ClearChildMarker(t testing.TB, ref string)
-	// CarveRequests counts the carve requests the system received.
+	// CarveRequests counts the carve requests the system received: at
+	// least every request that carved a lone claim's child.
 	CarveRequests() int
 }
 

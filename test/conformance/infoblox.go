@@ -277,3 +277,48 @@ func (h *infobloxHarness) Snapshot(t testing.TB, ref string) any {
 	require.True(t, ok, "no object %s", ref)
 	return o
 }
+
+// CarvingPool creates parent as a network container and returns a backend
+// carving child networks of length from it.
+func (h *infobloxHarness) CarvingPool(t testing.TB, parent string, length int, o PoolOptions) backends.Backend {
+	h.sim.AddNetworkContainer("default", parent)
+	return h.CarvingPoolOver(t, parent, length, o)
+}
+
+func (h *infobloxHarness) CarvingPoolOver(t testing.TB, parent string, length int, o PoolOptions) backends.Backend {
+	cfg := h.config(t, "secret", o, parent)
+	cfg.Reservation = infoblox.Reservation{}
+	cfg.ChildPrefixLength = length
+	return newBackend(t, cfg)
+}
+
+func (h *infobloxHarness) Children(_ testing.TB, parent string) []Child {
+	p := netip.MustParsePrefix(parent)
+	var out []Child
+	for _, t := range []string{"network", "ipv6network"} {
+		for _, o := range h.sim.Objects(t) {
+			if marker := o.EAs[infoblox.DefaultMarkerEA]; marker != "" && o.Prefix.Bits() > p.Bits() && p.Contains(o.Prefix.Addr()) {
+				out = append(out, Child{Prefix: o.Prefix, Marker: marker, Reference: o.Ref})
+			}
+		}
+	}
+	return out
+}
+
+func (h *infobloxHarness) LoseCarveAnswers(_ testing.TB, n int) {
+	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", BodyContains: "func:nextavailablenetwork", Times: n})
+}
+
+func (h *infobloxHarness) DeleteChild(t testing.TB, ref string) {
+	require.True(t, h.sim.DeleteObject(ref), ref)
+}
+
+func (h *infobloxHarness) ClearChildMarker(t testing.TB, ref string) {
+	h.sim.RemoveEA(ref, infoblox.DefaultMarkerEA)
+}
+
+// CarveRequests counts the POSTs of networks: a lone claim's carve (a
+// batch's request object is not counted).
+func (h *infobloxHarness) CarveRequests() int {
+	return h.sim.CountObjectCalls("POST", "network") + h.sim.CountObjectCalls("POST", "ipv6network")
+}

@@ -118,3 +118,39 @@ func TestAChildDeletedInNetBoxIsReportedNotCarvedAgain(t *testing.T) {
 	assert.Empty(t, f.sim.PrefixesWithin(parent), "nothing carved again")
 	assert.True(t, conditions.IsTrue(f.getClaim(claim), ipamv1.IPAddressClaimReadyCondition), "the claim keeps its IPAddress")
 }
+
+// An Infoblox pool with childPrefixes carves each claim a child network of
+// its network container, with func:nextavailablenetwork, and deletes it
+// with the claim.
+func TestAClaimOfAnInfobloxChildPrefixPoolGetsAChildNetwork(t *testing.T) {
+	f := newInfobloxFixture(t)
+	sys := f.sys.(*infobloxSystem)
+	const parent = "2001:db8:43::/56"
+	sys.sim.AddNetworkContainer("default", parent)
+	pool := f.sys.newPool(f.ns, "nodes-v6", parent, f.secret, false).(*v1alpha1.InfobloxIPPool)
+	pool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 64}
+	pool.SetLabels(f.labels())
+	require.NoError(t, k8s.Create(f.ctx, pool))
+	f.waitPoolReady(pool)
+
+	claim := f.createClaim("node-a", "nodes-v6")
+	address := f.waitBound(claim)
+	require.NotNil(t, address.Spec.Prefix)
+	child := netip.PrefixFrom(netip.MustParseAddr(address.Spec.Address), int(*address.Spec.Prefix))
+	assert.Equal(t, "2001:db8:43::/64", child.String(), "the container's first block")
+	assert.Empty(t, address.Spec.Gateway)
+	networks := func() []string {
+		var out []string
+		for _, o := range sys.sim.Objects("ipv6network") {
+			if o.EAs["CAPI-IPAM-Claim"] == f.marker("node-a") {
+				out = append(out, o.Prefix.String())
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []string{child.String()}, networks(), "one child network carries the claim's marker")
+
+	f.deleteClaim(claim)
+	f.waitGone(claim)
+	assert.Empty(t, networks(), "the released child is deleted")
+}

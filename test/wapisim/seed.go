@@ -99,6 +99,17 @@ func (s *Server) AddNetwork(view, cidr string, eas map[string]string) string {
 	return s.db.insert(&object{typ: networkType(p.Addr()), netView: view, prefix: p, eas: toEAs(eas)}).ref
 }
 
+// AddNetworkContainer creates a networkcontainer (IPv4) or
+// ipv6networkcontainer in a network view (created if missing), and returns
+// its reference.
+func (s *Server) AddNetworkContainer(view, cidr string) string {
+	p := mustPrefix(cidr)
+	s.AddNetworkView(view)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db.insert(&object{typ: containerType(p.Addr().Is6()), netView: view, prefix: p, eas: toEAs(nil)}).ref
+}
+
 // AddRange creates a DHCP range (range or ipv6range) in the network of the
 // view that holds start, and returns its reference.
 func (s *Server) AddRange(view, start, end string) string {
