@@ -206,7 +206,7 @@ func (c *floorClient) ensureMarkerField(ctx context.Context) error {
 	if found.Count > 0 {
 		return nil
 	}
-	body := map[string]any{"name": floorMarkerField, "type": "text", "object_types": []string{"ipam.ipaddress"},
+	body := map[string]any{"name": floorMarkerField, "type": "text", "object_types": []string{"ipam.ipaddress", "ipam.prefix"},
 		"filter_logic": "exact", "label": "Cluster API claim"}
 	if err := c.send(ctx, http.MethodPost, "/api/extras/custom-fields/", nil, body, nil); err != nil {
 		return fmt.Errorf("NetBox floor: creating custom field %s: %w", floorMarkerField, err)
@@ -278,4 +278,78 @@ func measureRealFloor(ctx context.Context, records, batch int) (*netboxFloor, er
 	}
 	defer sys.close()
 	return measureNetboxFloor(ctx, sys.prefixID, fmt.Sprintf("bench-netbox-real-floor-%d", records), records, batch)
+}
+
+// measureRealCarveFloor times the real NetBox alone carving children
+// children of length from the bench's carving parent, POSTed to
+// available-prefixes in lists of batch as the provider's carving pools ask
+// (the marker, status and description of each), then their deletion in
+// lists of batch.
+func measureRealCarveFloor(ctx context.Context, children, length, batch int) (f *netboxFloor, err error) {
+	sys, err := newRealNetbox()
+	if err != nil {
+		return nil, err
+	}
+	defer sys.close()
+	c, err := newFloorClient()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ensureMarkerField(ctx); err != nil {
+		return nil, err
+	}
+	identity := string(uuid.NewUUID())
+	namespace := fmt.Sprintf("bench-netbox-real-carve-floor-%d", children)
+	requests := make([]map[string]any, children)
+	for i := range requests {
+		name := fmt.Sprintf("m-%05d", i)
+		requests[i] = map[string]any{"prefix_length": length, "status": floorStatus, "description": floorDescription(namespace, name),
+			"custom_fields": map[string]any{floorMarkerField: identity + "/" + namespace + "/" + name}}
+	}
+	f = &netboxFloor{records: children, batch: batch}
+	var ids []int32
+	deleteAll := func(ctx context.Context) (int, error) {
+		sent := 0
+		for lo := 0; lo < len(ids); lo += batch {
+			var body []map[string]int32
+			for _, id := range ids[lo:min(lo+batch, len(ids))] {
+				body = append(body, map[string]int32{"id": id})
+			}
+			sent++
+			if err := c.send(ctx, http.MethodDelete, "/api/ipam/prefixes/", nil, body, nil); err != nil {
+				return sent, fmt.Errorf("NetBox floor: bulk DELETE of %d prefixes: %w", len(body), err)
+			}
+		}
+		return sent, nil
+	}
+	defer func() {
+		if err != nil && len(ids) > 0 {
+			_, _ = deleteAll(context.WithoutCancel(ctx))
+		}
+	}()
+	start := time.Now()
+	for lo := 0; lo < children; lo += batch {
+		chunk := requests[lo:min(lo+batch, children)]
+		var created []struct {
+			ID int32 `json:"id"`
+		}
+		f.createRequests++
+		if err := c.send(ctx, http.MethodPost, fmt.Sprintf("/api/ipam/prefixes/%d/available-prefixes/", sys.carveID), nil, chunk, &created); err != nil {
+			return nil, fmt.Errorf("NetBox floor: POST available-prefixes of prefix %d: %w", sys.carveID, err)
+		}
+		for _, p := range created {
+			ids = append(ids, p.ID)
+		}
+		if len(created) != len(chunk) {
+			return nil, fmt.Errorf("NetBox floor: POST available-prefixes of prefix %d: %d children for a list of %d", sys.carveID, len(created), len(chunk))
+		}
+	}
+	f.create = time.Since(start)
+	start = time.Now()
+	if f.deleteRequests, err = deleteAll(ctx); err != nil {
+		return nil, err
+	}
+	f.delete = time.Since(start)
+	ids = nil
+	return f, nil
 }

@@ -66,6 +66,8 @@ func benchMain() int {
 		workDir       = flag.String("workdir", "", "directory for the manager's logs; a new temporary one when empty")
 		inCluster     = flag.Bool("incluster", true, "also bind the burst with the in-cluster IPAM provider (installed by hack/incluster-provider.sh) and compare")
 		floorFlag     = flag.Bool("netbox-floor", true, "with netbox-real, first time the real NetBox alone: the burst's records POSTed to available-ips, then deleted, in lists of -batch by a plain client")
+		carveClaims   = flag.Int("carve-claims", 100, "claims of a pool with childPrefixes created at once on each backend, each carved a child prefix (a fleet roll-out's carves); 0 for none")
+		carveLength   = flag.Int("carve-length", 24, "length of the carved children, from a /16 parent")
 	)
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -170,6 +172,26 @@ func benchMain() int {
 		}
 		printBackend(os.Stdout, rows, *latency, cost)
 		all = append(all, rows...)
+	}
+	var carved []*result
+	var carveFloor *netboxFloor
+	if *carveClaims > 0 {
+		for _, backend := range splitList(*backendsFlag) {
+			if backend == "netbox-real" && *floorFlag {
+				fmt.Fprintf(os.Stderr, "%s: the real NetBox alone, %d children in lists of %d\n", backend, *carveClaims, *batch)
+				if carveFloor, err = measureRealCarveFloor(ctx, *carveClaims, *carveLength, *batch); err != nil {
+					return failure(err)
+				}
+			}
+			c := config{backend: backend, claims: *carveClaims, workers: workers[len(workers)-1], batch: *batch, release: true, carve: *carveLength}
+			fmt.Fprintf(os.Stderr, "%s: %d claims carving /%d children, %d workers\n", backend, c.claims, c.carve, c.workers)
+			r, err := b.run(ctx, c)
+			if err != nil {
+				return failure(fmt.Errorf("%s, carving: %w", backend, err))
+			}
+			carved = append(carved, r)
+		}
+		printCarving(os.Stdout, carved, carveFloor, *latency)
 	}
 	// Before the large burst, which leaves its claims in etcd: the in-cluster
 	// provider meets the envtest our bursts met.

@@ -399,3 +399,29 @@ func round(d time.Duration) string {
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+// printCarving prints the carving rows: claims of a pool with childPrefixes
+// created at once, each carved a child, beside the real NetBox alone
+// carving as many children in lists (its floor).
+func printCarving(w io.Writer, rows []*result, floor *netboxFloor, latency time.Duration) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nCarving: %d claims of a pool with childPrefixes (/%d children of a /16) created at once, the pool's defaults; simulators answer at %s per request\n\n",
+		rows[0].claims, rows[0].carve, latency)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tworkers\tbatch\tall carved\tcarve p50\tcarve p95\treq/carve\tmean batch\tall released\treq/release\tto NetBox's floor\t")
+	for _, r := range rows {
+		ratio := "-"
+		if !r.simulated && floor != nil {
+			ratio = fmt.Sprintf("%.2f", r.wall.Seconds()/floor.create.Seconds())
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%.2f\t%s\t\n", r.title, r.workers, batchLabel(r.batch), round(r.wall),
+			round(r.p50), round(r.p95), r.perClaim, r.allocateBatch, round(r.releaseWall), r.perRelease, ratio)
+	}
+	_ = tw.Flush()
+	if floor != nil {
+		fmt.Fprintf(w, "\nNetBox (real) alone: %d children carved in %s (%d requests, lists of %d), deleted in %s (%d requests)\n",
+			floor.records, round(floor.create), floor.createRequests, floor.batch, round(floor.delete), floor.deleteRequests)
+	}
+}

@@ -44,6 +44,10 @@ type config struct {
 	restartWindow time.Duration
 	// release deletes the claims at the end and counts what that costs.
 	release bool
+	// carve, when set, makes the pool hand each claim a child prefix of
+	// this length carved from the system's carving parent
+	// (spec.childPrefixes) instead of an address.
+	carve int
 }
 
 // tuned says whether the configuration departs from the pool's default
@@ -124,6 +128,9 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	if cfg.tuned() {
 		ns += "-tuned"
 	}
+	if cfg.carve > 0 {
+		ns += fmt.Sprintf("-carve%d", cfg.carve)
+	}
 	labels := map[string]string{clusterv1.WatchLabel: ns}
 
 	metricsAddr, err := managerproc.FreeAddr()
@@ -158,7 +165,7 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 
 	// The pool's first validation, with no claims yet.
 	before := received(sys)
-	pool := sys.newPool(ns, "pool", "ipam", labels, cfg.rateLimit)
+	pool := sys.newPool(ns, "pool", "ipam", labels, cfg.rateLimit, cfg.carve)
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ipam", Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}},

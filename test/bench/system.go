@@ -23,6 +23,10 @@ const benchCIDR = "10.170.0.0/16"
 // shared with the test suites, which keep to other prefixes.
 const realBenchCIDR = "10.173.0.0/16"
 
+// carveCIDR is the parent the carving rows carve children from: a
+// container (NetBox) or network container (Infoblox) with nothing in it.
+const carveCIDR = "10.174.0.0/16"
+
 // tunedRateLimit is the rate limit of the rows labelled "tuned"
 // (-tuned-workers): high enough that the provider, not the client-side
 // limit, sets the pace. Every other row runs the pool's defaults
@@ -36,8 +40,9 @@ type system interface {
 	poolKind() string
 	secretData() map[string][]byte
 	// newPool returns (without creating) a pool allocating from benchCIDR,
-	// with the rate limit given (nil: the pool's default).
-	newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object
+	// with the rate limit given (nil: the pool's default), or, when carve
+	// is set, carving children of that length from carveCIDR.
+	newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit, carve int) client.Object
 	// calls are the requests received so far, in order, whatever they
 	// were for.
 	calls() []httpfault.Call
@@ -53,6 +58,7 @@ func newSystem(backend string, latency time.Duration) (system, error) {
 		s := &netboxSystem{target: netboxsim.New(), token: "0123456789abcdef0123456789abcdef01234567", cidr: benchCIDR}
 		s.target.AddToken(s.token, true)
 		s.target.AddPrefixWithGateway(s.cidr, netboxsim.PrefixOptions{})
+		s.carveID = s.target.AddPrefix(carveCIDR, netboxsim.PrefixOptions{Status: "container"})
 		s.target.SetLatency(latency)
 		return s, nil
 	case "netbox-real":
@@ -63,6 +69,7 @@ func newSystem(backend string, latency time.Duration) (system, error) {
 		s.sim.AddNetwork("default", benchCIDR, nil)
 		// The network's first address is its gateway, recorded as a grid does.
 		s.sim.AddFixedAddress("default", netip.MustParsePrefix(benchCIDR).Addr().Next().String(), nil)
+		s.sim.AddNetworkContainer("default", carveCIDR)
 		s.sim.SetLatency(latency)
 		return s, nil
 	}
@@ -80,6 +87,8 @@ type netboxSystem struct {
 	harness *netboxtarget.Harness
 	// prefixID is the NetBox ID of cidr's prefix (the real NetBox's only).
 	prefixID int32
+	// carveID is the NetBox ID of carveCIDR's prefix.
+	carveID int32
 }
 
 // newRealNetbox reaches the NetBox named by NETBOX_URL and the tokens of the
@@ -94,6 +103,11 @@ func newRealNetbox() (s *netboxSystem, err error) {
 	s = &netboxSystem{target: target, token: "0123456789abcdef0123456789abcdef01234567", cidr: realBenchCIDR, harness: h}
 	s.target.AddToken(s.token, true)
 	s.prefixID = s.target.AddPrefixWithGateway(s.cidr, netboxsim.PrefixOptions{})
+	s.carveID = s.target.AddPrefix(carveCIDR, netboxsim.PrefixOptions{Status: "container"})
+	// What an earlier run left in the parent would count against this one.
+	for _, p := range s.target.PrefixesWithin(carveCIDR) {
+		s.target.DeletePrefix(p.ID)
+	}
 	return s, nil
 }
 
@@ -119,8 +133,8 @@ func (s *netboxSystem) secretData() map[string][]byte {
 	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
 }
 
-func (s *netboxSystem) newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object {
-	return &v1alpha1.NetboxIPPool{
+func (s *netboxSystem) newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit, carve int) client.Object {
+	pool := &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection: v1alpha1.NetboxConnection{URL: s.target.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
@@ -128,6 +142,11 @@ func (s *netboxSystem) newPool(namespace, name, secret string, labels map[string
 			Sources: []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: s.cidr}}},
 		},
 	}
+	if carve > 0 {
+		pool.Spec.Sources = []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: carveCIDR}}}
+		pool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: int32(carve)}
+	}
+	return pool
 }
 
 // wapiSystem is the WAPI simulator over TLS, as a grid serves it.
@@ -150,9 +169,9 @@ func (s *wapiSystem) secretData() map[string][]byte {
 	}
 }
 
-func (s *wapiSystem) newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit) client.Object {
+func (s *wapiSystem) newPool(namespace, name, secret string, labels map[string]string, rateLimit *v1alpha1.RateLimit, carve int) client.Object {
 	port, _ := strconv.Atoi(s.sim.Port())
-	return &v1alpha1.InfobloxIPPool{
+	pool := &v1alpha1.InfobloxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
 		Spec: v1alpha1.InfobloxIPPoolSpec{
 			Connection: v1alpha1.InfobloxConnection{Host: s.sim.Host(), Port: int32(port),
@@ -160,6 +179,11 @@ func (s *wapiSystem) newPool(namespace, name, secret string, labels map[string]s
 			Sources: []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: benchCIDR}}},
 		},
 	}
+	if carve > 0 {
+		pool.Spec.Sources = []v1alpha1.InfobloxAddressSource{{Network: &v1alpha1.InfobloxNetworkSource{CIDR: carveCIDR}}}
+		pool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: int32(carve)}
+	}
+	return pool
 }
 
 // received counts every request sys received so far.
