@@ -306,7 +306,7 @@ func TestMetal3DataTemplateDrivesOurPools(t *testing.T) {
 // would have: the Cluster, the Machine, the BareMetalHost, the Metal3Machine
 // the Machine owns (on that host, with the data template), the
 // Metal3DataTemplate with one network per pool, and the Metal3DataClaim.
-func createMetal3Machine(t *testing.T, ns string, pools []pool) {
+func createMetal3Machine(t *testing.T, ns string, pools []pool, edits ...func(*infrav1.Metal3DataTemplate)) {
 	ctx := t.Context()
 	labels := map[string]string{clusterv1.ClusterNameLabel: clusterName}
 	create := func(obj client.Object) {
@@ -355,6 +355,12 @@ func createMetal3Machine(t *testing.T, ns string, pools []pool) {
 				Gateway: infrav1.NetworkGatewayv4{FromPoolRef: ref},
 			}},
 		})
+	}
+	if len(pools) == 0 {
+		template.Spec.NetworkData = nil
+	}
+	for _, edit := range edits {
+		edit(template)
 	}
 	create(template)
 
@@ -408,4 +414,99 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// TestMetal3DataTemplateTakesAChildPrefixPerMachine: a Metal3DataTemplate's
+// networkData names a NetboxIPPool with childPrefixes in an ipv6 network's
+// fromPoolRef; CAPM3 claims from it, ours carve the machine an IPv6 /64 in
+// NetBox, CAPM3 renders the child's network and length into the machine's
+// networkData, and the Machine's going deletes the child. (CAPM3 1.13's
+// metaData *FromPool entries name Metal3 IPPools only, whatever their kind.)
+func TestMetal3DataTemplateTakesAChildPrefixPerMachine(t *testing.T) {
+	ctx := t.Context()
+	ns := "m3p-" + randomHex(4)
+	require.NoError(t, k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	const parent = "2001:db8:122::/56"
+	nb := netboxtarget.New(t)
+	token := randomHex(20)
+	nb.AddToken(token, true)
+	nb.AddPrefix(parent, netboxsim.PrefixOptions{Status: "container"})
+	clear := func() {
+		for _, p := range nb.PrefixesWithin(parent) {
+			nb.DeletePrefix(p.ID)
+		}
+	}
+	clear()
+	t.Cleanup(clear)
+	createSecret(t, ns, netboxSecret, map[string][]byte{v1alpha1.NetboxTokenKey: []byte(token)})
+	pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-prefixes"}, Spec: v1alpha1.NetboxIPPoolSpec{
+		Connection:    v1alpha1.NetboxConnection{URL: nb.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: netboxSecret}},
+		Sources:       []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: parent}}},
+		ChildPrefixes: &v1alpha1.ChildPrefixes{Length: 64},
+	}}
+	require.NoError(t, k8s.Create(ctx, pool))
+	t.Cleanup(func() { _ = k8s.Delete(ctx, pool) })
+	waitPoolReady(t, pool)
+
+	createMetal3Machine(t, ns, nil, func(template *infrav1.Metal3DataTemplate) {
+		template.Spec.NetworkData = &infrav1.NetworkData{
+			Links: &infrav1.NetworkDataLink{Ethernets: []infrav1.NetworkDataLinkEthernet{{
+				Type: "phy", Id: "enp1s0", MACAddress: &infrav1.NetworkLinkEthernetMac{String: "52:54:00:00:00:01"},
+			}}},
+			Networks: &infrav1.NetworkDataNetwork{IPv6: []infrav1.NetworkDataIPv6{{
+				ID: "delegated", Link: "enp1s0",
+				FromPoolRef: infrav1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: "NetboxIPPool", Name: pool.Name},
+			}}},
+		}
+	})
+
+	claimName := metal3DataFmt + "-" + pool.Name
+	claim := &ipamv1.IPAddressClaim{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: claimName}, claim), "CAPM3 has not created the claim")
+		require.True(c, conditions.IsTrue(claim, ipamv1.IPAddressClaimReadyCondition), "%+v", conditions.Get(claim, ipamv1.IPAddressClaimReadyCondition))
+		require.NotEmpty(c, claim.Status.AddressRef.Name)
+	}, waitTimeout, pollInterval)
+	address := &ipamv1.IPAddress{}
+	require.NoError(t, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: claim.Status.AddressRef.Name}, address))
+	child := netip.PrefixFrom(netip.MustParseAddr(address.Spec.Address), int(ptr.Deref(address.Spec.Prefix, 0)))
+	assert.Equal(t, 64, child.Bits())
+	assert.Equal(t, child.Masked(), child)
+	assert.True(t, netip.MustParsePrefix(parent).Contains(child.Addr()))
+	marker := backends.Marker(identity, ns, claimName)
+	childOf := func() []string {
+		var out []string
+		for _, p := range nb.PrefixesWithin(parent) {
+			if p.CustomFields[netbox.DefaultMarkerField] == marker {
+				out = append(out, p.Prefix)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []string{child.String()}, childOf(), "NetBox holds the child, with the claim's marker")
+
+	// CAPM3 renders the child into the machine's networkData.
+	secret := &corev1.Secret{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: m3mName + "-networkdata"}, secret))
+	}, waitTimeout, pollInterval)
+	var networkData struct {
+		Networks []struct {
+			ID        string `json:"id"`
+			Type      string `json:"type"`
+			IPAddress string `json:"ip_address"`
+			Netmask   string `json:"netmask"`
+		} `json:"networks"`
+	}
+	require.NoError(t, yaml.Unmarshal(secret.Data["networkData"], &networkData), string(secret.Data["networkData"]))
+	require.Len(t, networkData.Networks, 1, string(secret.Data["networkData"]))
+	n := networkData.Networks[0]
+	assert.Equal(t, "ipv6", n.Type)
+	assert.Equal(t, child.Addr().String(), n.IPAddress, "the child's network")
+	assert.Equal(t, "ffff:ffff:ffff:ffff::", n.Netmask, "and its length")
+
+	dataClaim := &infrav1.Metal3DataClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m3mName}}
+	require.NoError(t, k8s.Delete(ctx, dataClaim))
+	waitGone(t, &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: claimName}}, releaseTimeout)
+	assert.Empty(t, childOf(), "the child is deleted with the machine")
 }
