@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
@@ -142,15 +143,27 @@ func (c *carver) Count(ctx context.Context, containers []container) (backends.Us
 		first, last := s.Bounds()
 		var b netipx.IPSetBuilder
 		for _, t := range []string{networkType(first), containerType(first)} {
-			var inside []object
-			search := map[string]string{"network>": first.String(), "network<": last.String(), "network_view": c.ib.cfg.NetworkView}
-			if err := c.ib.get(ctx, newObject(t, "network"), "", search, &inside); err != nil {
-				return backends.Usage{}, fmt.Errorf("counting the networks of %s: %w", s, err)
-			}
-			for _, o := range inside {
-				if p, err := netip.ParsePrefix(o.Network); err == nil && p.Bits() > s.network.Bits() && s.network.Contains(p.Addr()) {
-					b.AddPrefix(p)
+			// Paged: a busy container holds more networks than WAPI
+			// answers at once.
+			search := map[string]string{"network>": first.String(), "network<": last.String(), "network_view": c.ib.cfg.NetworkView,
+				"_paging": "1", "_return_as_object": "1", "_max_results": strconv.Itoa(auditPage)}
+			for {
+				var page struct {
+					Result     []object `json:"result"`
+					NextPageID string   `json:"next_page_id"`
 				}
+				if err := c.ib.get(ctx, newObject(t, "network"), "", search, &page); err != nil {
+					return backends.Usage{}, fmt.Errorf("counting the networks of %s: %w", s, err)
+				}
+				for _, o := range page.Result {
+					if p, err := netip.ParsePrefix(o.Network); err == nil && p.Bits() > s.network.Bits() && s.network.Contains(p.Addr()) {
+						b.AddPrefix(p)
+					}
+				}
+				if page.NextPageID == "" {
+					break
+				}
+				search = map[string]string{"_page_id": page.NextPageID}
 			}
 		}
 		held, _ := b.IPSet()

@@ -112,8 +112,15 @@ func (d *driver) guardedOps(writes []guardedWrite) []*ibclient.RequestBody {
 	return ops
 }
 
-// sendGuarded sends writes as one guarded request object, once.
+// sendGuarded sends writes as one guarded request object, once. A network
+// without a marker is never written: nothing tells it apart from the next
+// network carved at its CIDR, which its reference would name.
 func (d *driver) sendGuarded(ctx context.Context, writes []guardedWrite) error {
+	for _, w := range writes {
+		if t, _, ok := d.guard(w.object); !ok && (t == "network" || t == "ipv6network") {
+			return fmt.Errorf("%w: %s carries no %s to guard a write by; it was left in place", backends.ErrNotOwned, w.object.Ref, d.cfg.MarkerEA)
+		}
+	}
 	_, err := d.sendRequest(backendhttp.WithoutResend(ctx), d.guardedOps(writes))
 	return err
 }

@@ -31,6 +31,7 @@ func TestCarvingPoolRefusesWhatAChildCannotHave(t *testing.T) {
 		}, "planned records"},
 		{"an IP address role", func(c *netbox.Config) { c.Reservation.Role = "vip" }, "role"},
 		{"a DNS name pattern", func(c *netbox.Config) { c.Reservation.DNSNamePattern = "{{ .ClaimName }}" }, "DNS name pattern"},
+		{"an IP address's status", func(c *netbox.Config) { c.Reservation.Status = "slaac" }, `status "slaac"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := netbox.Config{URL: "http://127.0.0.1:1", Token: token, Sources: prefixSources("10.0.0.0/16"), ChildPrefixLength: 24}

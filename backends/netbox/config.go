@@ -211,6 +211,9 @@ func (c *Config) validateCarving() error {
 	if c.Reservation.DNSNamePattern != "" {
 		refused = append(refused, "a DNS name pattern")
 	}
+	if !slices.Contains([]string{"active", "reserved", "deprecated", "container"}, c.Reservation.Status) {
+		refused = append(refused, fmt.Sprintf("status %q (a prefix is active, reserved, deprecated or container)", c.Reservation.Status))
+	}
 	if len(refused) > 0 {
 		return fmt.Errorf("%w: a pool that carves child prefixes takes no %s", backends.ErrInvalidConfig, strings.Join(refused, ", nor "))
 	}

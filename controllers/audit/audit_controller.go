@@ -663,11 +663,12 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 			return err
 		}
 	}
-	restorable := backends.Offers(a.backend, backends.RoleAddressRequester)
-	if movedTo == "" && restorable {
+	if movedTo == "" {
 		// A deleted DHCP reservation comes back as it was made; a moved
 		// record still holds the MAC, so the address is only held.
 		claim.MAC = macaddress.Recorded(liveClaim, a.Kind, a.pool)
+	}
+	if movedTo == "" && backends.Offers(a.backend, backends.RoleAddressRequester) {
 		// Said before the address is held again, as a move is noted:
 		// were the manager to stop in between, or the answer be lost, the
 		// next audit finds the restored record under the claim's marker
@@ -708,6 +709,12 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 		a.Recorder.Eventf(address, a.pool, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "%s", msg)
 		a.Recorder.Eventf(a.pool, address, corev1.EventTypeWarning, v1alpha1.AddressTakenOverReason, "Audit", "Claim %s: %s", key, msg)
 		return a.markReserved(ctx, address, false, msg)
+	case errors.Is(err, backends.ErrOutsidePool) && movedTo == "":
+		// The pool's sources changed since the claim was bound: the
+		// address is not held again, and the claim says so instead of
+		// what was said before the restore.
+		return a.setReserved(ctx, address, metav1.ConditionFalse, v1alpha1.RecordDeletedReason, fmt.Sprintf(
+			"the record of this claim's address %s was deleted in the IPAM system; the machine still uses it, but the pool's sources no longer hold it, so it is not held again: %v", p.Addr(), err))
 	case errors.Is(err, backends.ErrOutsidePool):
 		// The pool's sources changed since the claim was bound.
 		return nil

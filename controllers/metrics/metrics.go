@@ -164,6 +164,10 @@ func Instrument(b backends.Backend, name string) backends.Backend {
 	return &instrumented{Backend: b, name: name}
 }
 
+// Offers passes on which optional roles the backend's driver offers (see
+// backends.Offers): wrapping must not hide them.
+func (i *instrumented) Offers(role backends.Role) bool { return backends.Offers(i.Backend, role) }
+
 // timed runs one operation of the backend and records its outcome and
 // duration.
 func timed[T any](i *instrumented, operation string, call func() (T, error)) (T, error) {

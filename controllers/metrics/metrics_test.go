@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
@@ -102,4 +104,27 @@ func TestForgetAuditMetricsDropsADeletedPoolsSeries(t *testing.T) {
 	ForgetAuditMetrics("NetboxIPPool", "forget-test", "pool")
 	assert.Equal(t, findings, testutil.CollectAndCount(auditFindings))
 	assert.Equal(t, failing, testutil.CollectAndCount(auditFailing))
+}
+
+// offering is a backend whose driver offers roles.
+type offering struct {
+	backends.Backend
+	roles []backends.Role
+}
+
+func (o offering) Offers(role backends.Role) bool { return slices.Contains(o.roles, role) }
+
+// The wrapper passes on the driver's optional roles: the audit asks them
+// of the backend it is given, which is always instrumented.
+func TestInstrumentedBackendOffersItsDriversRoles(t *testing.T) {
+	for _, roles := range [][]backends.Role{
+		{backends.RoleAddressRequester, backends.RoleAuditLister},
+		{backends.RoleAuditLister},
+		nil,
+	} {
+		b := Instrument(offering{roles: roles}, "netbox")
+		for _, role := range []backends.Role{backends.RoleAddressRequester, backends.RoleAuditLister, backends.RolePlanAdopter} {
+			assert.Equal(t, slices.Contains(roles, role), backends.Offers(b, role), "%s of a driver offering %v", role, roles)
+		}
+	}
 }

@@ -154,3 +154,29 @@ func TestAClaimOfAnInfobloxChildPrefixPoolGetsAChildNetwork(t *testing.T) {
 	f.waitGone(claim)
 	assert.Empty(t, networks(), "the released child is deleted")
 }
+
+// A pool's claims hold records of one kind and length: childPrefixes can
+// be neither added, removed nor changed once the pool exists.
+func TestChildPrefixesCannotChangeOnAPool(t *testing.T) {
+	f := newFixture(t)
+	carving := f.createNetboxPool("carving", "10.144.0.0/16", withChildPrefixes(24))
+	plain := f.createNetboxPool("plain", "10.145.0.0/24")
+	for _, tc := range []struct {
+		name string
+		pool *v1alpha1.NetboxIPPool
+		edit func(*v1alpha1.NetboxIPPoolSpec)
+	}{
+		{"removed", carving, func(s *v1alpha1.NetboxIPPoolSpec) { s.ChildPrefixes = nil }},
+		{"changed", carving, func(s *v1alpha1.NetboxIPPoolSpec) { s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 26} }},
+		{"added", plain, func(s *v1alpha1.NetboxIPPoolSpec) { s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 28} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := &v1alpha1.NetboxIPPool{}
+			require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(tc.pool), got))
+			tc.edit(&got.Spec)
+			err := k8s.Update(f.ctx, got)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "childPrefixes cannot be added, removed or changed")
+		})
+	}
+}
