@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -28,8 +27,8 @@ import (
 // CIDR and view, so it names the next claim's network once this one is
 // deleted.
 var (
-	_ backends.Driver[[]container, container, object, childRequest] = (*carver)(nil)
-	_ backends.AuditLister[[]container]                             = (*carver)(nil)
+	_ backends.Driver[[]container, container, object, newRecord] = (*carver)(nil)
+	_ backends.AuditLister[[]container]                          = (*carver)(nil)
 )
 
 // carver is the driver of a pool that carves child networks. It offers no
@@ -52,15 +51,6 @@ func (c container) Bounds() (netip.Addr, netip.Addr) {
 }
 
 func (c container) String() string { return "network container " + c.network.String() }
-
-// childRequest is the create of one child network: the client's own
-// network object (what its AllocateNetwork sends), and the body a request
-// object's operation carries.
-type childRequest struct {
-	object     ibclient.IBObject
-	objectType string
-	data       map[string]any
-}
 
 // newCarver returns the driver of a carving pool; cfg is checked and has
 // its defaults.
@@ -201,7 +191,7 @@ func (c *carver) Unusable(container, netip.Addr) string { return "" }
 // Request is the claim's child network: carved from src by
 // func:nextavailablenetwork, in the pool's view, with the comment its
 // pattern renders, the pool's attributes and the marker.
-func (c *carver) Request(_ []container, claim backends.Claim, src container) (childRequest, error) {
+func (c *carver) Request(_ []container, claim backends.Claim, src container) (newRecord, error) {
 	eas := ibclient.EA{}
 	for k, v := range c.ib.cfg.Reservation.ExtensibleAttributes {
 		eas[k] = v
@@ -209,47 +199,23 @@ func (c *carver) Request(_ []container, claim backends.Claim, src container) (ch
 	eas[c.ib.cfg.MarkerEA] = claim.Marker
 	comment, err := c.ib.comment.Render(claim)
 	if err != nil {
-		return childRequest{}, fmt.Errorf("%w: comment pattern: %v", backends.ErrInvalidConfig, err)
+		return newRecord{}, fmt.Errorf("%w: comment pattern: %v", backends.ErrInvalidConfig, err)
 	}
 	view := c.ib.cfg.NetworkView
 	next := fmt.Sprintf("func:nextavailablenetwork:%s,%s,%d", src.network, view, c.length)
 	obj := ibclient.NewNetwork(view, next, src.network.Addr().Is6(), backends.Truncate(comment, maxComment), eas)
 	var data map[string]any
 	if raw := c.ib.builder.BuildBody(ibclient.CREATE, obj); raw == nil || json.Unmarshal(raw, &data) != nil {
-		return childRequest{}, fmt.Errorf("encoding a %s for WAPI failed", obj.ObjectType())
+		return newRecord{}, fmt.Errorf("encoding a %s for WAPI failed", obj.ObjectType())
 	}
-	return childRequest{object: obj, objectType: obj.ObjectType(), data: data}, nil
+	return newRecord{object: obj, objectType: obj.ObjectType(), data: data}, nil
 }
 
-// Create carves the children of requests from the container: a lone one
-// with a plain POST, several with one request object, one transaction, all
-// of them or none.
-func (c *carver) Create(ctx context.Context, _ container, requests []childRequest) ([]object, error) {
-	fields := c.ib.returnFieldsFor(requests[0].objectType)
-	if len(requests) == 1 {
-		created, err := c.ib.create(ctx, requests[0].object, fields)
-		if err != nil {
-			return nil, err
-		}
-		return []object{created}, nil
-	}
-	args := map[string]string{"_return_fields": strings.Join(fields, ",")}
-	ops := make([]*ibclient.RequestBody, len(requests))
-	for i, r := range requests {
-		ops[i] = &ibclient.RequestBody{Method: http.MethodPost, Object: r.objectType, Data: r.data, Args: args}
-	}
-	answers, err := c.ib.sendRequest(ctx, ops)
-	if err != nil {
-		return nil, err
-	}
-	var created []object
-	for _, a := range answers {
-		var o object
-		if json.Unmarshal(a, &o) == nil && o.Ref != "" {
-			created = append(created, o)
-		}
-	}
-	return created, nil
+// Create carves the children of requests from the container as the
+// address driver creates records: a lone one with a plain POST, several
+// with one request object, one transaction, all of them or none.
+func (c *carver) Create(ctx context.Context, src container, requests []newRecord) ([]object, error) {
+	return c.ib.Create(ctx, src.resolvedSource, requests)
 }
 
 // types are the network types of the pool's containers.

@@ -25,7 +25,8 @@ var (
 	_ backends.MACWriter                                                   = (*driver)(nil)
 )
 
-// newRecord is the object to create for a claim in a source.
+// newRecord is the object to create for a claim in a source: a record, or
+// a carved child network (carve.go).
 type newRecord struct {
 	object     ibclient.IBObject
 	objectType string

@@ -157,6 +157,11 @@ func measureNetboxFloor(ctx context.Context, prefixID int32, namespace string, r
 // deleteAll deletes ids in lists of batch with NetBox's bulk DELETE, as the
 // provider's NetBox backend releases, and returns the requests it sent.
 func (c *floorClient) deleteAll(ctx context.Context, ids []int32, batch int) (int, error) {
+	return c.deleteAllAt(ctx, "/api/ipam/ip-addresses/", ids, batch)
+}
+
+// deleteAllAt is deleteAll of the objects at path.
+func (c *floorClient) deleteAllAt(ctx context.Context, path string, ids []int32, batch int) (int, error) {
 	sent := 0
 	for lo := 0; lo < len(ids); lo += batch {
 		var body []map[string]int32
@@ -164,8 +169,8 @@ func (c *floorClient) deleteAll(ctx context.Context, ids []int32, batch int) (in
 			body = append(body, map[string]int32{"id": id})
 		}
 		sent++
-		if err := c.send(ctx, http.MethodDelete, "/api/ipam/ip-addresses/", nil, body, nil); err != nil {
-			return sent, fmt.Errorf("NetBox floor: bulk DELETE of %d IP addresses: %w", len(body), err)
+		if err := c.send(ctx, http.MethodDelete, path, nil, body, nil); err != nil {
+			return sent, fmt.Errorf("NetBox floor: bulk DELETE of %d objects at %s: %w", len(body), path, err)
 		}
 	}
 	return sent, nil
@@ -308,20 +313,7 @@ func measureRealCarveFloor(ctx context.Context, children, length, batch int) (f 
 	}
 	f = &netboxFloor{records: children, batch: batch}
 	var ids []int32
-	deleteAll := func(ctx context.Context) (int, error) {
-		sent := 0
-		for lo := 0; lo < len(ids); lo += batch {
-			var body []map[string]int32
-			for _, id := range ids[lo:min(lo+batch, len(ids))] {
-				body = append(body, map[string]int32{"id": id})
-			}
-			sent++
-			if err := c.send(ctx, http.MethodDelete, "/api/ipam/prefixes/", nil, body, nil); err != nil {
-				return sent, fmt.Errorf("NetBox floor: bulk DELETE of %d prefixes: %w", len(body), err)
-			}
-		}
-		return sent, nil
-	}
+	deleteAll := func(ctx context.Context) (int, error) { return c.deleteAllAt(ctx, "/api/ipam/prefixes/", ids, batch) }
 	defer func() {
 		if err != nil && len(ids) > 0 {
 			_, _ = deleteAll(context.WithoutCancel(ctx))

@@ -19,6 +19,19 @@ func withChildPrefixes(length int32) poolOption {
 	return func(spec *v1alpha1.NetboxIPPoolSpec) { spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: length} }
 }
 
+// emptyContainer makes parent a container prefix with nothing inside, and
+// empties it again when the test ends (a real NetBox outlives the run).
+func (f *fixture) emptyContainer(parent string) {
+	f.sim.AddPrefix(parent, netboxsim.PrefixOptions{Status: "container"})
+	clear := func() {
+		for _, p := range f.sim.PrefixesWithin(parent) {
+			f.sim.DeletePrefix(p.ID)
+		}
+	}
+	clear()
+	f.t.Cleanup(clear)
+}
+
 // childrenMarked lists the prefixes inside parent that carry marker.
 func (f *fixture) childrenMarked(parent, marker string) []netboxsim.Prefix {
 	var out []netboxsim.Prefix
@@ -38,14 +51,7 @@ func (f *fixture) childrenMarked(parent, marker string) []netboxsim.Prefix {
 func TestAClaimOfAChildPrefixPoolGetsAChildPrefix(t *testing.T) {
 	f := newFixture(t)
 	const parent = "2001:db8:42::/56"
-	f.sim.AddPrefix(parent, netboxsim.PrefixOptions{Status: "container"})
-	clear := func() {
-		for _, p := range f.sim.PrefixesWithin(parent) {
-			f.sim.DeletePrefix(p.ID)
-		}
-	}
-	clear()
-	t.Cleanup(clear)
+	f.emptyContainer(parent)
 	pool := f.createNetboxPool("nodes-v6", parent, withChildPrefixes(64))
 	f.waitPoolReady(pool)
 
@@ -90,14 +96,7 @@ func TestAClaimOfAChildPrefixPoolGetsAChildPrefix(t *testing.T) {
 func TestAChildDeletedInNetBoxIsReportedNotCarvedAgain(t *testing.T) {
 	f := newFixture(t)
 	const parent = "10.143.0.0/22"
-	f.sim.AddPrefix(parent, netboxsim.PrefixOptions{Status: "container"})
-	clear := func() {
-		for _, p := range f.sim.PrefixesWithin(parent) {
-			f.sim.DeletePrefix(p.ID)
-		}
-	}
-	clear()
-	t.Cleanup(clear)
+	f.emptyContainer(parent)
 	pool := f.createNetboxPool("nodes", parent, withChildPrefixes(26))
 	f.waitPoolReady(pool)
 	claim := f.createClaim("node", "nodes")
