@@ -3,6 +3,7 @@ package integration
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,7 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/wapisim"
 )
 
 func withChildPrefixes(length int32) poolOption {
@@ -178,4 +182,100 @@ func TestChildPrefixesCannotChangeOnAPool(t *testing.T) {
 			assert.Contains(t, err.Error(), "childPrefixes cannot be added, removed or changed")
 		})
 	}
+}
+
+// createCarvingPool creates a pool of the fixture's system carving children
+// of length from parent, a container the system holds with nothing inside.
+func (f *fixture) createCarvingPool(name, parent string, length int32) poolkind.Pool {
+	f.t.Helper()
+	if f.sim != nil {
+		f.emptyContainer(parent)
+		return f.createNetboxPool(name, parent, withChildPrefixes(length))
+	}
+	sys := f.sys.(*infobloxSystem)
+	sys.sim.AddNetworkContainer("default", parent)
+	pool := sys.newPool(f.ns, name, parent, f.secret, false).(*v1alpha1.InfobloxIPPool)
+	pool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: length}
+	pool.SetLabels(f.labels())
+	require.NoError(f.t, k8s.Create(f.ctx, pool))
+	return pool
+}
+
+// holdNextCarve holds the next carve in the system until gate closes, and
+// says when it arrived.
+func (f *fixture) holdNextCarve(gate <-chan struct{}) <-chan struct{} {
+	arrived := make(chan struct{})
+	if f.sim != nil {
+		f.sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: "POST", PathContains: "/available-prefixes/", Then: holdUntil(arrived, gate)})
+		return arrived
+	}
+	f.sys.(*infobloxSystem).sim.InjectFault(wapisim.Fault{Kind: httpfault.Before, Method: "POST", BodyContains: "func:nextavailablenetwork", Then: holdUntil(arrived, gate)})
+	return arrived
+}
+
+// childrenOf lists the children inside parent that carry marker.
+func (f *fixture) childrenOf(parent, marker string) []netip.Prefix {
+	var out []netip.Prefix
+	if f.sim != nil {
+		for _, p := range f.childrenMarked(parent, marker) {
+			out = append(out, netip.MustParsePrefix(p.Prefix))
+		}
+		return out
+	}
+	for _, t := range []string{"network", "ipv6network"} {
+		for _, o := range f.sys.(*infobloxSystem).sim.Objects(t) {
+			if o.EAs["CAPI-IPAM-Claim"] == marker && netip.MustParsePrefix(parent).Contains(o.Prefix.Addr()) {
+				out = append(out, o.Prefix)
+			}
+		}
+	}
+	return out
+}
+
+// A carve that the IPAM system holds outlives the manager that sent it
+// (SIGKILLed mid-carve): the successor carves the claim's child anew, and
+// the held carve lands afterwards, a second child for one claim. Within the
+// late-record window the claim holds one child again, the one its
+// IPAddress names.
+func TestACarveThatLandsAfterItsManagerDiedIsDeletedSoon(t *testing.T) {
+	bin := managerBinary(t)
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		const window = 40 * time.Second
+		const parent = "10.146.0.0/22"
+		f.filter = "latecarve-" + f.ns
+		f.createCarvingPool("carving", parent, 26)
+		gate := make(chan struct{})
+		arrived := f.holdNextCarve(gate)
+		t.Cleanup(func() {
+			select {
+			case <-gate:
+			default:
+				close(gate)
+			}
+		})
+		mgr := startManagerProcess(t, bin, f.filter, "--late-record-window="+window.String())
+		claim := f.createClaim("late-child", "carving")
+		select {
+		case <-arrived:
+		case <-time.After(waitTimeout):
+			t.Fatal("the claim's carve never reached the IPAM system")
+		}
+		mgr.Kill()
+		require.NoError(t, mgr.Start())
+		address := f.waitBound(claim)
+		require.NotNil(t, address.Spec.Prefix)
+		bound := netip.PrefixFrom(netip.MustParseAddr(address.Spec.Address), int(*address.Spec.Prefix))
+
+		close(gate)
+		marker := f.marker(claim.Name)
+		require.Eventually(t, func() bool { return len(f.childrenOf(parent, marker)) == 2 }, waitTimeout, 50*time.Millisecond,
+			"the dead manager's carve lands after its successor bound the claim")
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			children := f.childrenOf(parent, marker)
+			if assert.Len(c, children, 1, "the late child is deleted") {
+				assert.Equal(c, bound, children[0], "the child kept is the one the IPAddress names")
+			}
+		}, window+waitTimeout, 200*time.Millisecond)
+		mgr.Stop()
+	})
 }
