@@ -143,19 +143,17 @@ func (p *Protocol[P, S, R, Q]) Restore(ctx context.Context, claim Claim, address
 
 // markedAt returns the record at addr that carries marker, if a listing
 // of the address finds one.
-func (p *Protocol[P, S, R, Q]) markedAt(ctx context.Context, pool P, addr netip.Addr, marker string) (R, bool) {
+func (p *Protocol[P, S, R, Q]) markedAt(ctx context.Context, pool P, addr netip.Addr, marker string) (r R, found bool) {
 	held, err := p.d.AtAddress(ctx, pool, addr)
 	if err != nil {
-		var none R
-		return none, false
+		return r, false
 	}
-	for _, r := range held {
-		if p.d.View(r).Marker == marker {
-			return r, true
+	for _, h := range held {
+		if p.d.View(h).Marker == marker {
+			return h, true
 		}
 	}
-	var none R
-	return none, false
+	return r, false
 }
 
 // Records lists the records within the pool's sources whose marker begins

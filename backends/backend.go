@@ -238,6 +238,15 @@ func CountAddresses(first, last netip.Addr) int64 {
 	return int64(d) + 1
 }
 
+// Pow2 is 2 to the bits, saturating at MaxInt64: the addresses of a
+// network with bits host bits, or the blocks of one length in a parent.
+func Pow2(bits int) int64 {
+	if bits >= 63 {
+		return math.MaxInt64
+	}
+	return int64(1) << bits
+}
+
 // SaturatingAdd adds two counts, saturating at MaxInt64.
 func SaturatingAdd(a, b int64) int64 {
 	if a > math.MaxInt64-b {

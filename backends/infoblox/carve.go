@@ -129,7 +129,7 @@ func (c *carver) Sources(containers []container) []container { return containers
 func (c *carver) Count(ctx context.Context, containers []container) (backends.Usage, error) {
 	var u backends.Usage
 	for _, s := range containers {
-		total := pow2(c.length - s.network.Bits())
+		total := backends.Pow2(c.length - s.network.Bits())
 		first, last := s.Bounds()
 		var b netipx.IPSetBuilder
 		for _, t := range []string{networkType(first), containerType(first)} {
@@ -161,7 +161,7 @@ func (c *carver) Count(ctx context.Context, containers []container) (backends.Us
 		var whole int64
 		for _, p := range held.Prefixes() {
 			if p.Bits() <= c.length {
-				whole = backends.SaturatingAdd(whole, pow2(c.length-p.Bits()))
+				whole = backends.SaturatingAdd(whole, backends.Pow2(c.length-p.Bits()))
 			} else {
 				used[netip.PrefixFrom(p.Addr(), c.length).Masked()] = true
 			}
@@ -170,14 +170,6 @@ func (c *carver) Count(ctx context.Context, containers []container) (backends.Us
 		u.Used = backends.SaturatingAdd(u.Used, min(total, backends.SaturatingAdd(whole, int64(len(used)))))
 	}
 	return u, nil
-}
-
-// pow2 is 2 to the bits, saturating.
-func pow2(bits int) int64 {
-	if bits >= 63 {
-		return 1<<63 - 1
-	}
-	return int64(1) << bits
 }
 
 // Unheld: a carving pool has no gateway to hold.

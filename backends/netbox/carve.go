@@ -142,7 +142,7 @@ func (c *carver) Sources(pool carving) []parentSource { return pool.parents }
 func (c *carver) Count(ctx context.Context, pool carving) (backends.Usage, error) {
 	var u backends.Usage
 	for _, s := range pool.parents {
-		total := pow2(c.length - s.network.Bits())
+		total := backends.Pow2(c.length - s.network.Bits())
 		var free []struct {
 			Prefix string `json:"prefix"`
 		}
@@ -152,7 +152,7 @@ func (c *carver) Count(ctx context.Context, pool carving) (backends.Usage, error
 		var unused int64
 		for _, f := range free {
 			if p, err := netip.ParsePrefix(f.Prefix); err == nil && p.Bits() <= c.length {
-				unused = backends.SaturatingAdd(unused, pow2(c.length-p.Bits()))
+				unused = backends.SaturatingAdd(unused, backends.Pow2(c.length-p.Bits()))
 			}
 		}
 		u.Total = backends.SaturatingAdd(u.Total, total)

@@ -135,7 +135,7 @@ func (d *driver) resolvePrefix(ctx context.Context, s Source, vrfID int32) (reso
 	}
 	r.first, r.last = network.Addr(), netipx.PrefixLastIP(network)
 	hostBits := network.Addr().BitLen() - network.Bits()
-	r.total = pow2(hostBits)
+	r.total = backends.Pow2(hostBits)
 	// NetBox's rule: outside pools, IPv4 skips the network and broadcast
 	// addresses and IPv6 the subnet-router anycast address, except in /31,
 	// /32, /127 and /128.
@@ -245,11 +245,4 @@ func (d *driver) Count(ctx context.Context, pool preparation) (backends.Usage, e
 		u.Used = backends.SaturatingAdd(u.Used, min(p.Count, s.total))
 	}
 	return u, nil
-}
-
-func pow2(bits int) int64 {
-	if bits >= 63 {
-		return math.MaxInt64
-	}
-	return int64(1) << bits
 }
