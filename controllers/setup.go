@@ -21,6 +21,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/pool"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/subnet"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/endpointpolicy"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/eventrecorder"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
@@ -156,6 +157,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := endpoints.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the control-plane endpoint controller: %w", err)
+	}
+	subnets := &subnet.Reconciler{
+		Client:           mgr.GetClient(),
+		APIReader:        mgr.GetAPIReader(),
+		Recorder:         recorder("ipam-bridge-subnet-controller"),
+		WatchFilterValue: opts.WatchFilterValue,
+		Kinds:            kinds,
+	}
+	if err := subnets.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the cluster subnet controller: %w", err)
 	}
 	for _, kind := range kinds {
 		pools := &pool.PoolReconciler{

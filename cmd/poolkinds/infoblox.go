@@ -38,10 +38,15 @@ func Infoblox(limits *backendhttp.Limits) poolkind.Kinds {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit
 	}
 	kind := poolkind.Kind{Backend: "infoblox", SecretName: secretName, Endpoint: infobloxEndpoint, InsecureConnection: infobloxInsecure, WantsMAC: infobloxWantsMAC, Spans: infobloxSpans}
-	return twins(limited(kind, limits, rateLimit, newInfobloxBackend),
+	kinds := twins(limited(kind, limits, rateLimit, newInfobloxBackend),
 		"InfobloxIPPool",
 		func() poolkind.Pool { return &v1alpha1.InfobloxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
 		func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} })
+	// Only a namespaced pool parents a cluster's subnet: its nodes pool
+	// is made beside it, with its credentials Secret.
+	kinds[0].Carves = func(p poolkind.Pool) bool { return p.(infobloxPool).GetInfobloxSpec().ChildPrefixes != nil }
+	kinds[0].ChildPool = infobloxChildPool
+	return kinds
 }
 
 // infobloxEndpoint is the grid's URL: WAPI is served over https only.

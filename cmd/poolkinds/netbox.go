@@ -33,10 +33,15 @@ func NetBox(limits *backendhttp.Limits) poolkind.Kinds {
 		return p.(netboxPool).GetNetboxSpec().Connection.RateLimit
 	}
 	kind := poolkind.Kind{Backend: "netbox", SecretName: secretName, Endpoint: netboxEndpoint, InsecureConnection: netboxInsecure, Spans: netboxSpans}
-	return twins(limited(kind, limits, rateLimit, newNetboxBackend),
+	kinds := twins(limited(kind, limits, rateLimit, newNetboxBackend),
 		"NetboxIPPool",
 		func() poolkind.Pool { return &v1alpha1.NetboxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
 		func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} })
+	// Only a namespaced pool parents a cluster's subnet: its nodes pool
+	// is made beside it, with its credentials Secret.
+	kinds[0].Carves = func(p poolkind.Pool) bool { return p.(netboxPool).GetNetboxSpec().ChildPrefixes != nil }
+	kinds[0].ChildPool = netboxChildPool
+	return kinds
 }
 
 func netboxEndpoint(p poolkind.Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.URL }

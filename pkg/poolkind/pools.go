@@ -79,6 +79,17 @@ type Kind struct {
 	// ForgetBackend drops what NewBackend set up for a deleted pool beside
 	// its backend: its share of its endpoint's limits.
 	ForgetBackend func(pool Pool)
+	// Carves says whether the pool hands each claim a child prefix
+	// (childPrefixes) instead of an address: only such a pool parents a
+	// cluster's subnet.
+	Carves func(Pool) bool
+	// ChildPool makes the spec of a pool of this kind whose only source is
+	// child, a prefix carved by parent (a pool of this kind with
+	// childPrefixes), that hands out addresses with gateway and records
+	// them as parent records its children; name and namespace are the
+	// caller's. Its error says why parent cannot be the parent of such a
+	// pool. Nil for a kind that cannot make them (a cluster-scoped one).
+	ChildPool func(parent Pool, child netip.Prefix, gateway v1alpha1.Gateway) (Pool, error)
 }
 
 // GroupKind of the pool kind.

@@ -113,7 +113,7 @@ func TestInstallsBesideThePeers(t *testing.T) {
 			assert.NotContains(t, before, o.GetName(), "our CRD %s has the name of a peer's", o.GetName())
 		}
 	}
-	require.Len(t, ours, 4)
+	require.Len(t, ours, 5)
 	applyComponents(t, k8s, comps.Objs())
 
 	t.Run("kubectl tells them apart", func(t *testing.T) {
@@ -196,7 +196,7 @@ func TestInstallsBesideThePeers(t *testing.T) {
 			if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
 				o.SetNamespace(ns)
 			}
-			// Our pools need a valid spec; the peers' open schema takes any.
+			// Our objects need a valid spec; the peers' open schema takes any.
 			if crd.Spec.Group == v1alpha1.GroupVersion.Group {
 				setMinimalPoolSpec(t, o)
 			}
@@ -242,8 +242,13 @@ func setMinimalPoolSpec(t *testing.T, o *unstructured.Unstructured) {
 			"connection": map[string]any{"host": "gm.example.com", "credentialsSecretRef": map[string]any{"name": "infoblox"}},
 			"sources":    []any{map[string]any{"network": map[string]any{"cidr": "10.0.0.0/24"}}},
 		}
+	case "ClusterSubnet":
+		spec = map[string]any{
+			"clusterName":   "beside",
+			"parentPoolRef": map[string]any{"kind": "NetboxIPPool", "name": "beside"},
+		}
 	default:
-		t.Fatalf("unknown pool kind %s", o.GetKind())
+		t.Fatalf("unknown kind %s", o.GetKind())
 	}
 	require.NoError(t, unstructured.SetNestedField(o.Object, spec, "spec"))
 }

@@ -206,7 +206,10 @@ func TestManagerRunsUnderReleasedRBAC(t *testing.T) {
 	withData.Data["token"] = []byte("changed")
 	forbidden("patching a Secret's data", asManager.Patch(ctx, withData, client.MergeFrom(existing)))
 	forbidden("deleting Secrets", asManager.Delete(ctx, existing))
-	forbidden("creating pools", asManager.Create(ctx, &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}, Spec: spec("10.79.0.0/24")}))
+	// The manager makes namespaced pools for ClusterSubnets, beside their
+	// parent and with its connection; never a cluster-scoped one, which
+	// every namespace's claims could use.
+	forbidden("creating cluster-scoped pools", asManager.Create(ctx, &v1alpha1.GlobalNetboxIPPool{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Spec: spec("10.79.0.0/24")}))
 	forbidden("creating ClusterRoleBindings", asManager.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "escalate"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},

@@ -302,7 +302,7 @@ func TestReleaseInstallsWithClusterctl(t *testing.T) {
 		for _, o := range objs {
 			kinds[o.GetKind()]++
 		}
-		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 4, "ClusterRole": 5, "ClusterRoleBinding": 1,
+		assert.Equal(t, map[string]int{"Namespace": 1, "CustomResourceDefinition": 5, "ClusterRole": 5, "ClusterRoleBinding": 1,
 			"Role": 1, "RoleBinding": 1, "ServiceAccount": 1, "Deployment": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1}, kinds)
 	})

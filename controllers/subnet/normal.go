@@ -1,0 +1,311 @@
+package subnet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
+)
+
+// reconcileNormal takes the steps in order; each returns done when the
+// subnet must wait for it.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	r.ownedByCluster(s)
+	if done := r.parentFound(ctx, s); done {
+		return ctrl.Result{RequeueAfter: waitInterval}, nil
+	}
+	child, done, err := r.childCarved(ctx, s)
+	if err != nil || done {
+		return s.wait(), err
+	}
+	gateway, done, err := r.gatewayHeld(ctx, s, child)
+	if err != nil || done {
+		return s.wait(), err
+	}
+	return s.wait(), r.nodesPoolMade(ctx, s, child, gateway)
+}
+
+// ownedByCluster makes the Cluster, once it exists, the subnet's owner:
+// its deletion deletes the subnet, which releases what it holds.
+func (r *Reconciler) ownedByCluster(s *scope) {
+	if s.cluster == nil || !s.cluster.DeletionTimestamp.IsZero() {
+		return
+	}
+	owner := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: s.cluster.Name, UID: s.cluster.UID}
+	refs := s.subnet.GetOwnerReferences()
+	for _, ref := range refs {
+		if ref.UID == owner.UID {
+			return
+		}
+	}
+	s.subnet.SetOwnerReferences(append(refs, owner))
+}
+
+// parentFound finds the parent pool, which must carve.
+func (r *Reconciler) parentFound(ctx context.Context, s *scope) (done bool) {
+	ref := s.subnet.Spec.ParentPoolRef
+	kind, ok := r.Kinds.For(ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: ref.Kind, Name: ref.Name})
+	if !ok || kind.ChildPool == nil || kind.Carves == nil {
+		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason, "%s pools cannot parent a subnet", ref.Kind)
+		return true
+	}
+	parent, err := poolkind.GetPool(ctx, r.Client, kind, s.subnet.Namespace, ref.Name)
+	switch {
+	case err != nil:
+		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolNotFoundReason, "getting %s %s: %v", ref.Kind, ref.Name, err)
+		return true
+	case parent == nil:
+		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolNotFoundReason, "%s %s does not exist in namespace %s", ref.Kind, ref.Name, s.subnet.Namespace)
+		return true
+	case !kind.Carves(parent):
+		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason,
+			"%s %s has no childPrefixes: it hands out addresses, not subnets", ref.Kind, ref.Name)
+		return true
+	}
+	s.kind, s.parent = kind, parent
+	return false
+}
+
+// childCarved claims the child from the parent and returns it once bound.
+func (r *Reconciler) childCarved(ctx context.Context, s *scope) (netip.Prefix, bool, error) {
+	ref := s.subnet.Spec.ParentPoolRef
+	claim, err := r.ensureClaim(ctx, s, s.subnet.Name, ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: ref.Kind, Name: ref.Name}, netip.Addr{})
+	if err != nil || claim == nil {
+		return netip.Prefix{}, true, err
+	}
+	address, err := r.boundAddress(ctx, s, claim)
+	if err != nil || address == nil {
+		r.claimWaits(s, claim, v1alpha1.CarvingReason, fmt.Sprintf("a child prefix of %s %s", ref.Kind, ref.Name))
+		return netip.Prefix{}, true, err
+	}
+	child, err := childOf(address)
+	if err != nil {
+		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason, "IPAddress %s of %s %s: %v", address.Name, ref.Kind, ref.Name, err)
+		return netip.Prefix{}, true, nil
+	}
+	if s.subnet.Status.Prefix != child.String() {
+		r.event(s, claim, corev1.EventTypeNormal, v1alpha1.SubnetCarvedReason, "Carved %s from %s %s for Cluster %s", child, ref.Kind, ref.Name, s.subnet.Spec.ClusterName)
+	}
+	s.subnet.Status.Prefix = child.String()
+	return child, false, nil
+}
+
+// childOf is the child prefix an IPAddress of a carving pool holds: its
+// network address with the child's length.
+func childOf(address *ipamv1.IPAddress) (netip.Prefix, error) {
+	addr, err := netip.ParseAddr(address.Spec.Address)
+	if err != nil || address.Spec.Prefix == nil {
+		return netip.Prefix{}, fmt.Errorf("%q with prefix %v is not a child prefix", address.Spec.Address, address.Spec.Prefix)
+	}
+	child := netip.PrefixFrom(addr, int(*address.Spec.Prefix))
+	if !child.IsValid() || child.Masked() != child {
+		return netip.Prefix{}, fmt.Errorf("%s is an address, not a child prefix's network", child)
+	}
+	return child, nil
+}
+
+// gatewayHeld reserves the child's gateway with a claim that requests it
+// from the gateway pool, the child without a gateway. Invalid with
+// gatewayPolicy None, or for a child too small to have one.
+func (r *Reconciler) gatewayHeld(ctx context.Context, s *scope, child netip.Prefix) (netip.Addr, bool, error) {
+	gateway := backends.FirstUsable(child)
+	if s.subnet.Spec.Pool.GatewayPolicy == v1alpha1.GatewayNone || !gateway.IsValid() {
+		s.subnet.Status.Gateway = ""
+		return netip.Addr{}, false, nil
+	}
+	name := s.subnet.Name + GatewaySuffix
+	pool, err := r.ensurePool(ctx, s, name, child, v1alpha1.Gateway{Policy: v1alpha1.GatewayNone})
+	if err != nil || pool == nil {
+		return netip.Addr{}, true, err
+	}
+	claim, err := r.ensureClaim(ctx, s, name, poolRef(s.kind, name), gateway)
+	if err != nil || claim == nil {
+		return netip.Addr{}, true, err
+	}
+	address, err := r.boundAddress(ctx, s, claim)
+	if err != nil || address == nil {
+		r.claimWaits(s, claim, v1alpha1.HoldingGatewayReason, "the gateway "+gateway.String())
+		return netip.Addr{}, true, err
+	}
+	if address.Spec.Address != gateway.String() {
+		// A requested address is reserved exactly or not at all; anything
+		// else is not the router's and the nodes pool is not made.
+		s.ready(metav1.ConditionFalse, v1alpha1.HoldingGatewayReason, "IPAddress %s holds %s, not the gateway %s", address.Name, address.Spec.Address, gateway)
+		return netip.Addr{}, true, nil
+	}
+	s.subnet.Status.Gateway = gateway.String()
+	return gateway, false, nil
+}
+
+// nodesPoolMade makes the nodes pool and reports its readiness as the
+// subnet's.
+func (r *Reconciler) nodesPoolMade(ctx context.Context, s *scope, child netip.Prefix, gateway netip.Addr) error {
+	rule := v1alpha1.Gateway{Policy: v1alpha1.GatewayNone}
+	if gateway.IsValid() {
+		rule = v1alpha1.Gateway{Address: gateway.String()}
+	}
+	name := nodesPoolName(s.subnet)
+	pool, err := r.ensurePool(ctx, s, name, child, rule)
+	if err != nil || pool == nil {
+		return err
+	}
+	s.subnet.Status.PoolRef = &v1alpha1.SubnetPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: s.kind.Kind, Name: name}
+	ready := meta.FindStatusCondition(pool.GetConditions(), v1alpha1.ReadyCondition)
+	switch {
+	case ready == nil || ready.ObservedGeneration < pool.GetGeneration() && ready.Status == metav1.ConditionTrue:
+		s.ready(metav1.ConditionFalse, v1alpha1.PoolNotReadyReason, "%s %s is not validated yet", s.kind.Kind, name)
+	case ready.Status != metav1.ConditionTrue:
+		s.ready(metav1.ConditionFalse, v1alpha1.PoolNotReadyReason, "%s %s: %s: %s", s.kind.Kind, name, ready.Reason, ready.Message)
+	default:
+		s.ready(metav1.ConditionTrue, v1alpha1.SubnetReadyReason, "%s %s hands out the addresses of %s", s.kind.Kind, name, child)
+	}
+	return nil
+}
+
+// nodesPoolName is the nodes pool's name: the spec's, or the Cluster's
+// with NodesPoolSuffix.
+func nodesPoolName(subnet *v1alpha1.ClusterSubnet) string {
+	if subnet.Spec.Pool.Name != "" {
+		return subnet.Spec.Pool.Name
+	}
+	return subnet.Spec.ClusterName + NodesPoolSuffix
+}
+
+func poolRef(kind poolkind.Kind, name string) ipamv1.IPPoolReference {
+	return ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind.Kind, Name: name}
+}
+
+// claimWaits reports a claim without an address with its own reason (for
+// example PoolExhausted, naming the parent), or reason while it has none.
+func (r *Reconciler) claimWaits(s *scope, claim *ipamv1.IPAddressClaim, reason, what string) {
+	if c := meta.FindStatusCondition(claim.Status.Conditions, ipamv1.IPAddressClaimReadyCondition); c != nil && c.Status == metav1.ConditionFalse && c.Reason != "" {
+		s.ready(metav1.ConditionFalse, c.Reason, "IPAddressClaim %s waits for %s: %s", claim.Name, what, c.Message)
+		return
+	}
+	s.ready(metav1.ConditionFalse, reason, "IPAddressClaim %s waits for %s", claim.Name, what)
+}
+
+// labels are the labels of what the subnet makes: its Cluster's name and
+// the watch filter.
+func labels(subnet *v1alpha1.ClusterSubnet) map[string]string {
+	l := map[string]string{clusterv1.ClusterNameLabel: subnet.Spec.ClusterName}
+	if v, ok := subnet.Labels[clusterv1.WatchLabel]; ok {
+		l[clusterv1.WatchLabel] = v
+	}
+	return l
+}
+
+// ensureClaim returns the subnet's claim named name, creating it (of pool,
+// requesting requested where valid) if there is none; nil while it waits:
+// a claim of that name that is not the subnet's is left alone.
+func (r *Reconciler) ensureClaim(ctx context.Context, s *scope, name string, pool ipamv1.IPPoolReference, requested netip.Addr) (*ipamv1.IPAddressClaim, error) {
+	claim := &ipamv1.IPAddressClaim{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.subnet.Namespace, Name: name}, claim)
+	switch {
+	case err == nil:
+		if !metav1.IsControlledBy(claim, s.subnet) {
+			r.nameTaken(s, "IPAddressClaim", name)
+			return nil, nil
+		}
+		return claim, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("getting IPAddressClaim %s: %w", name, err)
+	}
+	claim = &ipamv1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: s.subnet.Namespace,
+			Name:      name,
+			Labels:    labels(s.subnet),
+			// The record stays while the subnet needs it, whoever deletes
+			// the claim: the ClusterSubnet lets it go (reconcileDelete).
+			Finalizers: []string{v1alpha1.KeepAddressFinalizer},
+		},
+		Spec: ipamv1.IPAddressClaimSpec{ClusterName: s.subnet.Spec.ClusterName, PoolRef: pool},
+	}
+	if requested.IsValid() {
+		claim.Annotations = map[string]string{v1alpha1.RequestedAddressAnnotation: requested.String()}
+	}
+	if err := controllerutil.SetControllerReference(s.subnet, claim, r.Client.Scheme()); err != nil {
+		return nil, fmt.Errorf("owning IPAddressClaim %s: %w", name, err)
+	}
+	if err := r.Client.Create(ctx, claim); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating IPAddressClaim %s: %w", name, err)
+	}
+	// Its binding brings the subnet back.
+	return nil, nil
+}
+
+// ensurePool returns the subnet's pool named name, whose only source is
+// child, creating it with gateway if there is none; nil while it waits.
+func (r *Reconciler) ensurePool(ctx context.Context, s *scope, name string, child netip.Prefix, gateway v1alpha1.Gateway) (poolkind.Pool, error) {
+	pool, err := poolkind.GetPool(ctx, r.Client, s.kind, s.subnet.Namespace, name)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("getting %s %s: %w", s.kind.Kind, name, err)
+	case pool != nil && !metav1.IsControlledBy(pool, s.subnet):
+		r.nameTaken(s, s.kind.Kind, name)
+		return nil, nil
+	case pool != nil:
+		return pool, nil
+	}
+	pool, err = s.kind.ChildPool(s.parent, child, gateway)
+	if err != nil {
+		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason, "%v", err)
+		return nil, nil
+	}
+	pool.SetNamespace(s.subnet.Namespace)
+	pool.SetName(name)
+	pool.SetLabels(labels(s.subnet))
+	if err := controllerutil.SetControllerReference(s.subnet, pool, r.Client.Scheme()); err != nil {
+		return nil, fmt.Errorf("owning %s %s: %w", s.kind.Kind, name, err)
+	}
+	if err := r.Client.Create(ctx, pool); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating %s %s: %w", s.kind.Kind, name, err)
+	}
+	// Its validation brings the subnet back.
+	return nil, nil
+}
+
+// nameTaken reports an object of the subnet's name that is not its own.
+func (r *Reconciler) nameTaken(s *scope, kind, name string) {
+	msg := fmt.Sprintf("%s %s exists and is not this ClusterSubnet's: it is left alone; delete it or give the subnet another name", kind, name)
+	if c := meta.FindStatusCondition(s.subnet.Status.Conditions, v1alpha1.ReadyCondition); c == nil || c.Reason != v1alpha1.NameTakenReason || c.Message != msg {
+		r.warn(s, v1alpha1.NameTakenReason, "%s", msg)
+	}
+	s.ready(metav1.ConditionFalse, v1alpha1.NameTakenReason, "%s", msg)
+}
+
+// boundAddress is the claim's IPAddress, nil while it has none.
+func (r *Reconciler) boundAddress(ctx context.Context, s *scope, claim *ipamv1.IPAddressClaim) (*ipamv1.IPAddress, error) {
+	if claim.Status.AddressRef.Name == "" {
+		return nil, nil
+	}
+	address := &ipamv1.IPAddress{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Status.AddressRef.Name}, address)
+	if apierrors.IsNotFound(err) {
+		// The cache may see the claim's status before its IPAddress.
+		s.soon = true
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting IPAddress %s: %w", claim.Status.AddressRef.Name, err)
+	}
+	if !metav1.IsControlledBy(address, claim) {
+		return nil, nil
+	}
+	return address, nil
+}
