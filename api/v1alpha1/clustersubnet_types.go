@@ -11,11 +11,14 @@ const (
 	// SubnetReadyReason: the child is carved, its gateway held, and its
 	// nodes pool validated.
 	SubnetReadyReason = "SubnetReady"
+	// SubnetClusterNotFoundReason: the subnet's Cluster does not exist, or
+	// is being deleted: nothing is made for it.
+	SubnetClusterNotFoundReason = "ClusterNotFound"
 	// ParentPoolNotFoundReason: the parent pool does not exist.
 	ParentPoolNotFoundReason = "ParentPoolNotFound"
 	// ParentPoolUnsupportedReason: the parent pool cannot carve subnets for
 	// clusters (it has no childPrefixes, or names its prefixes in a way the
-	// nodes pool cannot name the child).
+	// nodes pool cannot name the child); nothing is claimed.
 	ParentPoolUnsupportedReason = "ParentPoolUnsupported"
 	// CarvingReason: the subnet's claim waits for its child prefix.
 	CarvingReason = "Carving"
@@ -79,6 +82,7 @@ type SubnetPoolSpec struct {
 }
 
 // ClusterSubnetSpec asks for a subnet for one Cluster.
+// +kubebuilder:validation:XValidation:rule="has(self.pool) == has(oldSelf.pool) && (!has(self.pool) || self.pool == oldSelf.pool)",message="pool cannot be added, removed or changed: machines hold addresses from it"
 type ClusterSubnetSpec struct {
 	// clusterName is the Cluster, in this namespace, the subnet is for. The
 	// subnet is carved once the Cluster exists, and the Cluster then owns
@@ -97,7 +101,6 @@ type ClusterSubnetSpec struct {
 
 	// pool says how the nodes pool, whose only source is the child, is made.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="pool cannot change: machines hold addresses from it"
 	Pool SubnetPoolSpec `json:"pool,omitempty,omitzero"`
 }
 

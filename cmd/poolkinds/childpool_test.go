@@ -35,7 +35,7 @@ func TestNetboxChildPoolNamesTheChildInItsParentsVRF(t *testing.T) {
 	}{
 		{name: "the source that holds the child gives its VRF", parent: carving(byCIDR("10.1.0.0/16", "blue"), byCIDR("10.2.0.0/16", "red")), wantVRF: "red"},
 		{name: "the global table", parent: carving(byCIDR("10.0.0.0/8", "")), wantVRF: ""},
-		{name: "a parent named by id cannot say the VRF", parent: carving(byID), wantErr: "by cidr"},
+		{name: "a parent named by id cannot say the VRF", parent: carving(byCIDR("10.1.0.0/16", "blue"), byID), wantErr: "by cidr"},
 		{name: "a pool that hands out addresses", parent: func() *v1alpha1.NetboxIPPool {
 			p := carving(byCIDR("10.2.0.0/16", ""))
 			p.Spec.ChildPrefixes = nil
@@ -85,6 +85,6 @@ func TestOnlyNamespacedKindsParentSubnets(t *testing.T) {
 	limits := backendhttp.NewLimits()
 	for _, kind := range append(NetBox(limits), Infoblox(limits)...) {
 		assert.Equal(t, kind.Namespaced, kind.ChildPool != nil, "%s", kind.Kind)
-		assert.Equal(t, kind.Namespaced, kind.Carves != nil, "%s", kind.Kind)
+		assert.Equal(t, kind.Namespaced, kind.CanParent != nil, "%s", kind.Kind)
 	}
 }

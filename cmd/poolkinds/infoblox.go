@@ -44,7 +44,7 @@ func Infoblox(limits *backendhttp.Limits) poolkind.Kinds {
 		func() client.ObjectList { return &v1alpha1.InfobloxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalInfobloxIPPoolList{} })
 	// Only a namespaced pool parents a cluster's subnet: its nodes pool
 	// is made beside it, with its credentials Secret.
-	kinds[0].Carves = func(p poolkind.Pool) bool { return p.(infobloxPool).GetInfobloxSpec().ChildPrefixes != nil }
+	kinds[0].CanParent = infobloxCanParent
 	kinds[0].ChildPool = infobloxChildPool
 	return kinds
 }

@@ -39,7 +39,7 @@ func NetBox(limits *backendhttp.Limits) poolkind.Kinds {
 		func() client.ObjectList { return &v1alpha1.NetboxIPPoolList{} }, func() client.ObjectList { return &v1alpha1.GlobalNetboxIPPoolList{} })
 	// Only a namespaced pool parents a cluster's subnet: its nodes pool
 	// is made beside it, with its credentials Secret.
-	kinds[0].Carves = func(p poolkind.Pool) bool { return p.(netboxPool).GetNetboxSpec().ChildPrefixes != nil }
+	kinds[0].CanParent = netboxCanParent
 	kinds[0].ChildPool = netboxChildPool
 	return kinds
 }

@@ -31,7 +31,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	kind, ok := r.Kinds.For(ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: s.subnet.Spec.ParentPoolRef.Kind})
 	gateway := s.subnet.Name + GatewaySuffix
 	for _, gone := range []func() (bool, error){
-		func() (bool, error) { return r.poolGone(ctx, s, kind, ok, nodesPoolName(s.subnet)) },
+		func() (bool, error) {
+			gone, err := r.poolGone(ctx, s, kind, ok, nodesPoolName(s.subnet))
+			if gone {
+				s.subnet.Status.PoolRef = nil
+			}
+			return gone, err
+		},
 		func() (bool, error) { return r.claimGone(ctx, s, gateway) },
 		func() (bool, error) { return r.poolGone(ctx, s, kind, ok, gateway) },
 		func() (bool, error) { return r.claimGone(ctx, s, s.subnet.Name) },

@@ -24,9 +24,16 @@ import (
 // reconcileNormal takes the steps in order; each returns done when the
 // subnet must wait for it.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
-	r.ownedByCluster(s)
+	if done := clusterFound(s); done {
+		return ctrl.Result{}, nil
+	}
 	if done := r.parentFound(ctx, s); done {
 		return ctrl.Result{RequeueAfter: waitInterval}, nil
+	}
+	// The nodes pool's name is checked before anything is carved: a
+	// subnet that could never make its pool must not hold a block.
+	if done, err := r.nodesPoolNameFree(ctx, s); err != nil || done {
+		return s.wait(), err
 	}
 	child, done, err := r.childCarved(ctx, s)
 	if err != nil || done {
@@ -39,27 +46,32 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	return s.wait(), r.nodesPoolMade(ctx, s, child, gateway)
 }
 
-// ownedByCluster makes the Cluster, once it exists, the subnet's owner:
-// its deletion deletes the subnet, which releases what it holds.
-func (r *Reconciler) ownedByCluster(s *scope) {
+// clusterFound makes the Cluster the subnet's owner, so that its deletion
+// deletes the subnet, which releases what it holds; nothing is made for a
+// Cluster that does not exist, or is going, and that could not own it.
+// Its creation brings the subnet back.
+func clusterFound(s *scope) (done bool) {
 	if s.cluster == nil || !s.cluster.DeletionTimestamp.IsZero() {
-		return
+		s.ready(metav1.ConditionFalse, v1alpha1.SubnetClusterNotFoundReason, "Cluster %s does not exist in namespace %s, or is being deleted",
+			s.subnet.Spec.ClusterName, s.subnet.Namespace)
+		return true
 	}
 	owner := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: s.cluster.Name, UID: s.cluster.UID}
 	refs := s.subnet.GetOwnerReferences()
 	for _, ref := range refs {
 		if ref.UID == owner.UID {
-			return
+			return false
 		}
 	}
 	s.subnet.SetOwnerReferences(append(refs, owner))
+	return false
 }
 
-// parentFound finds the parent pool, which must carve.
+// parentFound finds the parent pool, which must be able to parent it.
 func (r *Reconciler) parentFound(ctx context.Context, s *scope) (done bool) {
 	ref := s.subnet.Spec.ParentPoolRef
 	kind, ok := r.Kinds.For(ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: ref.Kind, Name: ref.Name})
-	if !ok || kind.ChildPool == nil || kind.Carves == nil {
+	if !ok || kind.ChildPool == nil || kind.CanParent == nil {
 		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason, "%s pools cannot parent a subnet", ref.Kind)
 		return true
 	}
@@ -71,13 +83,28 @@ func (r *Reconciler) parentFound(ctx context.Context, s *scope) (done bool) {
 	case parent == nil:
 		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolNotFoundReason, "%s %s does not exist in namespace %s", ref.Kind, ref.Name, s.subnet.Namespace)
 		return true
-	case !kind.Carves(parent):
-		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason,
-			"%s %s has no childPrefixes: it hands out addresses, not subnets", ref.Kind, ref.Name)
+	}
+	if err := kind.CanParent(parent); err != nil {
+		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason, "%s %v", ref.Kind, err)
 		return true
 	}
 	s.kind, s.parent = kind, parent
 	return false
+}
+
+// nodesPoolNameFree says whether the nodes pool's name is free or the
+// subnet's own.
+func (r *Reconciler) nodesPoolNameFree(ctx context.Context, s *scope) (bool, error) {
+	name := nodesPoolName(s.subnet)
+	pool, err := poolkind.GetPool(ctx, r.Client, s.kind, s.subnet.Namespace, name)
+	if err != nil {
+		return true, fmt.Errorf("getting %s %s: %w", s.kind.Kind, name, err)
+	}
+	if pool != nil && !metav1.IsControlledBy(pool, s.subnet) {
+		r.nameTaken(s, s.kind.Kind, name)
+		return true, nil
+	}
+	return false, nil
 }
 
 // childCarved claims the child from the parent and returns it once bound.
@@ -287,6 +314,8 @@ func (r *Reconciler) nameTaken(s *scope, kind, name string) {
 		r.warn(s, v1alpha1.NameTakenReason, "%s", msg)
 	}
 	s.ready(metav1.ConditionFalse, v1alpha1.NameTakenReason, "%s", msg)
+	// Its deletion makes no event the subnet watches.
+	s.retry = nameTakenRetry
 }
 
 // boundAddress is the claim's IPAddress, nil while it has none.

@@ -32,9 +32,11 @@ import (
 )
 
 // The subnet's claims and pools are its own, made and deleted by it; its
-// Cluster owns it once it exists.
+// Cluster owns it. The controller owner references on what it makes block
+// its foreground deletion, which needs update on clustersubnets/finalizers.
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=clustersubnets,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=clustersubnets/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=clustersubnets/finalizers,verbs=update
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;infobloxippools,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddressclaims,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=ipam.cluster.x-k8s.io,resources=ipaddresses,verbs=get;list;watch
@@ -59,6 +61,10 @@ const waitInterval = 5 * time.Minute
 // soonInterval is how soon a subnet waiting for its cache to catch up is
 // looked at again.
 const soonInterval = time.Second
+
+// nameTakenRetry is how soon a subnet whose name another object holds is
+// looked at again: that object's deletion makes no event it watches.
+const nameTakenRetry = 30 * time.Second
 
 // Reconciler carves ClusterSubnets' subnets and makes their nodes pools.
 type Reconciler struct {
@@ -155,8 +161,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		cluster = nil
 	}
 	// clusterctl move pauses the Cluster: nothing is made or released
-	// while its objects are copied.
-	if annotations.HasPaused(subnet) || cluster != nil && annotations.IsPaused(cluster, subnet) {
+	// while its objects are copied, as its claims are not.
+	if paused, _ := reservation.IsPaused(cluster, nil); paused || annotations.HasPaused(subnet) {
 		return ctrl.Result{}, nil
 	}
 
@@ -193,6 +199,9 @@ type scope struct {
 	// soon asks to be looked at again shortly: what the subnet waits for
 	// makes no event it watches.
 	soon bool
+	// retry, when set, is how soon a subnet waiting for something no
+	// watch reports is looked at again.
+	retry time.Duration
 }
 
 // wait is the result of a reconcile that waits: its watches bring it back,
@@ -200,6 +209,9 @@ type scope struct {
 func (s *scope) wait() ctrl.Result {
 	if s.soon {
 		return ctrl.Result{RequeueAfter: soonInterval}
+	}
+	if s.retry > 0 {
+		return ctrl.Result{RequeueAfter: s.retry}
 	}
 	return ctrl.Result{RequeueAfter: waitInterval}
 }

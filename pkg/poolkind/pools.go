@@ -79,10 +79,10 @@ type Kind struct {
 	// ForgetBackend drops what NewBackend set up for a deleted pool beside
 	// its backend: its share of its endpoint's limits.
 	ForgetBackend func(pool Pool)
-	// Carves says whether the pool hands each claim a child prefix
-	// (childPrefixes) instead of an address: only such a pool parents a
-	// cluster's subnet.
-	Carves func(Pool) bool
+	// CanParent says why the pool cannot be the parent of a cluster's
+	// subnet (it hands out addresses, or names its sources so that a child
+	// pool could not name the child), nil when it can.
+	CanParent func(Pool) error
 	// ChildPool makes the spec of a pool of this kind whose only source is
 	// child, a prefix carved by parent (a pool of this kind with
 	// childPrefixes), that hands out addresses with gateway and records

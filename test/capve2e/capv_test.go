@@ -436,7 +436,6 @@ func createMachineNamed(t *testing.T, ns string, names machineNames, devices []i
 		t.Helper()
 		require.NoError(t, k8s.Create(ctx, obj), "creating %T %s", obj, obj.GetName())
 	}
-
 	cluster := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.cluster},
 		Spec: clusterv1.ClusterSpec{
@@ -452,6 +451,19 @@ func createMachineNamed(t *testing.T, ns string, names machineNames, devices []i
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.cluster, Labels: labels},
 		Spec:       infrav1.VSphereClusterSpec{Server: vc.url.Host},
 	})
+	createMachineOf(t, ns, names, devices)
+}
+
+// createMachineOf creates, for an existing Cluster whose infrastructure is
+// provisioned, the Machine with its bootstrap data Secret and the
+// VSphereMachine the Machine owns, as createMachineNamed does.
+func createMachineOf(t *testing.T, ns string, names machineNames, devices []infrav1.NetworkDeviceSpec) {
+	ctx := t.Context()
+	labels := map[string]string{clusterv1.ClusterNameLabel: names.cluster}
+	create := func(obj client.Object) {
+		t.Helper()
+		require.NoError(t, k8s.Create(ctx, obj), "creating %T %s", obj, obj.GetName())
+	}
 	create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.bootstrap, Labels: labels},
 		Data:       map[string][]byte{"value": []byte("#cloud-config\n"), "format": []byte("cloud-config")},

@@ -397,7 +397,13 @@ spec:
 // variables.
 func createClusterClass(t *testing.T, ns, name string) {
 	t.Helper()
-	manifest := strings.NewReplacer("NAME", name, "SERVER", vc.url.Host, "TEMPLATE", templateName).Replace(clusterClassYAML)
+	createClusterClassFrom(t, ns, name, clusterClassYAML)
+}
+
+// createClusterClassFrom is createClusterClass with the manifest given.
+func createClusterClassFrom(t *testing.T, ns, name, manifest string) {
+	t.Helper()
+	manifest = strings.NewReplacer("NAME", name, "SERVER", vc.url.Host, "TEMPLATE", templateName).Replace(manifest)
 	for _, doc := range strings.Split(manifest, "\n---\n") {
 		u := &unstructured.Unstructured{}
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &u.Object))

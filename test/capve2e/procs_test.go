@@ -239,6 +239,24 @@ func (s *ipamSims) addNetboxPrefix(cidr string) error {
 	return s.do(http.MethodPost, "/netbox/prefixes", map[string]string{"CIDR": cidr}, nil)
 }
 
+// addNetboxContainer creates a container prefix, a carving pool's parent.
+func (s *ipamSims) addNetboxContainer(cidr string) error {
+	return s.do(http.MethodPost, "/netbox/containers", map[string]string{"CIDR": cidr}, nil)
+}
+
+// netboxPrefix is a prefix in NetBox.
+type netboxPrefix struct {
+	Prefix       string         `json:"prefix"`
+	Description  string         `json:"description"`
+	CustomFields map[string]any `json:"customFields"`
+}
+
+// netboxPrefixesWithin lists the prefixes inside parent.
+func (s *ipamSims) netboxPrefixesWithin(parent string) ([]netboxPrefix, error) {
+	var out []netboxPrefix
+	return out, s.do(http.MethodPost, "/netbox/prefixes-within", map[string]string{"CIDR": parent}, &out)
+}
+
 func (s *ipamSims) netboxIPAddresses() ([]netboxIP, error) {
 	var out []netboxIP
 	return out, s.do(http.MethodGet, "/netbox/ip-addresses", nil, &out)

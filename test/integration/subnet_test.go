@@ -3,9 +3,11 @@ package integration
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -99,7 +101,8 @@ func TestAClusterSubnetIsCarvedServedAndReturnedOnNetBox(t *testing.T) {
 	f.waitClaimCondition(&ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "prod-a"}},
 		ipamv1.IPAddressClaimReadyCondition, reasons.AddressKeptReason)
 	assert.Len(t, f.childrenMarked(parent, f.marker("prod-a")), 1, "the child is kept")
-	assert.Equal(t, metav1.ConditionTrue, f.getSubnetCondition(s).Status)
+	require.Never(t, func() bool { return f.getSubnetCondition(s).Status != metav1.ConditionTrue }, 3*time.Second, pollInterval,
+		"the subnet stays ready while its claim is kept")
 
 	// Deleting the subnet waits for the machine's address first.
 	require.NoError(t, k8s.Delete(f.ctx, s))
@@ -107,6 +110,7 @@ func TestAClusterSubnetIsCarvedServedAndReturnedOnNetBox(t *testing.T) {
 	assert.Contains(t, meta.FindStatusCondition(waiting.Status.Conditions, v1alpha1.ReadyCondition).Message, "prod-a-nodes")
 	assert.Len(t, f.childrenMarked(parent, f.marker("prod-a")), 1, "the child stays while a machine holds an address in it")
 	assert.Len(t, f.recordsWithMarker(f.marker("prod-a-md-0-abc")), 1)
+	assert.Len(t, f.recordsWithMarker(f.marker("prod-a"+subnet.GatewaySuffix)), 1, "the gateway stays while a machine uses it")
 
 	f.deleteClaim(machine)
 	f.waitGone(s)
@@ -131,7 +135,7 @@ func hasOwner(o metav1.Object, owner metav1.Object) bool {
 // before anything is claimed; a name in use is left alone.
 func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	f := newFixture(t)
-	const parent = "10.151.0.0/23"
+	const parent = "10.151.0.0/22"
 	f.emptyContainer(parent)
 	parentPool := f.createNetboxPool("small", parent, withChildPrefixes(24))
 	f.waitPoolReady(parentPool)
@@ -147,6 +151,31 @@ func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	assert.Empty(t, b.Status.Gateway, "gatewayPolicy None holds no gateway")
 	assert.Empty(t, f.markedRecords(), "and reserves nothing")
 
+	// Nothing is made for a Cluster that does not exist yet; its creation
+	// brings the subnet back.
+	late := f.waitSubnet(f.createSubnet("late", "late", "NetboxIPPool", "small", func(s *v1alpha1.ClusterSubnet) {
+		s.Spec.Pool.GatewayPolicy = v1alpha1.GatewayNone
+	}), metav1.ConditionFalse, v1alpha1.SubnetClusterNotFoundReason)
+	assert.Empty(t, k8sClaimsNamed(f, "late"), "nothing claimed before the Cluster exists")
+	f.createCluster("late")
+	f.waitSubnet(late, metav1.ConditionTrue, v1alpha1.SubnetReadyReason)
+
+	// The nodes pool cannot change: machines hold addresses from it.
+	var err error
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		renamed := &v1alpha1.ClusterSubnet{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(late), renamed))
+		renamed.Spec.Pool.Name = "elsewhere"
+		err = k8s.Update(f.ctx, renamed)
+		assert.False(c, apierrors.IsConflict(err), "%v", err)
+	}, waitTimeout, pollInterval)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool cannot be added, removed or changed")
+
+	f.createCluster("fourth")
+	f.waitSubnet(f.createSubnet("fourth", "fourth", "NetboxIPPool", "small", func(s *v1alpha1.ClusterSubnet) {
+		s.Spec.Pool.GatewayPolicy = v1alpha1.GatewayNone
+	}), metav1.ConditionTrue, v1alpha1.SubnetReadyReason)
 	full := f.waitSubnet(f.createSubnet("c", "c", "NetboxIPPool", "small"), metav1.ConditionFalse, "PoolExhausted")
 	cond := meta.FindStatusCondition(full.Status.Conditions, v1alpha1.ReadyCondition)
 	assert.Contains(t, cond.Message, "NetboxIPPool small")
@@ -155,6 +184,8 @@ func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	f.seedPrefix("10.152.0.0/24", netboxsim.PrefixOptions{})
 	addresses := f.createNetboxPool("addresses", "10.152.0.0/24")
 	f.waitPoolReady(addresses)
+	f.createCluster("d")
+	f.createCluster("e")
 	refused := f.waitSubnet(f.createSubnet("d", "d", "NetboxIPPool", "addresses"), metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason)
 	assert.Contains(t, meta.FindStatusCondition(refused.Status.Conditions, v1alpha1.ReadyCondition).Message, "childPrefixes")
 	f.waitSubnet(f.createSubnet("e", "e", "NetboxIPPool", "missing"), metav1.ConditionFalse, v1alpha1.ParentPoolNotFoundReason)
@@ -163,9 +194,18 @@ func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	}
 
 	// A claim named as the subnet's, made by someone else, is not taken.
+	f.createCluster("taken")
 	f.createClaim("taken", "addresses")
 	f.waitSubnet(f.createSubnet("taken", "taken", "NetboxIPPool", "small"), metav1.ConditionFalse, v1alpha1.NameTakenReason)
 	f.waitEvent(f.ns, "taken", v1alpha1.NameTakenReason)
+
+	// A nodes pool's name that another pool holds is found before anything
+	// is carved.
+	f.createCluster("other")
+	f.createNetboxPool("other-nodes", "10.152.0.0/24")
+	named := f.waitSubnet(f.createSubnet("other", "other", "NetboxIPPool", "small"), metav1.ConditionFalse, v1alpha1.NameTakenReason)
+	assert.Contains(t, meta.FindStatusCondition(named.Status.Conditions, v1alpha1.ReadyCondition).Message, "NetboxIPPool other-nodes")
+	assert.Empty(t, k8sClaimsNamed(f, "other"), "nothing carved for a subnet that could not make its pool")
 }
 
 func k8sClaimsNamed(f *fixture, name string) []ipamv1.IPAddressClaim {

@@ -48,6 +48,13 @@ type netboxIP struct {
 	CustomFields map[string]any `json:"customFields"`
 }
 
+// netboxPrefix is a prefix as the control API lists it.
+type netboxPrefix struct {
+	Prefix       string         `json:"prefix"`
+	Description  string         `json:"description"`
+	CustomFields map[string]any `json:"customFields"`
+}
+
 type wapiObject struct {
 	Type      string            `json:"type"`
 	Name      string            `json:"name"`
@@ -125,6 +132,17 @@ func run() error {
 	})
 	handle("POST /netbox/prefixes", func() any { return &prefix{} }, func(a any) any {
 		return nb.AddPrefixWithGateway(a.(*prefix).CIDR, netboxsim.PrefixOptions{})
+	})
+	// A container prefix that carving pools carve from, and what lies in it.
+	handle("POST /netbox/containers", func() any { return &prefix{} }, func(a any) any {
+		return nb.AddPrefix(a.(*prefix).CIDR, netboxsim.PrefixOptions{Status: "container"})
+	})
+	handle("POST /netbox/prefixes-within", func() any { return &prefix{} }, func(a any) any {
+		out := []netboxPrefix{}
+		for _, p := range nb.PrefixesWithin(a.(*prefix).CIDR) {
+			out = append(out, netboxPrefix{Prefix: p.Prefix, Description: p.Description, CustomFields: p.CustomFields})
+		}
+		return out
 	})
 	handle("GET /netbox/ip-addresses", nil, func(any) any {
 		out := []netboxIP{}
