@@ -164,6 +164,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		Recorder:         recorder("ipam-bridge-subnet-controller"),
 		WatchFilterValue: opts.WatchFilterValue,
 		Kinds:            kinds,
+		// A subnet's work is its claims'.
+		MaxConcurrentReconciles: opts.ClaimConcurrency,
 	}
 	if err := subnets.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the cluster subnet controller: %w", err)

@@ -30,9 +30,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	if done := r.parentFound(ctx, s); done {
 		return ctrl.Result{RequeueAfter: waitInterval}, nil
 	}
-	// The nodes pool's name is checked before anything is carved: a
-	// subnet that could never make its pool must not hold a block.
-	if done, err := r.nodesPoolNameFree(ctx, s); err != nil || done {
+	// The names are checked before anything is carved: a subnet that
+	// could never make its pools must not hold a block.
+	if done, err := r.namesFree(ctx, s); err != nil || done {
 		return s.wait(), err
 	}
 	child, done, err := r.childCarved(ctx, s)
@@ -49,7 +49,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 // clusterFound makes the Cluster the subnet's owner, so that its deletion
 // deletes the subnet, which releases what it holds; nothing is made for a
 // Cluster that does not exist, or is going, and that could not own it.
-// Its creation brings the subnet back.
+// Its creation, and the owner reference's write, bring the subnet back.
 func clusterFound(s *scope) (done bool) {
 	if s.cluster == nil || !s.cluster.DeletionTimestamp.IsZero() {
 		s.ready(metav1.ConditionFalse, v1alpha1.SubnetClusterNotFoundReason, "Cluster %s does not exist in namespace %s, or is being deleted",
@@ -63,8 +63,10 @@ func clusterFound(s *scope) (done bool) {
 			return false
 		}
 	}
+	// Written before anything is carved, as the finalizer is: a subnet
+	// that held a block without its owner would outlive its Cluster.
 	s.subnet.SetOwnerReferences(append(refs, owner))
-	return false
+	return true
 }
 
 // parentFound finds the parent pool, which must be able to parent it.
@@ -92,19 +94,55 @@ func (r *Reconciler) parentFound(ctx context.Context, s *scope) (done bool) {
 	return false
 }
 
-// nodesPoolNameFree says whether the nodes pool's name is free or the
-// subnet's own.
-func (r *Reconciler) nodesPoolNameFree(ctx context.Context, s *scope) (bool, error) {
+// namesFree says whether the names of the pools and claims the subnet
+// will make are free or its own: the nodes pool's (which another
+// ClusterSubnet of the namespace, older than this one, may also name) and
+// the gateway's.
+func (r *Reconciler) namesFree(ctx context.Context, s *scope) (bool, error) {
 	name := nodesPoolName(s.subnet)
-	pool, err := poolkind.GetPool(ctx, r.Client, s.kind, s.subnet.Namespace, name)
-	if err != nil {
-		return true, fmt.Errorf("getting %s %s: %w", s.kind.Kind, name, err)
+	subnets := &v1alpha1.ClusterSubnetList{}
+	if err := r.Client.List(ctx, subnets, client.InNamespace(s.subnet.Namespace)); err != nil {
+		return true, fmt.Errorf("listing the ClusterSubnets of namespace %s: %w", s.subnet.Namespace, err)
 	}
-	if pool != nil && !metav1.IsControlledBy(pool, s.subnet) {
-		r.nameTaken(s, s.kind.Kind, name)
-		return true, nil
+	for i := range subnets.Items {
+		other := &subnets.Items[i]
+		if other.UID != s.subnet.UID && nodesPoolName(other) == name && older(other, s.subnet) {
+			r.nameTaken(s, s.kind.Kind, name+" (ClusterSubnet "+other.Name+"'s nodes pool)")
+			return true, nil
+		}
+	}
+	pools := []string{name}
+	if s.subnet.Spec.Pool.GatewayPolicy != v1alpha1.GatewayNone {
+		pools = append(pools, s.subnet.Name+GatewaySuffix)
+		claim := &ipamv1.IPAddressClaim{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.subnet.Namespace, Name: s.subnet.Name + GatewaySuffix}, claim)
+		switch {
+		case err == nil && !metav1.IsControlledBy(claim, s.subnet):
+			r.nameTaken(s, "IPAddressClaim", claim.Name)
+			return true, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return true, fmt.Errorf("getting IPAddressClaim %s: %w", claim.Name, err)
+		}
+	}
+	for _, pool := range pools {
+		found, err := poolkind.GetPool(ctx, r.Client, s.kind, s.subnet.Namespace, pool)
+		if err != nil {
+			return true, fmt.Errorf("getting %s %s: %w", s.kind.Kind, pool, err)
+		}
+		if found != nil && !metav1.IsControlledBy(found, s.subnet) {
+			r.nameTaken(s, s.kind.Kind, pool)
+			return true, nil
+		}
 	}
 	return false, nil
+}
+
+// older says whether a was created before b (by name when at once).
+func older(a, b *v1alpha1.ClusterSubnet) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }
 
 // childCarved claims the child from the parent and returns it once bound.

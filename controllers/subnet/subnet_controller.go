@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -81,6 +82,9 @@ type Reconciler struct {
 	// Kinds are the provider's pool kinds; those with a ChildPool may
 	// parent a subnet.
 	Kinds poolkind.Kinds
+	// MaxConcurrentReconciles: a fleet's subnets are claimed at once, so
+	// that their carves share the parent's batches.
+	MaxConcurrentReconciles int
 }
 
 // SetupWithManager watches ClusterSubnets, what they make, their parent
@@ -88,6 +92,7 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("clustersubnet").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.MaxConcurrentReconciles)}).
 		For(&v1alpha1.ClusterSubnet{}, builder.WithPredicates(
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue))).
 		// A claim's binding, and its going, bring its subnet back.

@@ -37,6 +37,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/scheme"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/envtestenv"
@@ -68,6 +69,7 @@ func benchMain() int {
 		floorFlag     = flag.Bool("netbox-floor", true, "with netbox-real, first time the real NetBox alone: the burst's records POSTed to available-ips, then deleted, in lists of -batch by a plain client")
 		carveClaims   = flag.Int("carve-claims", 100, "claims of a pool with childPrefixes created at once on each backend, each carved a child prefix (a fleet roll-out's carves); 0 for none")
 		carveLength   = flag.Int("carve-length", 24, "length of the carved children, from a /16 parent")
+		subnetFleet   = flag.Int("subnet-clusters", 100, "Clusters and their ClusterSubnets of a carving pool created at once on each backend (a fleet roll-out of subnets, carve-length long); 0 for none")
 	)
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -192,6 +194,24 @@ func benchMain() int {
 			carved = append(carved, r)
 		}
 		printCarving(os.Stdout, carved, carveFloor, *latency)
+	}
+	if *subnetFleet > 0 {
+		var fleet []*subnetResult
+		for _, backend := range splitList(*backendsFlag) {
+			// Each subnet makes two pools, whose validations the pools'
+			// rate limit paces: the tuned row lifts it (the parent's,
+			// which its subnets' pools copy).
+			for _, limit := range []*v1alpha1.RateLimit{nil, tunedRateLimit} {
+				c := config{backend: backend, claims: *subnetFleet, workers: workers[len(workers)-1], batch: *batch, carve: *carveLength, subnets: true, rateLimit: limit}
+				fmt.Fprintf(os.Stderr, "%s: %d clusters and their subnets, /%d children, %d workers, tuned %v\n", backend, c.claims, c.carve, c.workers, c.tuned())
+				r, err := b.runSubnets(ctx, c)
+				if err != nil {
+					return failure(fmt.Errorf("%s, subnets: %w", backend, err))
+				}
+				fleet = append(fleet, r)
+			}
+		}
+		printSubnets(os.Stdout, fleet, carveFloor, *latency)
 	}
 	// Before the large burst, which leaves its claims in etcd: the in-cluster
 	// provider meets the envtest our bursts met.

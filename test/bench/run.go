@@ -48,6 +48,9 @@ type config struct {
 	// this length carved from the system's carving parent
 	// (spec.childPrefixes) instead of an address.
 	carve int
+	// subnets, with carve, makes the burst one of ClusterSubnets (and
+	// their Clusters) of the carving pool instead of claims.
+	subnets bool
 }
 
 // tuned says whether the configuration departs from the pool's default
@@ -118,81 +121,21 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 	// batching off costs about 100 ms a claim to bind and as much to release.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute+time.Duration(cfg.claims)*250*time.Millisecond+2*cfg.restartWindow)
 	defer cancel()
-	sys, err := newSystem(cfg.backend, b.latency)
+	st, err := b.setUp(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer sys.close()
-	res := &result{config: cfg, title: sys.title(), simulated: sys.simulated()}
-	ns := fmt.Sprintf("bench-%s-%d-%d-b%d", cfg.backend, cfg.claims, cfg.workers, cfg.batch)
-	if cfg.tuned() {
-		ns += "-tuned"
-	}
-	if cfg.carve > 0 {
-		ns += fmt.Sprintf("-carve%d", cfg.carve)
-	}
+	defer st.close()
+	sys, ns, mgr, metricsAddr := st.sys, st.ns, st.mgr, st.metricsAddr
 	labels := map[string]string{clusterv1.WatchLabel: ns}
-
-	metricsAddr, err := managerproc.FreeAddr()
-	if err != nil {
-		return nil, err
-	}
-	mgr := &managerproc.Process{Bin: b.managerBin, Kubeconfig: b.kubeconfig, LogPath: filepath.Join(b.workDir, ns+".log"),
-		Args: []string{
-			"--watch-filter=" + ns,
-			"--manager-namespace=" + ns,
-			// Plain HTTP, so that the bench scrapes without a token.
-			"--diagnostics-address=" + metricsAddr,
-			"--insecure-diagnostics",
-			"--health-addr=0",
-			// One manager runs, and the in-cluster provider runs without
-			// leader election too (it has no lease namespace flag, so it
-			// cannot elect outside a cluster): lease renewals, a few
-			// requests a second whatever the claims, would otherwise count
-			// against ours alone in the API-server requests per claim.
-			"--leader-elect=false",
-			fmt.Sprintf("--ipaddressclaim-concurrency=%d", cfg.workers),
-			fmt.Sprintf("--max-batch-size=%d", cfg.batch),
-			"--graceful-shutdown-timeout=5s",
-		}}
-	if err := mgr.Start(); err != nil {
-		return nil, err
-	}
-	defer mgr.Stop()
-	if _, err := waitForMetrics(ctx, metricsAddr); err != nil {
-		return nil, fmt.Errorf("manager not up (log %s): %w", mgr.LogPath, err)
-	}
-
-	// The pool's first validation, with no claims yet.
-	before := received(sys)
-	pool := sys.newPool(ns, "pool", "ipam", labels, cfg.rateLimit, cfg.carve)
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ipam", Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}},
-			Data: sys.secretData()},
-		pool,
-	} {
-		if err := b.c.Create(ctx, o); err != nil {
-			return nil, err
-		}
-	}
-	readyCtx, cancelReady := context.WithTimeout(ctx, time.Minute)
-	defer cancelReady()
-	if err := poll(readyCtx, 100*time.Millisecond, func() (bool, error) {
-		err := b.c.Get(ctx, client.ObjectKeyFromObject(pool), pool)
-		return err == nil && conditions.IsTrue(pool.(conditions.Getter), v1alpha1.ReadyCondition), nil
-	}); err != nil {
-		return nil, fmt.Errorf("pool not ready (log %s): %w", mgr.LogPath, err)
-	}
-	time.Sleep(2 * time.Second)
-	res.validation = received(sys) - before
+	res := &result{config: cfg, title: sys.title(), simulated: sys.simulated(), validation: st.validation}
 
 	// The burst.
 	m0, err := scrape(ctx, metricsAddr)
 	if err != nil {
 		return nil, err
 	}
-	before = received(sys)
+	before := received(sys)
 	poolRef := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: sys.poolKind(), Name: "pool"}
 	timing, err := b.burst(ctx, ns, cfg.claims, labels, poolRef)
 	if err != nil {
@@ -274,6 +217,100 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		res.releaseBatch = meanBatch(m0, m1, "release")
 	}
 	return res, nil
+}
+
+// setup is what a configuration runs on: its IPAM system, its namespace,
+// its manager and its pool, validated.
+type setup struct {
+	sys         system
+	ns          string
+	mgr         *managerproc.Process
+	metricsAddr string
+	pool        client.Object
+	// validation is the requests of the pool's first validation.
+	validation int
+	close      func()
+}
+
+// setUp starts cfg's IPAM system and a manager of its own, and creates its
+// namespace, credentials and pool "pool", ready.
+func (b *bench) setUp(ctx context.Context, cfg config) (_ *setup, err error) {
+	sys, err := newSystem(cfg.backend, b.latency)
+	if err != nil {
+		return nil, err
+	}
+	st := &setup{sys: sys, close: sys.close}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	ns := fmt.Sprintf("bench-%s-%d-%d-b%d", cfg.backend, cfg.claims, cfg.workers, cfg.batch)
+	if cfg.tuned() {
+		ns += "-tuned"
+	}
+	if cfg.carve > 0 {
+		ns += fmt.Sprintf("-carve%d", cfg.carve)
+	}
+	if cfg.subnets {
+		ns += "-subnets"
+	}
+	st.ns = ns
+	labels := map[string]string{clusterv1.WatchLabel: ns}
+
+	if st.metricsAddr, err = managerproc.FreeAddr(); err != nil {
+		return nil, err
+	}
+	st.mgr = &managerproc.Process{Bin: b.managerBin, Kubeconfig: b.kubeconfig, LogPath: filepath.Join(b.workDir, ns+".log"),
+		Args: []string{
+			"--watch-filter=" + ns,
+			"--manager-namespace=" + ns,
+			// Plain HTTP, so that the bench scrapes without a token.
+			"--diagnostics-address=" + st.metricsAddr,
+			"--insecure-diagnostics",
+			"--health-addr=0",
+			// One manager runs, and the in-cluster provider runs without
+			// leader election too (it has no lease namespace flag, so it
+			// cannot elect outside a cluster): lease renewals, a few
+			// requests a second whatever the claims, would otherwise count
+			// against ours alone in the API-server requests per claim.
+			"--leader-elect=false",
+			fmt.Sprintf("--ipaddressclaim-concurrency=%d", cfg.workers),
+			fmt.Sprintf("--max-batch-size=%d", cfg.batch),
+			"--graceful-shutdown-timeout=5s",
+		}}
+	if err := st.mgr.Start(); err != nil {
+		return nil, err
+	}
+	st.close = func() { st.mgr.Stop(); sys.close() }
+	if _, err := waitForMetrics(ctx, st.metricsAddr); err != nil {
+		return nil, fmt.Errorf("manager not up (log %s): %w", st.mgr.LogPath, err)
+	}
+
+	// The pool's first validation, with no claims yet.
+	before := received(sys)
+	st.pool = sys.newPool(ns, "pool", "ipam", labels, cfg.rateLimit, cfg.carve)
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ipam", Labels: map[string]string{v1alpha1.CredentialsLabel: "true"}},
+			Data: sys.secretData()},
+		st.pool,
+	} {
+		if err := b.c.Create(ctx, o); err != nil {
+			return nil, err
+		}
+	}
+	readyCtx, cancelReady := context.WithTimeout(ctx, time.Minute)
+	defer cancelReady()
+	if err := poll(readyCtx, 100*time.Millisecond, func() (bool, error) {
+		err := b.c.Get(ctx, client.ObjectKeyFromObject(st.pool), st.pool)
+		return err == nil && conditions.IsTrue(st.pool.(conditions.Getter), v1alpha1.ReadyCondition), nil
+	}); err != nil {
+		return nil, fmt.Errorf("pool not ready (log %s): %w", st.mgr.LogPath, err)
+	}
+	time.Sleep(2 * time.Second)
+	st.validation = received(sys) - before
+	return st, nil
 }
 
 // burstTiming is how long a burst took to bind.

@@ -215,6 +215,8 @@ func TestClusterClassClusterGetsItsSubnet(t *testing.T) {
 	waitGone(t, &infrav1.VSphereVM{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.machine + "-vm"}}, 2*waitTimeout)
 	require.NoError(t, k8s.Delete(ctx, cluster))
 	waitGone(t, cluster, waitTimeout)
+	assert.Contains(t, subnet.GetOwnerReferences(), metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster",
+		Name: name, UID: cluster.UID}, "the Cluster owns its ClusterSubnet, which the garbage collector deletes with it")
 	require.NoError(t, k8s.Delete(ctx, subnet), "the garbage collector's deletion of the Cluster's ClusterSubnet")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.NoError(c, k8s.Get(ctx, client.ObjectKeyFromObject(subnet), subnet))

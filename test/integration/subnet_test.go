@@ -180,6 +180,18 @@ func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	cond := meta.FindStatusCondition(full.Status.Conditions, v1alpha1.ReadyCondition)
 	assert.Contains(t, cond.Message, "NetboxIPPool small")
 	assert.Empty(t, full.Status.Prefix)
+	// Nor added to a subnet made without one (a field's own rule would
+	// not see an absent old value).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		added := &v1alpha1.ClusterSubnet{}
+		require.NoError(c, k8s.Get(f.ctx, client.ObjectKey{Namespace: f.ns, Name: "c"}, added))
+		require.Empty(c, added.Spec.Pool.Name)
+		added.Spec.Pool.Name = "elsewhere"
+		err = k8s.Update(f.ctx, added)
+		assert.False(c, apierrors.IsConflict(err), "%v", err)
+	}, waitTimeout, pollInterval)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool cannot be added, removed or changed")
 
 	f.seedPrefix("10.152.0.0/24", netboxsim.PrefixOptions{})
 	addresses := f.createNetboxPool("addresses", "10.152.0.0/24")
@@ -206,6 +218,12 @@ func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	named := f.waitSubnet(f.createSubnet("other", "other", "NetboxIPPool", "small"), metav1.ConditionFalse, v1alpha1.NameTakenReason)
 	assert.Contains(t, meta.FindStatusCondition(named.Status.Conditions, v1alpha1.ReadyCondition).Message, "NetboxIPPool other-nodes")
 	assert.Empty(t, k8sClaimsNamed(f, "other"), "nothing carved for a subnet that could not make its pool")
+
+	// A second subnet for one Cluster names the same nodes pool: the older
+	// subnet keeps it, and nothing is carved for the younger.
+	twin := f.waitSubnet(f.createSubnet("twin", "a", "NetboxIPPool", "small"), metav1.ConditionFalse, v1alpha1.NameTakenReason)
+	assert.Contains(t, meta.FindStatusCondition(twin.Status.Conditions, v1alpha1.ReadyCondition).Message, "ClusterSubnet a's nodes pool")
+	assert.Empty(t, k8sClaimsNamed(f, "twin"))
 }
 
 func k8sClaimsNamed(f *fixture, name string) []ipamv1.IPAddressClaim {
