@@ -318,11 +318,10 @@ func createVSphereCluster(t *testing.T, cluster *clusterv1.Cluster) {
 	require.NoError(t, k8s.Create(t.Context(), vsc))
 }
 
-// clusterClassYAML is a ClusterClass as CAPV's quick-start writes it, cut
-// to what the endpoint needs: the variable, not required (the provider
-// writes it after the Cluster is created), patched into the
-// VSphereClusterTemplate's endpoint and kube-vip's manifest once set.
-const clusterClassYAML = `
+// classTemplatesYAML are the templates of the tests' ClusterClasses: a
+// VSphereCluster, a control-plane VSphereMachine with one DHCP device, and
+// a KubeadmControlPlane.
+const classTemplatesYAML = `
 apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
 kind: VSphereClusterTemplate
 metadata: {name: NAME}
@@ -344,7 +343,13 @@ spec:
   template:
     spec:
       kubeadmConfigSpec: {format: cloud-config}
----
+`
+
+// clusterClassYAML is a ClusterClass as CAPV's quick-start writes it, cut
+// to what the endpoint needs: the variable, not required (the provider
+// writes it after the Cluster is created), patched into the
+// VSphereClusterTemplate's endpoint and kube-vip's manifest once set.
+const clusterClassYAML = classTemplatesYAML + `---
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: ClusterClass
 metadata: {name: NAME}

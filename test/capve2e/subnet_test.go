@@ -22,34 +22,12 @@ import (
 
 // subnetParentCIDR is the container the clusters' subnets are carved from;
 // no other test uses it.
-const subnetParentCIDR = "10.129.0.0/16"
+const subnetParentCIDR = "10.180.0.0/16"
 
 // subnetClassYAML is a ClusterClass whose control-plane machines take their
 // first device's address from the Cluster's nodes pool, named from the
 // Cluster's name as docs/subnets.md shows.
-const subnetClassYAML = `
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: VSphereClusterTemplate
-metadata: {name: NAME}
-spec:
-  template:
-    spec: {server: SERVER}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: VSphereMachineTemplate
-metadata: {name: NAME}
-spec:
-  template:
-    spec: {template: TEMPLATE, server: SERVER, network: {devices: [{networkName: VM Network, dhcp4: true}]}}
----
-apiVersion: controlplane.cluster.x-k8s.io/v1beta2
-kind: KubeadmControlPlaneTemplate
-metadata: {name: NAME}
-spec:
-  template:
-    spec:
-      kubeadmConfigSpec: {format: cloud-config}
----
+const subnetClassYAML = classTemplatesYAML + `---
 apiVersion: cluster.x-k8s.io/v1beta2
 kind: ClusterClass
 metadata: {name: NAME}

@@ -63,7 +63,7 @@ func (f *fixture) getSubnetCondition(s *v1alpha1.ClusterSubnet) *metav1.Conditio
 // child, leaving the parent whole.
 func TestAClusterSubnetIsCarvedServedAndReturnedOnNetBox(t *testing.T) {
 	f := newFixture(t)
-	const parent = "10.150.0.0/16"
+	const parent = "10.176.0.0/16"
 	f.emptyContainer(parent)
 	parentPool := f.createNetboxPool("clusters", parent, withChildPrefixes(24))
 	f.waitPoolReady(parentPool)
@@ -135,7 +135,7 @@ func hasOwner(o metav1.Object, owner metav1.Object) bool {
 // before anything is claimed; a name in use is left alone.
 func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	f := newFixture(t)
-	const parent = "10.151.0.0/22"
+	const parent = "10.177.0.0/22"
 	f.emptyContainer(parent)
 	parentPool := f.createNetboxPool("small", parent, withChildPrefixes(24))
 	f.waitPoolReady(parentPool)
@@ -193,8 +193,8 @@ func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pool cannot be added, removed or changed")
 
-	f.seedPrefix("10.152.0.0/24", netboxsim.PrefixOptions{})
-	addresses := f.createNetboxPool("addresses", "10.152.0.0/24")
+	f.seedPrefix("10.178.0.0/24", netboxsim.PrefixOptions{})
+	addresses := f.createNetboxPool("addresses", "10.178.0.0/24")
 	f.waitPoolReady(addresses)
 	f.createCluster("d")
 	f.createCluster("e")
@@ -214,7 +214,7 @@ func TestAClusterSubnetSaysWhyItWaits(t *testing.T) {
 	// A nodes pool's name that another pool holds is found before anything
 	// is carved.
 	f.createCluster("other")
-	f.createNetboxPool("other-nodes", "10.152.0.0/24")
+	f.createNetboxPool("other-nodes", "10.178.0.0/24")
 	named := f.waitSubnet(f.createSubnet("other", "other", "NetboxIPPool", "small"), metav1.ConditionFalse, v1alpha1.NameTakenReason)
 	assert.Contains(t, meta.FindStatusCondition(named.Status.Conditions, v1alpha1.ReadyCondition).Message, "NetboxIPPool other-nodes")
 	assert.Empty(t, k8sClaimsNamed(f, "other"), "nothing carved for a subnet that could not make its pool")
@@ -245,7 +245,7 @@ func k8sClaimsNamed(f *fixture, name string) []ipamv1.IPAddressClaim {
 func TestAClusterSubnetIsCarvedServedAndReturnedOnInfoblox(t *testing.T) {
 	f := newInfobloxFixture(t)
 	sys := f.sys.(*infobloxSystem)
-	const parent = "10.153.0.0/20"
+	const parent = "10.179.0.0/20"
 	sys.sim.AddNetworkContainer("default", parent)
 	parentPool := f.sys.newPool(f.ns, "clusters", parent, f.secret, false).(*v1alpha1.InfobloxIPPool)
 	parentPool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 26}
@@ -257,8 +257,8 @@ func TestAClusterSubnetIsCarvedServedAndReturnedOnInfoblox(t *testing.T) {
 	s := f.createSubnet("edge", "edge", "InfobloxIPPool", "clusters")
 	got := f.waitSubnet(s, metav1.ConditionTrue, v1alpha1.SubnetReadyReason)
 	child := netip.MustParsePrefix(got.Status.Prefix)
-	assert.Equal(t, "10.153.0.0/26", child.String(), "the container's first block")
-	assert.Equal(t, "10.153.0.1", got.Status.Gateway)
+	assert.Equal(t, "10.179.0.0/26", child.String(), "the container's first block")
+	assert.Equal(t, "10.179.0.1", got.Status.Gateway)
 	networks := func() []string {
 		var out []string
 		for _, o := range sys.sim.Objects("network") {
@@ -269,12 +269,12 @@ func TestAClusterSubnetIsCarvedServedAndReturnedOnInfoblox(t *testing.T) {
 		return out
 	}
 	assert.Equal(t, []string{child.String() + " " + f.marker("edge")}, networks())
-	assert.True(t, sys.holds(netip.MustParseAddr("10.153.0.1")), "the gateway is held")
+	assert.True(t, sys.holds(netip.MustParseAddr("10.179.0.1")), "the gateway is held")
 
 	machine := f.createClaim("edge-md-0-xyz", "edge-nodes", poolRef("InfobloxIPPool", "edge-nodes"), inCluster("edge"))
 	address := f.waitBound(machine)
 	assert.True(t, child.Contains(netip.MustParseAddr(address.Spec.Address)))
-	assert.Equal(t, "10.153.0.1", address.Spec.Gateway)
+	assert.Equal(t, "10.179.0.1", address.Spec.Gateway)
 
 	require.NoError(t, k8s.Delete(f.ctx, s))
 	f.waitSubnet(s, metav1.ConditionFalse, v1alpha1.SubnetDeletingReason)
@@ -298,4 +298,24 @@ func TestAClusterSubnetIsCarvedServedAndReturnedOnInfoblox(t *testing.T) {
 	f.waitGone(s)
 	assert.Empty(t, networks(), "the container is empty again")
 	assert.Empty(t, f.markedRecords())
+}
+
+// An IPv6 subnet: a /64 of a /56 for the Cluster, its gateway the /64's
+// first usable address (::1), the machines' addresses inside it.
+func TestAClusterSubnetOfIPv6(t *testing.T) {
+	f := newFixture(t)
+	const parent = "2001:db8:150::/56"
+	f.emptyContainer(parent)
+	f.waitPoolReady(f.createNetboxPool("clusters-v6", parent, withChildPrefixes(64)))
+	f.createCluster("v6")
+	got := f.waitSubnet(f.createSubnet("v6", "v6", "NetboxIPPool", "clusters-v6"), metav1.ConditionTrue, v1alpha1.SubnetReadyReason)
+	child := netip.MustParsePrefix(got.Status.Prefix)
+	assert.Equal(t, "2001:db8:150::/64", child.String(), "the parent's first block")
+	assert.Equal(t, "2001:db8:150::1", got.Status.Gateway)
+
+	address := f.waitBound(f.createClaim("v6-md-0-abc", "v6-nodes", inCluster("v6")))
+	assert.True(t, child.Contains(netip.MustParseAddr(address.Spec.Address)), "%s inside %s", address.Spec.Address, child)
+	assert.NotEqual(t, "2001:db8:150::1", address.Spec.Address)
+	assert.Equal(t, "2001:db8:150::1", address.Spec.Gateway)
+	assert.Equal(t, int32(64), *address.Spec.Prefix)
 }
