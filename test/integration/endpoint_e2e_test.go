@@ -36,6 +36,13 @@ func TestControlPlaneEndpointPromisesWithTheManagerBinary(t *testing.T) {
 		kept := f.createCluster("kept", optIn)
 		keptClaim := f.endpointClaim(kept.Name)
 		keptVIP := f.waitBound(keptClaim).Spec.Address
+		// The VIP is the Cluster's once it is written into its endpoint; a
+		// claim deleted before that is released, as nothing uses it yet.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := &clusterv1.Cluster{}
+			require.NoError(c, k8s.Get(f.ctx, client.ObjectKeyFromObject(kept), got))
+			assert.Equal(c, keptVIP, got.Spec.ControlPlaneEndpoint.Host)
+		}, waitTimeout, pollInterval)
 		require.NoError(t, k8s.Delete(f.ctx, keptClaim))
 		f.waitClaimReason(keptClaim, reasons.AddressKeptReason)
 		f.waitEvent(f.ns, kept.Name, endpoint.ControlPlaneEndpointKeptReason)

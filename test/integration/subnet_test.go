@@ -319,3 +319,66 @@ func TestAClusterSubnetOfIPv6(t *testing.T) {
 	assert.Equal(t, "2001:db8:150::1", address.Spec.Gateway)
 	assert.Equal(t, int32(64), *address.Spec.Prefix)
 }
+
+// The manager binary killed while a fleet's subnets are carved, and again
+// while they are deleted: each subnet ends with one child, one gateway
+// record and its nodes pool, and the parent is whole after the deletion.
+func TestClusterSubnetsSurviveTheirManagerKilledMidway(t *testing.T) {
+	bin := managerBinary(t)
+	f := newFixture(t)
+	f.filter = "subnetkill-" + f.ns
+	const parent = "10.181.0.0/20"
+	f.emptyContainer(parent)
+	mgr := startManagerProcess(t, bin, f.filter)
+	f.waitPoolReady(f.createNetboxPool("clusters", parent, withChildPrefixes(24)))
+
+	names := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	var subnets []*v1alpha1.ClusterSubnet
+	for _, name := range names {
+		f.createCluster(name)
+		subnets = append(subnets, f.createSubnet(name, name, "NetboxIPPool", "clusters"))
+	}
+	some := func(done func(*v1alpha1.ClusterSubnet) bool) func() bool {
+		return func() bool {
+			list := &v1alpha1.ClusterSubnetList{}
+			if err := k8s.List(f.ctx, list, client.InNamespace(f.ns)); err != nil {
+				return false
+			}
+			for i := range list.Items {
+				if done(&list.Items[i]) {
+					return true
+				}
+			}
+			return len(list.Items) < len(names)
+		}
+	}
+	require.Eventually(t, some(func(s *v1alpha1.ClusterSubnet) bool { return s.Status.Prefix != "" }), waitTimeout, 20*time.Millisecond)
+	mgr.Kill()
+	require.NoError(t, mgr.Start())
+
+	prefixes := map[string]bool{}
+	for _, s := range subnets {
+		got := f.waitSubnet(s, metav1.ConditionTrue, v1alpha1.SubnetReadyReason)
+		prefixes[got.Status.Prefix] = true
+		assert.Len(t, f.childrenMarked(parent, f.marker(s.Name)), 1, "%s: one child", s.Name)
+		assert.Len(t, f.recordsWithMarker(f.marker(s.Name+subnet.GatewaySuffix)), 1, "%s: one gateway record", s.Name)
+	}
+	assert.Len(t, prefixes, len(names), "every subnet its own child")
+	assert.Len(t, f.sim.PrefixesWithin(parent), len(names), "and no other")
+
+	for _, s := range subnets {
+		require.NoError(t, k8s.Delete(f.ctx, s))
+	}
+	require.Eventually(t, some(func(s *v1alpha1.ClusterSubnet) bool {
+		c := meta.FindStatusCondition(s.Status.Conditions, v1alpha1.ReadyCondition)
+		return c != nil && c.Reason == v1alpha1.SubnetDeletingReason
+	}), waitTimeout, 20*time.Millisecond)
+	mgr.Kill()
+	require.NoError(t, mgr.Start())
+	for _, s := range subnets {
+		f.waitGone(s)
+	}
+	assert.Empty(t, f.sim.PrefixesWithin(parent), "the parent is whole again")
+	assert.Empty(t, f.markedRecords(), "no gateway record is left")
+	mgr.Stop()
+}
