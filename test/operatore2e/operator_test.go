@@ -188,7 +188,8 @@ func TestOperatorInstallsAndConfiguresTheManager(t *testing.T) {
 		assert.Equal(c, "v1beta2", ptr.Deref(p.Status.Contract, ""), "the contract of metadata.yaml's release series")
 	}, installTimeout, poll)
 
-	// The four pool CRDs, established, so the manager's informers start.
+	// The four pool CRDs and ClusterSubnets', established, so the manager's
+	// informers start.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		crds := &apiextensionsv1.CustomResourceDefinitionList{}
 		require.NoError(c, admin.List(ctx, crds))
@@ -206,6 +207,7 @@ func TestOperatorInstallsAndConfiguresTheManager(t *testing.T) {
 		assert.ElementsMatch(c, []string{
 			"netboxippools." + crdGroup, "globalnetboxippools." + crdGroup,
 			"infobloxippools." + crdGroup, "globalinfobloxippools." + crdGroup,
+			"clustersubnets." + crdGroup,
 		}, established)
 	}, waitTimeout, poll)
 
