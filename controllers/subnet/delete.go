@@ -28,7 +28,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	if !controllerutil.ContainsFinalizer(s.subnet, v1alpha1.ClusterSubnetFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	kind, ok := r.Kinds.For(ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: s.subnet.Spec.ParentPoolRef.Kind})
+	kind, ok := r.Kinds.For(parentRef(s.subnet))
 	gateway := s.subnet.Name + GatewaySuffix
 	for _, gone := range []func() (bool, error){
 		func() (bool, error) {

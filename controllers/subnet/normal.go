@@ -71,7 +71,7 @@ func clusterFound(s *scope) (done bool) {
 // parentFound finds the parent pool, which must be able to parent it.
 func (r *Reconciler) parentFound(ctx context.Context, s *scope) (done bool) {
 	ref := s.subnet.Spec.ParentPoolRef
-	kind, ok := r.Kinds.For(ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: ref.Kind, Name: ref.Name})
+	kind, ok := r.Kinds.For(parentRef(s.subnet))
 	if !ok || kind.ChildPool == nil || kind.CanParent == nil {
 		s.ready(metav1.ConditionFalse, v1alpha1.ParentPoolUnsupportedReason, "%s pools cannot parent a subnet", ref.Kind)
 		return true
@@ -139,7 +139,7 @@ func (r *Reconciler) namesFree(ctx context.Context, s *scope) (bool, error) {
 // childCarved claims the child from the parent and returns it once bound.
 func (r *Reconciler) childCarved(ctx context.Context, s *scope) (netip.Prefix, bool, error) {
 	ref := s.subnet.Spec.ParentPoolRef
-	claim, err := r.ensureClaim(ctx, s, s.subnet.Name, ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: ref.Kind, Name: ref.Name}, netip.Addr{})
+	claim, err := r.ensureClaim(ctx, s, s.subnet.Name, parentRef(s.subnet), netip.Addr{})
 	if err != nil || claim == nil {
 		return netip.Prefix{}, true, err
 	}

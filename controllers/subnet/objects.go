@@ -30,6 +30,12 @@ func nodesPoolName(subnet *v1alpha1.ClusterSubnet) string {
 	return subnet.Spec.ClusterName + NodesPoolSuffix
 }
 
+// parentRef is the subnet's parent pool as a claim names it.
+func parentRef(subnet *v1alpha1.ClusterSubnet) ipamv1.IPPoolReference {
+	ref := subnet.Spec.ParentPoolRef
+	return ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: ref.Kind, Name: ref.Name}
+}
+
 func poolRef(kind poolkind.Kind, name string) ipamv1.IPPoolReference {
 	return ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: kind.Kind, Name: name}
 }
