@@ -64,6 +64,11 @@ type Driver[P any, S Source, R, Q any] interface {
 	// or no machine when mac is "" (see Backend.Remark); View(r).MAC keeps
 	// the one it serves.
 	Mark(ctx context.Context, r R, marker, mac string) error
+	// Disown removes the marker of a record that still carries the one it
+	// was read with, and keeps the record for the IPAM team: a plan the
+	// claim adopted goes back (Drop), a record its claim retains stays
+	// (Backend.Keep). One already gone is no error.
+	Disown(ctx context.Context, r R) error
 
 	// Unusable says why src, which contains addr, may still not give it
 	// to a claim that requests it by the system's own rules (a range the

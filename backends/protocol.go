@@ -219,7 +219,13 @@ func (p *Protocol[P, S, R, Q]) Release(ctx context.Context, claim Claim, last Re
 // Retire keeps the claim's records as tombstones instead of deleting them.
 func (p *Protocol[P, S, R, Q]) Retire(ctx context.Context, claim Claim, last Reservation, at time.Time) error {
 	tombstone := TombstoneMarker(claim.Marker, at)
-	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.mark(ctx, r, tombstone, p.d.View(r).MAC) })
+	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.mark(ctx, r, tombstone, p.d.View(r).MAC) }, false)
+}
+
+// Keep hands the claim's records to the IPAM team instead of deleting
+// them: each loses its marker and stays.
+func (p *Protocol[P, S, R, Q]) Keep(ctx context.Context, claim Claim, last Reservation) error {
+	return p.release(ctx, claim, last, p.d.Disown, true)
 }
 
 // search is Driver.Search, its error naming what was looked for.

@@ -20,7 +20,7 @@ type releaseCall struct {
 func (p *Protocol[P, S, R, Q]) releaseBatch(ctx context.Context, calls []releaseCall) []Result[struct{}] {
 	results := make([]Result[struct{}], len(calls))
 	if len(calls) == 1 {
-		results[0].Err = p.release(ctx, calls[0].claim, calls[0].last, p.d.Drop)
+		results[0].Err = p.release(ctx, calls[0].claim, calls[0].last, p.d.Drop, false)
 		return results
 	}
 	markers := make([]string, len(calls))
@@ -38,7 +38,7 @@ func (p *Protocol[P, S, R, Q]) releaseBatch(ctx context.Context, calls []release
 	}
 	var wg sync.WaitGroup
 	for i, c := range calls {
-		wg.Go(func() { results[i].Err = p.settle(ctx, c.claim, c.last, found[c.claim.Marker], searchErr, drop) })
+		wg.Go(func() { results[i].Err = p.settle(ctx, c.claim, c.last, found[c.claim.Marker], searchErr, drop, false) })
 	}
 	wg.Wait()
 	return results
@@ -70,17 +70,18 @@ func (p *Protocol[P, S, R, Q]) dropAll(ctx context.Context, found map[string][]R
 	return refs
 }
 
-// release finds the claim's records wherever they are and lets drop delete
-// or retire each.
-func (p *Protocol[P, S, R, Q]) release(ctx context.Context, claim Claim, last Reservation, drop func(context.Context, R) error) error {
+// release finds the claim's records wherever they are and lets drop delete,
+// retire or keep each; keeping says that drop removes their marker.
+func (p *Protocol[P, S, R, Q]) release(ctx context.Context, claim Claim, last Reservation, drop func(context.Context, R) error, keeping bool) error {
 	found, err := p.search(ctx, []string{claim.Marker}, Everywhere)
-	return p.settle(ctx, claim, last, found[claim.Marker], err, drop)
+	return p.settle(ctx, claim, last, found[claim.Marker], err, drop, keeping)
 }
 
 // settle is release once the marker search has answered (found, or
 // searchErr): it drops what was found and, when the search did not find
-// it, the recorded record, or says why nothing was released.
-func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Reservation, found []R, searchErr error, drop func(context.Context, R) error) error {
+// it, the recorded record, or says why nothing was released. keeping: drop
+// removes the marker, so a recorded record without one is already kept.
+func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Reservation, found []R, searchErr error, drop func(context.Context, R) error, keeping bool) error {
 	if errors.Is(searchErr, ErrUnavailable) || errors.Is(searchErr, ErrUnauthorized) || errors.Is(searchErr, ErrForbidden) {
 		return searchErr
 	}
@@ -105,9 +106,9 @@ func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Res
 		case ok && IsTombstoneOf(marker, claim.Marker):
 			// Retired by an earlier attempt.
 			released[last.Reference] = true
-		case ok && marker == "" && last.Planned:
-			// A plan the claim adopted, returned by an earlier attempt
-			// whose answer was lost.
+		case ok && marker == "" && (last.Planned || keeping):
+			// A plan the claim adopted returned, or a record kept, by an
+			// earlier attempt whose answer was lost.
 			released[last.Reference] = true
 		case ok && (marker == claim.Marker || p.movedHere(r, claim, last)):
 			if err := drop(ctx, r); err != nil {

@@ -102,6 +102,17 @@ type ClusterSubnetSpec struct {
 	// pool says how the nodes pool, whose only source is the child, is made.
 	// +optional
 	Pool SubnetPoolSpec `json:"pool,omitempty,omitzero"`
+
+	// reclaimPolicy says what becomes of the child and its gateway's record
+	// in the IPAM system once the subnet is deleted, after every machine's
+	// address in it is released: Delete (the default) deletes them and the
+	// parent is whole again; Retain keeps them there for the IPAM team,
+	// without the provider's markers, so that no cluster is given that block
+	// again until the IPAM team deletes it. It may change until the deletion
+	// reaches the child.
+	// +optional
+	// +kubebuilder:default=Delete
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
 }
 
 // SubnetPoolReference names the nodes pool.

@@ -152,6 +152,28 @@ const (
 // read when the claim is first bound: a bound claim keeps its address.
 const RequestedAddressAnnotation = "ipam-bridge.github.io/requested-address"
 
+// ReclaimPolicyAnnotation on an IPAddressClaim says what becomes of its
+// record in the IPAM system when the claim is deleted: Delete (as with no
+// annotation) releases it as the pool says; Retain keeps it there for the
+// IPAM team, without the claim's marker, so that the provider holds it no
+// more and never hands its address or block to a claim again. A
+// ClusterSubnet's spec.reclaimPolicy sets it on the subnet's claims. Any
+// other value stops the release and says so (ReclaimPolicyUnknown). It is
+// read when the release begins.
+const ReclaimPolicyAnnotation = "ipam-bridge.github.io/reclaim-policy"
+
+// ReclaimPolicy says what becomes of a record when its claim goes.
+// +kubebuilder:validation:Enum=Delete;Retain
+type ReclaimPolicy string
+
+const (
+	// ReclaimDelete releases the record: deleted, or kept as a tombstone
+	// for the pool's grace period.
+	ReclaimDelete ReclaimPolicy = "Delete"
+	// ReclaimRetain keeps the record for the IPAM team, without a marker.
+	ReclaimRetain ReclaimPolicy = "Retain"
+)
+
 // PreAllocations request addresses for claims by name, as Metal3's IPPools
 // do: a claim whose name is a key requests the address it maps to. A key
 // "<namespace>/<name>" names a claim of one namespace and wins over the name

@@ -101,20 +101,21 @@ func (d *driver) listMarkedOf(ctx context.Context, types []string, prefix, view 
 // it is still the object that was read (see guarded.go).
 func (d *driver) Drop(ctx context.Context, o object) error {
 	if _, planned := d.markerOf(o); planned {
-		return d.unplan(ctx, o)
+		return d.Disown(ctx, o)
 	}
 	return d.deleteGuarded(ctx, o)
 }
 
-// unplan returns a planned object to the IPAM team as it was before a
-// claim adopted it: without the marker attribute ("extattrs-" removes the
-// attributes it names and keeps the others).
-func (d *driver) unplan(ctx context.Context, o object) error {
+// Disown removes the object's marker attribute and keeps it ("extattrs-"
+// removes the attributes it names and keeps the others): a planned object
+// goes back to the IPAM team as it was before a claim adopted it, a
+// retained one stays.
+func (d *driver) Disown(ctx context.Context, o object) error {
 	objectType, _, _ := strings.Cut(o.Ref, "/")
 	change := &eaRemoval{objectType: objectType, Remove: map[string]map[string]any{d.cfg.MarkerEA: {}}}
 	err := d.changeGuarded(ctx, o, change, func(now object) bool { return now.ExtAttrs.get(d.cfg.MarkerEA) == "" })
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
-		return fmt.Errorf("returning the planned %s to the IPAM team (removing %s): %w", o.Ref, d.cfg.MarkerEA, err)
+		return fmt.Errorf("removing %s from %s, to keep it for the IPAM team: %w", d.cfg.MarkerEA, o.Ref, err)
 	}
 	return nil
 }

@@ -274,6 +274,10 @@ func (c *carver) Mark(ctx context.Context, o object, marker, _ string) error {
 	return c.ib.change(ctx, o, c.ib.markerChange(o.Ref, marker))
 }
 
+// Disown removes the child's marker attribute and keeps it, if it is
+// still the network that was read.
+func (c *carver) Disown(ctx context.Context, o object) error { return c.ib.Disown(ctx, o) }
+
 func (c *carver) View(o object) backends.Record {
 	network, _ := netip.ParsePrefix(o.Network)
 	marker, planned := c.ib.markerOf(o)

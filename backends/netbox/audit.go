@@ -100,7 +100,7 @@ func (d *driver) Mark(ctx context.Context, r ipRecord, marker, _ string) error {
 	if _, _, tombstone := backends.ParseTombstone(marker); tombstone {
 		patch["status"] = "deprecated"
 	}
-	if err := d.conditionally(ctx, r, func(r ipRecord) error {
+	if err := d.conditionally(ctx, r, &marker, func(r ipRecord) error {
 		_, err := d.send(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil, r.etag)
 		return err
 	}); err != nil {

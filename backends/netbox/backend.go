@@ -133,9 +133,9 @@ const recordRefPrefix = "ipam/ip-addresses/"
 // Drop deletes the record, or returns a planned one to the IPAM team.
 func (d *driver) Drop(ctx context.Context, r ipRecord) error {
 	if r.planned {
-		return d.unplan(ctx, r)
+		return d.Disown(ctx, r)
 	}
-	err := d.conditionally(ctx, r, func(r ipRecord) error {
+	err := d.conditionally(ctx, r, nil, func(r ipRecord) error {
 		_, err := d.send(ctx, http.MethodDelete, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, nil, nil, r.etag)
 		return err
 	})

@@ -274,7 +274,7 @@ func (c *carver) AtAddress(ctx context.Context, pool carving, addr netip.Addr) (
 
 // Drop deletes the child unless it changed hands since it was read.
 func (c *carver) Drop(ctx context.Context, p childPrefix) error {
-	err := writeConditionally(ctx, c.nb, p, c.get, func(p childPrefix) error {
+	err := writeConditionally(ctx, c.nb, p, c.get, nil, func(p childPrefix) error {
 		_, err := c.nb.send(ctx, http.MethodDelete, fmt.Sprintf("%s%d/", prefixesPath, p.ID), nil, nil, nil, p.etag)
 		return err
 	})
@@ -293,19 +293,36 @@ func (c *carver) DropAll(ctx context.Context, children []childPrefix) error {
 	return c.nb.sendJSON(ctx, http.MethodDelete, prefixesPath, nil, ids, nil)
 }
 
+// Disown removes the child's marker and keeps it, if it is still the child
+// that was read.
+func (c *carver) Disown(ctx context.Context, p childPrefix) error {
+	patch := map[string]any{"custom_fields": map[string]any{c.nb.cfg.MarkerField: nil}}
+	err := c.patch(ctx, p, patch, "")
+	if err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return fmt.Errorf("removing the marker of %s, to keep it for the IPAM team: %w", p, err)
+	}
+	return nil
+}
+
 // Mark sets the child's marker; a tombstone also gets status deprecated.
 func (c *carver) Mark(ctx context.Context, p childPrefix, marker, _ string) error {
 	patch := map[string]any{"custom_fields": map[string]any{c.nb.cfg.MarkerField: marker}}
 	if _, _, tombstone := backends.ParseTombstone(marker); tombstone {
 		patch["status"] = "deprecated"
 	}
-	if err := writeConditionally(ctx, c.nb, p, c.get, func(p childPrefix) error {
-		_, err := c.nb.send(ctx, http.MethodPatch, fmt.Sprintf("%s%d/", prefixesPath, p.ID), nil, patch, nil, p.etag)
-		return err
-	}); err != nil {
+	if err := c.patch(ctx, p, patch, marker); err != nil {
 		return fmt.Errorf("marking %s %q: %w", p, marker, err)
 	}
 	return nil
+}
+
+// patch writes patch, which leaves the child with the marker leaves, if the
+// child still carries the marker it was read with.
+func (c *carver) patch(ctx context.Context, p childPrefix, patch map[string]any, leaves string) error {
+	return writeConditionally(ctx, c.nb, p, c.get, &leaves, func(p childPrefix) error {
+		_, err := c.nb.send(ctx, http.MethodPatch, fmt.Sprintf("%s%d/", prefixesPath, p.ID), nil, patch, nil, p.etag)
+		return err
+	})
 }
 
 func (c *carver) View(p childPrefix) backends.Record {

@@ -115,14 +115,17 @@ var errChangedSinceRead = errors.New("changed since it was read")
 // again and, while it still carries the marker it was read with, writes
 // again: an edit of another field (a description, say) must not stop a
 // release, and a record whose marker changed (another cluster's, or the
-// IPAM team's, now) is never written (ErrNotOwned).
-func (d *driver) conditionally(ctx context.Context, r ipRecord, write func(ipRecord) error) error {
-	return writeConditionally(ctx, d, r, d.getRecord, write)
+// IPAM team's, now) is never written (ErrNotOwned). A write that sets the
+// marker says so with leaves, the marker it leaves: a record found carrying
+// it was written by a resend of a write whose answer was lost; nil for a
+// deletion.
+func (d *driver) conditionally(ctx context.Context, r ipRecord, leaves *string, write func(ipRecord) error) error {
+	return writeConditionally(ctx, d, r, d.getRecord, leaves, write)
 }
 
 // writeConditionally is conditionally for any marked object, which get
 // reads again by ID.
-func writeConditionally[T markedObject](ctx context.Context, d *driver, r T, get func(context.Context, int32) (T, bool, error), write func(T) error) error {
+func writeConditionally[T markedObject](ctx context.Context, d *driver, r T, get func(context.Context, int32) (T, bool, error), leaves *string, write func(T) error) error {
 	const attempts = 3
 	marker := markerValue(r.fields(), d.cfg.MarkerField)
 	for attempt := 1; ; attempt++ {
@@ -137,6 +140,8 @@ func writeConditionally[T markedObject](ctx context.Context, d *driver, r T, get
 			return fmt.Errorf("reading %s again: %w", r, readErr)
 		case !found:
 			return fmt.Errorf("%w: %s was deleted meanwhile", backends.ErrNotFound, r)
+		case leaves != nil && now == *leaves:
+			return nil
 		case now != marker:
 			return fmt.Errorf("%w: NetBox %s changed while it was being written, and now carries %q, not %q; it was left in place",
 				backends.ErrNotOwned, r, now, marker)

@@ -206,16 +206,17 @@ func (d *driver) Adopt(ctx context.Context, r ipRecord, marker string) error {
 	return nil
 }
 
-// unplan returns a planned record to the IPAM team as it was before a claim
-// adopted it: without the marker.
-func (d *driver) unplan(ctx context.Context, r ipRecord) error {
+// Disown removes the record's marker and keeps it: a planned record goes
+// back to the IPAM team as it was before a claim adopted it, a retained one
+// stays, without the marker (the provider's tag says who made it).
+func (d *driver) Disown(ctx context.Context, r ipRecord) error {
 	patch := map[string]any{"custom_fields": map[string]any{d.cfg.MarkerField: nil}}
-	err := d.conditionally(ctx, r, func(r ipRecord) error {
+	err := d.conditionally(ctx, r, new(string), func(r ipRecord) error {
 		_, err := d.send(ctx, http.MethodPatch, fmt.Sprintf("/api/ipam/ip-addresses/%d/", r.ID), nil, patch, nil, r.etag)
 		return err
 	})
 	if err != nil && !errors.Is(err, backends.ErrNotFound) {
-		return fmt.Errorf("returning the planned IP address %d (%s) to the IPAM team: %w", r.ID, r.Address, err)
+		return fmt.Errorf("removing the marker of IP address %d (%s), to keep it for the IPAM team: %w", r.ID, r.Address, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -24,6 +25,7 @@ func (r *ClaimReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		// it, so that it finds and releases that record too.
 		r.reservationSettled,
 		r.findOwnAddress,
+		r.reclaimPolicyKnown,
 		r.releaseAddress,
 		r.letAddressGo,
 		letClaimGo,
@@ -61,6 +63,20 @@ func (r *ClaimReconciler) findOwnAddress(ctx context.Context, s *scope) (step, e
 	if s.address != nil && !reservation.AddressBelongsTo(s.address, s.claim) && !strippedOfItsClaim(s.address, s.claim) {
 		s.address = nil
 	}
+	return next, nil
+}
+
+// reclaimPolicyKnown reads what becomes of the claim's record: released,
+// or kept for the IPAM team. A policy it cannot read stops the deletion
+// until it is corrected, whose change brings the claim back.
+func (r *ClaimReconciler) reclaimPolicyKnown(_ context.Context, s *scope) (step, error) {
+	retain, err := retains(s.claim)
+	if err != nil {
+		s.setReady(metav1.ConditionFalse, reasons.ReclaimPolicyUnknownReason, err.Error())
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reasons.ReclaimPolicyUnknownReason, "Release", "%v", err)
+		return stop(ctrl.Result{}), nil
+	}
+	s.retain = retain
 	return next, nil
 }
 

@@ -107,6 +107,8 @@ type allocationAnswer struct {
 type releaseAnswer struct {
 	backend backends.Reserver
 	last    backends.Reservation
+	// kept: the record was kept for the IPAM team (Backend.Keep).
+	kept bool
 }
 
 // wait is the result of a reconcile that leaves the claim waiting for

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
@@ -25,6 +26,7 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope) (bool, error) {
 	var (
 		backend backends.Reserver
 		last    backends.Reservation
+		kept    bool
 		err     error
 	)
 	switch call, state := r.releases.take(s.claim); state {
@@ -35,11 +37,11 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope) (bool, error) {
 		return false, nil
 	case callDone:
 		call.Finish()
-		backend, last, err = call.value.backend, call.value.last, call.err
+		backend, last, kept, err = call.value.backend, call.value.last, call.value.kept, call.err
 	default:
 		last = reservation.Recorded(s.claim, s.address)
 		if backend, err = s.reserver(); err == nil {
-			r.startRelease(ctx, s, backend, last)
+			r.startRelease(ctx, s, backend, last, s.retain)
 			return false, nil
 		}
 	}
@@ -69,6 +71,13 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope) (bool, error) {
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reasons.ReleaseFailedReason, "Release", "%v", err)
 		return false, fmt.Errorf("releasing address: %w", err)
 	}
+	if kept {
+		log.Info("Kept the address's record for the IPAM team, without the claim's marker", "address", last.Address.String())
+		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.AddressRetainedReason, "Release",
+			"Kept %s in %s %s for the IPAM team, without the claim's marker (%s %s)", last.Address, s.kind.Kind, s.pool.GetName(),
+			v1alpha1.ReclaimPolicyAnnotation, v1alpha1.ReclaimRetain)
+		return true, nil
+	}
 	if last.Address.IsValid() {
 		log.Info("Released address", "address", last.Address.String())
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.AddressReleasedReason, "Release",
@@ -79,8 +88,8 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope) (bool, error) {
 
 // startRelease releases the claim's record in the background, or keeps it
 // as a tombstone for the pool's grace period, which the audit deletes once
-// the period is over.
-func (r *ClaimReconciler) startRelease(ctx context.Context, s *scope, backend backends.Reserver, last backends.Reservation) {
+// the period is over, or, kept, hands it to the IPAM team unmarked.
+func (r *ClaimReconciler) startRelease(ctx context.Context, s *scope, backend backends.Reserver, last backends.Reservation, kept bool) {
 	grace := time.Duration(0)
 	if d := s.pool.GetRelease().GracePeriod; d != nil {
 		grace = d.Duration
@@ -89,7 +98,10 @@ func (r *ClaimReconciler) startRelease(ctx context.Context, s *scope, backend ba
 	// Refused for the limit of calls under way, the claim is woken when
 	// one ends (see reconcileDelete).
 	_ = r.releases.start(ctx, s.claim, nil, func(ctx context.Context) (releaseAnswer, error) {
-		answer := releaseAnswer{backend: backend, last: last}
+		answer := releaseAnswer{backend: backend, last: last, kept: kept}
+		if kept {
+			return answer, backend.Keep(ctx, bc, last)
+		}
 		if grace <= 0 {
 			return answer, backend.Release(ctx, bc, last)
 		}

@@ -36,6 +36,9 @@ type scope struct {
 	// requested is the address the claim requests, by its annotation or
 	// its pool's pre-allocations, or why that request cannot be read.
 	requested addressRequest
+	// retain: the claim's record is to be kept for the IPAM team, unmarked,
+	// when it is deleted (see retains).
+	retain bool
 	// concluded are the conditions this reconcile concluded, by type; nil
 	// for one that goes. Applied to the claim once (conclude).
 	concluded map[string]*metav1.Condition

@@ -208,6 +208,10 @@ func (i *instrumented) Retire(ctx context.Context, c backends.Claim, last backen
 	return timedErr(i, "retire", func() error { return i.Backend.Retire(ctx, c, last, at) })
 }
 
+func (i *instrumented) Keep(ctx context.Context, c backends.Claim, last backends.Reservation) error {
+	return timedErr(i, "keep", func() error { return i.Backend.Keep(ctx, c, last) })
+}
+
 func (i *instrumented) Records(ctx context.Context, prefix string) ([]backends.Record, error) {
 	return timed(i, "records", func() ([]backends.Record, error) { return i.Backend.Records(ctx, prefix) })
 }

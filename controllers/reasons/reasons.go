@@ -23,6 +23,14 @@ const (
 	// pool no longer reaches (another endpoint, or a search the system now
 	// refuses), so it was left in place; the message names it.
 	ReleaseLeftReason = "ReleaseLeft"
+	// AddressRetainedReason: the claim's reclaim policy is Retain: its
+	// record was kept in the IPAM system for the IPAM team, without the
+	// claim's marker.
+	AddressRetainedReason = "AddressRetained"
+	// ReclaimPolicyUnknownReason: the claim is being deleted and its
+	// reclaim-policy annotation is neither Delete nor Retain: nothing is
+	// released or kept until it is.
+	ReclaimPolicyUnknownReason = "ReclaimPolicyUnknown"
 	// ReleaseFailedReason: releasing the address failed and will be retried.
 	ReleaseFailedReason = "ReleaseFailed"
 	// ClusterNotFoundReason: the claim's Cluster does not exist.

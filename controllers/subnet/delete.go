@@ -79,8 +79,9 @@ func (r *Reconciler) poolGone(ctx context.Context, s *scope, kind poolkind.Kind,
 	return false, nil
 }
 
-// claimGone lets the subnet's claim named name release its record, and
-// says whether it is gone.
+// claimGone lets the subnet's claim named name release its record, or
+// keep it for the IPAM team as the subnet's reclaim policy says, and says
+// whether it is gone.
 func (r *Reconciler) claimGone(ctx context.Context, s *scope, name string) (bool, error) {
 	claim := &ipamv1.IPAddressClaim{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.subnet.Namespace, Name: name}, claim); err != nil {
@@ -92,9 +93,16 @@ func (r *Reconciler) claimGone(ctx context.Context, s *scope, name string) (bool
 	if !metav1.IsControlledBy(claim, s.subnet) {
 		return true, nil
 	}
-	if controllerutil.ContainsFinalizer(claim, v1alpha1.KeepAddressFinalizer) {
+	// The policy is written as the keep finalizer goes: the claim's release
+	// reads it when it begins, which the finalizer held back until now.
+	policy := string(reclaimPolicy(s.subnet))
+	if controllerutil.ContainsFinalizer(claim, v1alpha1.KeepAddressFinalizer) || claim.Annotations[v1alpha1.ReclaimPolicyAnnotation] != policy {
 		before := claim.DeepCopy()
 		controllerutil.RemoveFinalizer(claim, v1alpha1.KeepAddressFinalizer)
+		if claim.Annotations == nil {
+			claim.Annotations = map[string]string{}
+		}
+		claim.Annotations[v1alpha1.ReclaimPolicyAnnotation] = policy
 		if err := r.Client.Patch(ctx, claim, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsNotFound(err) {
 				return true, nil
@@ -107,6 +115,19 @@ func (r *Reconciler) claimGone(ctx context.Context, s *scope, name string) (bool
 			return false, fmt.Errorf("deleting IPAddressClaim %s: %w", name, err)
 		}
 	}
-	s.ready(metav1.ConditionFalse, v1alpha1.SubnetDeletingReason, "IPAddressClaim %s is releasing its record", name)
+	verb := "releasing"
+	if policy == string(v1alpha1.ReclaimRetain) {
+		verb = "keeping, for the IPAM team,"
+	}
+	s.ready(metav1.ConditionFalse, v1alpha1.SubnetDeletingReason, "IPAddressClaim %s is %s its record", name, verb)
 	return false, nil
+}
+
+// reclaimPolicy is the subnet's reclaim policy, Delete unless it says
+// Retain (the API server defaults it).
+func reclaimPolicy(subnet *v1alpha1.ClusterSubnet) v1alpha1.ReclaimPolicy {
+	if subnet.Spec.ReclaimPolicy == v1alpha1.ReclaimRetain {
+		return v1alpha1.ReclaimRetain
+	}
+	return v1alpha1.ReclaimDelete
 }

@@ -70,6 +70,7 @@ func runCarving(t *testing.T, h Harness) {
 		{"ChildDeletedByTheIPAMTeamIsNotFound", "10.202.20.0/22", 24, childDeletedByTheIPAMTeamIsNotFound},
 		{"RetireKeepsTheChildAsATombstone", "10.202.24.0/22", 24, retireKeepsTheChildAsATombstone},
 		{"ReleaseLeavesAChildWhoseMarkerWasCleared", "10.202.28.0/22", 24, releaseLeavesAChildWhoseMarkerWasCleared},
+		{"KeepHandsTheChildToTheIPAMTeam", "10.202.32.0/22", 24, keepHandsTheChildToTheIPAMTeam},
 		{"IPv6ChildPerClaim", "2001:db8:202::/56", 64, ipv6ChildPerClaim},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, c, tc.parent, tc.length) })
@@ -347,4 +348,32 @@ func releaseLeavesAChildWhoseMarkerWasCleared(t *testing.T, c Carving, parent st
 	u, err := b.Usage(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), u.Used, "the child is kept in NetBox")
+}
+
+// keepHandsTheChildToTheIPAMTeam: a claim whose child is retained keeps it
+// in the system, without its marker; its block is not carved again, and the
+// audit lists it no more.
+func keepHandsTheChildToTheIPAMTeam(t *testing.T, c Carving, parent string, length int) {
+	ctx := context.Background()
+	b := c.CarvingPool(t, parent, length, PoolOptions{})
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("kept-child"))
+	require.NoError(t, err)
+
+	require.NoError(t, b.Keep(ctx, claim("kept-child"), a.Reservation()))
+	assert.Empty(t, c.Children(t, parent), "no child carries a marker now")
+	_, err = b.Lookup(ctx, claim("kept-child"))
+	require.ErrorIs(t, err, backends.ErrNotFound)
+	require.NoError(t, b.Keep(ctx, claim("kept-child"), a.Reservation()), "keeping again, as after a lost answer, is done")
+	u, err := b.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), u.Used, "the child is kept in the system")
+
+	next, err := b.Allocate(ctx, claim("after-kept-child"))
+	require.NoError(t, err)
+	assert.NotEqual(t, a.Address, next.Address, "a kept child's block is not carved again")
+	records, err := b.Records(ctx, "conformance/")
+	require.NoError(t, err)
+	require.Len(t, records, 1, "the audit lists only the new child")
+	assert.Equal(t, next.Address, records[0].Address)
 }

@@ -192,6 +192,8 @@ func Run(t *testing.T, h Harness) {
 		{"RemarkAndDeleteOnlyWhatStillCarriesTheMarker", "10.201.12.0/28", remarkAndDeleteOnlyWhatStillCarriesTheMarker, core},
 		{"RestoreReservesTheSameAddress", "10.201.13.0/28", restoreReservesTheSameAddress, roles(backends.RoleAddressRequester)},
 		{"RetireKeepsATombstone", "10.201.14.0/28", retireKeepsATombstone, core},
+		{"KeepHandsTheRecordToTheIPAMTeam", "10.201.54.0/28", keepHandsTheRecordToTheIPAMTeam, core},
+		{"LostKeepAnswerLeavesTheRecordKept", "10.201.55.0/28", lostKeepAnswerLeavesTheRecordKept, core},
 		{"BurstWithALostAnswerLeavesOneRecordEach", "10.201.15.0/27", burstWithALostAnswerLeavesOneRecordEach, core},
 		{"GatewayIsTheFirstUsableAddressOfTheNarrowedNetwork", "10.201.17.0/28", gatewayOfTheNarrowedNetwork, core},
 		{"GatewayAgreesAtValidationAndAllocation", "10.201.19.0/27", gatewayAgreesAtValidationAndAllocation, core},
@@ -765,6 +767,57 @@ func retireKeepsATombstone(t *testing.T, h Harness, cidr string) {
 	u, err := b.Usage(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(3), u.Used, "the gateway, the tombstone and the new claim")
+}
+
+// keepHandsTheRecordToTheIPAMTeam: a claim whose record is retained keeps
+// the record in the system, without its marker, so that nothing of the
+// provider's holds it and its address is handed to no one.
+func keepHandsTheRecordToTheIPAMTeam(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("kept"))
+	require.NoError(t, err)
+	other, err := b.Allocate(ctx, claim("kept-neighbour"))
+	require.NoError(t, err)
+
+	require.NoError(t, b.Keep(ctx, claim("kept"), a.Reservation()))
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/kept"), "the record no longer carries the claim's marker")
+	assert.NotNil(t, h.Snapshot(t, a.Reference), "the record is still in the system")
+	_, err = b.Lookup(ctx, claim("kept"))
+	require.ErrorIs(t, err, backends.ErrNotFound)
+	require.NoError(t, b.Keep(ctx, claim("kept"), a.Reservation()), "keeping again, as after a lost answer, is done")
+	assert.Len(t, markedWith(h.Reservations(t, cidr), "conformance/kept-neighbour"), 1, "the other claim's record is untouched")
+
+	next, err := b.Allocate(ctx, claim("after-kept"))
+	require.NoError(t, err)
+	assert.NotEqual(t, a.Address.Addr(), next.Address.Addr(), "a kept record's address is not handed out")
+	assert.NotEqual(t, other.Address.Addr(), next.Address.Addr())
+	u, err := b.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), u.Used, "the gateway, the kept record and two claims'")
+}
+
+// lostKeepAnswerLeavesTheRecordKept: the answer to the removal of the
+// marker is lost after the system applied it; the keep, retried if it
+// failed, ends with the record kept, unmarked, once.
+func lostKeepAnswerLeavesTheRecordKept(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	validated(t, b)
+	a, err := b.Allocate(ctx, claim("kept-lost"))
+	require.NoError(t, err)
+
+	h.LoseNextMarking(t, func() {})
+	if err := b.Keep(ctx, claim("kept-lost"), a.Reservation()); err != nil {
+		require.NotErrorIs(t, err, backends.ErrNotOwned, "the claim's own write is not someone else's")
+		require.NoError(t, b.Keep(ctx, claim("kept-lost"), a.Reservation()), "the retried keep finds the record kept")
+	}
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/kept-lost"))
+	assert.NotNil(t, h.Snapshot(t, a.Reference), "the record is still in the system")
+	u, err := b.Usage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), u.Used, "the gateway and the kept record")
 }
 
 // raceWait bounds how long RaceWrites holds a write for the others: long
