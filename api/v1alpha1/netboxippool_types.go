@@ -83,7 +83,7 @@ type NetboxIPPoolSpec struct {
 	// carries the claim's marker; releasing the claim deletes it. The
 	// pool's counts are then in children. See docs/subnets.md.
 	// +optional
-	ChildPrefixes *ChildPrefixes `json:"childPrefixes,omitempty"`
+	ChildPrefixes *NetboxChildPrefixes `json:"childPrefixes,omitempty"`
 
 	// planned makes claims adopt the IP addresses the IPAM team planned for
 	// them: an IP address in one of the sources, without the provider's
@@ -94,6 +94,41 @@ type NetboxIPPoolSpec struct {
 	// address, as planned. See docs/planned-records.md.
 	// +optional
 	Planned *NetboxPlanned `json:"planned,omitempty"`
+}
+
+// NetboxChildPrefixes says how a NetBox pool carves a child prefix for each
+// claim, and the prefix fields each child gets besides the reservation's
+// status, tenant, tags, custom fields and description.
+type NetboxChildPrefixes struct {
+	ChildPrefixes `json:",inline"`
+
+	// role is the slug of the prefix role (IPAM > Prefix & VLAN Roles) each
+	// child gets, for example kubernetes-nodes. It must exist in NetBox.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	Role string `json:"role,omitempty"`
+
+	// scope is where the children are used, as NetBox 4.2 and later record
+	// it on a prefix (its scope_type and scope_id): a site, location, region
+	// or site group, by slug. It must exist in NetBox.
+	// +optional
+	Scope *NetboxPrefixScope `json:"scope,omitempty"`
+}
+
+// NetboxPrefixScope names the object a prefix is scoped to.
+type NetboxPrefixScope struct {
+	// kind of the object.
+	// +required
+	// +kubebuilder:validation:Enum=Site;Location;Region;SiteGroup
+	Kind string `json:"kind"`
+
+	// slug of the object. A location's slug is unique within its site
+	// only: one that two sites share is refused as ambiguous.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	Slug string `json:"slug"`
 }
 
 // NetboxPlanned says how the IPAM team marks the IP addresses it plans for

@@ -41,6 +41,11 @@ type carver struct {
 type carving struct {
 	parents []parentSource
 	refs    *references
+	// roleID, scopeType and scopeID are the children's role and scope; 0
+	// and "" for none.
+	roleID    int32
+	scopeType string
+	scopeID   int32
 }
 
 // parentSource is a prefix children are carved from: every block of it,
@@ -78,6 +83,9 @@ func (c childPrefix) String() string { return fmt.Sprintf("prefix %d (%s)", c.ID
 type childRequest struct {
 	PrefixLength int                       `json:"prefix_length"`
 	Status       string                    `json:"status,omitempty"`
+	Role         *int32                    `json:"role,omitempty"`
+	ScopeType    string                    `json:"scope_type,omitempty"`
+	ScopeID      *int32                    `json:"scope_id,omitempty"`
 	Description  string                    `json:"description,omitempty"`
 	Tenant       *int32                    `json:"tenant,omitempty"`
 	Tags         []netbox.NestedTagRequest `json:"tags,omitempty"`
@@ -131,7 +139,31 @@ func (c *carver) Prepare(ctx context.Context) (carving, error) {
 		}
 		parents[i] = parentSource{s}
 	}
-	return carving{parents: parents, refs: refs}, nil
+	pool := carving{parents: parents, refs: refs}
+	if pool.roleID, err = c.lookUp(ctx, "/api/ipam/roles/", "prefix role", c.nb.cfg.ChildRole); err != nil {
+		return carving{}, err
+	}
+	if scope := c.nb.cfg.ChildScope; scope.Slug != "" {
+		pool.scopeType = scope.Type
+		if pool.scopeID, err = c.lookUp(ctx, scopePaths[scope.Type], scope.Type, scope.Slug); err != nil {
+			return carving{}, err
+		}
+	}
+	return pool, nil
+}
+
+// lookUp finds the ID of the object of path with slug (0 for no slug): a
+// role or a scope, one request each, only for a pool that names one.
+func (c *carver) lookUp(ctx context.Context, path, what, slug string) (int32, error) {
+	if slug == "" {
+		return 0, nil
+	}
+	var p page[brief]
+	if err := c.nb.getJSON(ctx, path, url.Values{"slug": {slug}}, &p); err != nil {
+		return 0, fmt.Errorf("looking up %s %q: %w", what, slug, err)
+	}
+	found, err := exactlyOne(p.Results, fmt.Sprintf("%s %q", what, slug))
+	return found.ID, err
 }
 
 func (c *carver) Sources(pool carving) []parentSource { return pool.parents }
@@ -169,8 +201,9 @@ func (c *carver) Unheld(context.Context, parentSource, []netip.Addr) ([]netip.Ad
 // Unusable: no address is requested of a carving pool.
 func (c *carver) Unusable(parentSource, netip.Addr) string { return "" }
 
-// Request is the claim's child: the pool's length, status, tenant, tags
-// and custom fields, the description its pattern renders, and the marker.
+// Request is the claim's child: the pool's length, status, tenant, role,
+// scope, tags and custom fields, the description its pattern renders, and
+// the marker.
 // The provider's tag is left off: NetBox may limit it to IP addresses, and
 // the marker alone finds the child.
 func (c *carver) Request(pool carving, claim backends.Claim, _ parentSource) (childRequest, error) {
@@ -186,6 +219,12 @@ func (c *carver) Request(pool carving, claim backends.Claim, _ parentSource) (ch
 	req.CustomFields[c.nb.cfg.MarkerField] = claim.Marker
 	if id := pool.refs.tenantID; id != 0 {
 		req.Tenant = &id
+	}
+	if id := pool.roleID; id != 0 {
+		req.Role = &id
+	}
+	if id := pool.scopeID; id != 0 {
+		req.ScopeType, req.ScopeID = pool.scopeType, &id
 	}
 	desc, err := c.nb.description.Render(claim)
 	if err != nil {

@@ -32,6 +32,9 @@ func TestCarvingPoolRefusesWhatAChildCannotHave(t *testing.T) {
 		{"an IP address role", func(c *netbox.Config) { c.Reservation.Role = "vip" }, "role"},
 		{"a DNS name pattern", func(c *netbox.Config) { c.Reservation.DNSNamePattern = "{{ .ClaimName }}" }, "DNS name pattern"},
 		{"an IP address's status", func(c *netbox.Config) { c.Reservation.Status = "slaac" }, `status "slaac"`},
+		{"a scope of a kind prefixes do not take", func(c *netbox.Config) { c.ChildScope = netbox.Scope{Type: "dcim.device", Slug: "r1"} }, "child scope"},
+		{"a scope without a slug", func(c *netbox.Config) { c.ChildScope = netbox.Scope{Type: "dcim.site"} }, "child scope"},
+		{"a child role on a pool that carves nothing", func(c *netbox.Config) { c.ChildPrefixLength, c.ChildRole = 0, "nodes" }, "needs a child prefix length"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := netbox.Config{URL: "http://127.0.0.1:1", Token: token, Sources: prefixSources("10.0.0.0/16"), ChildPrefixLength: 24}

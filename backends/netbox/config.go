@@ -105,7 +105,11 @@ type Config struct {
 	// prefix of this length carved from its prefix sources, instead of an
 	// address (carve.go).
 	ChildPrefixLength int
-	Reservation       Reservation
+	// ChildRole and ChildScope are the prefix role and the scope each child
+	// is carved with; empty for none.
+	ChildRole   string
+	ChildScope  Scope
+	Reservation Reservation
 	// Planned, when set, makes claims adopt the IP addresses planned for
 	// them (docs/planned-records.md).
 	Planned *Planned
@@ -122,6 +126,21 @@ type Config struct {
 	// Uncertain is told of every create the system may still apply (see
 	// backends.Options.Uncertain).
 	Uncertain func()
+}
+
+// Scope names the object a prefix is scoped to: Type is its content type
+// (dcim.site, dcim.location, dcim.region, dcim.sitegroup), Slug its slug.
+type Scope struct {
+	Type string
+	Slug string
+}
+
+// scopePaths are the API paths of the objects a prefix may be scoped to.
+var scopePaths = map[string]string{
+	"dcim.site":      "/api/dcim/sites/",
+	"dcim.location":  "/api/dcim/locations/",
+	"dcim.region":    "/api/dcim/regions/",
+	"dcim.sitegroup": "/api/dcim/site-groups/",
 }
 
 func (c *Config) setDefaults() {
@@ -187,7 +206,13 @@ func (c *Config) validate() error {
 // address's fields.
 func (c *Config) validateCarving() error {
 	if c.ChildPrefixLength == 0 {
+		if c.ChildRole != "" || c.ChildScope != (Scope{}) {
+			return fmt.Errorf("%w: a child role or scope needs a child prefix length", backends.ErrInvalidConfig)
+		}
 		return nil
+	}
+	if s := c.ChildScope; s != (Scope{}) && (scopePaths[s.Type] == "" || s.Slug == "") {
+		return fmt.Errorf("%w: child scope %s %q is not a site, location, region or site group with a slug", backends.ErrInvalidConfig, s.Type, s.Slug)
 	}
 	var refused []string
 	switch {

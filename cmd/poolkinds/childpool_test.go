@@ -17,7 +17,7 @@ func TestNetboxChildPoolNamesTheChildInItsParentsVRF(t *testing.T) {
 		return &v1alpha1.NetboxIPPool{Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection:    v1alpha1.NetboxConnection{URL: "https://netbox.example.com", CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"}},
 			Sources:       sources,
-			ChildPrefixes: &v1alpha1.ChildPrefixes{Length: 24},
+			ChildPrefixes: &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 24}},
 			Reservation: v1alpha1.NetboxReservation{Status: "reserved", Tenant: "platform", Tags: []string{"k8s"},
 				DescriptionPattern: "{{ .ClusterName }}", CustomFields: map[string]string{"owner": "team-a"}},
 		}}

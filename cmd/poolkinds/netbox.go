@@ -80,6 +80,10 @@ func newNetboxBackend(pool poolkind.Pool, secret *corev1.Secret, opts poolkind.B
 	}
 	if c := spec.ChildPrefixes; c != nil {
 		cfg.ChildPrefixLength = int(c.Length)
+		cfg.ChildRole = c.Role
+		if s := c.Scope; s != nil {
+			cfg.ChildScope = netbox.Scope{Type: netboxScopeTypes[s.Kind], Slug: s.Slug}
+		}
 	}
 	if p := spec.Planned; p != nil {
 		cfg.Planned = &netbox.Planned{Tag: p.Tag, Status: p.Status}
@@ -144,3 +148,6 @@ func netboxSpans(pool poolkind.Pool) ([]netipx.IPRange, bool) {
 		return netipx.IPRange{}
 	})
 }
+
+// netboxScopeTypes are NetBox's content types of the API's scope kinds.
+var netboxScopeTypes = map[string]string{"Site": "dcim.site", "Location": "dcim.location", "Region": "dcim.region", "SiteGroup": "dcim.sitegroup"}

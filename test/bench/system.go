@@ -144,7 +144,7 @@ func (s *netboxSystem) newPool(namespace, name, secret string, labels map[string
 	}
 	if carve > 0 {
 		pool.Spec.Sources = []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: carveCIDR}}}
-		pool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: int32(carve)}
+		pool.Spec.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: int32(carve)}}
 	}
 	return pool
 }

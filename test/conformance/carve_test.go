@@ -210,3 +210,64 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 	require.Len(t, marked, 1)
 	assert.Contains(t, marked, block(0, 24))
 }
+
+// A child carved with a prefix role and a scope, as a pool's
+// childPrefixes.role and scope ask, and NetBox's answers to references it
+// cannot resolve. Probed on the real NetBox 4.7.3.
+func TestNetBoxCarvesChildrenWithARoleAndAScope(t *testing.T) {
+	target := netboxtarget.New(t)
+	const token = "c4a90000000000000000000000000000000000c5"
+	target.AddToken(token, true)
+	api := netboxAPI{base: target.URL(), token: token}
+	role := target.AddRole("Carve Test Nodes", "carve-test-nodes")
+	site := target.AddScope("dcim.site", "Carve Test Site", "carve-test-site")
+
+	parent := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/22", 200+rand.IntN(50), 4*rand.IntN(64)))
+	parentID := target.AddPrefix(parent.String(), netboxsim.PrefixOptions{Status: "container"})
+	t.Cleanup(func() {
+		var ids []map[string]any
+		for _, p := range api.prefixesWithin(t, parent, nil) {
+			ids = append(ids, map[string]any{"id": p["id"]})
+		}
+		ids = append(ids, map[string]any{"id": parentID})
+		status, out := api.call(t, http.MethodDelete, "/api/ipam/prefixes/", ids)
+		assert.Equal(t, http.StatusNoContent, status, out)
+	})
+	carve := fmt.Sprintf("/api/ipam/prefixes/%d/available-prefixes/", parentID)
+
+	status, out := api.call(t, http.MethodPost, carve, []map[string]any{{"prefix_length": 24, "role": role, "scope_type": "dcim.site", "scope_id": site}})
+	require.Equal(t, http.StatusCreated, status, out)
+	child := out.([]any)[0].(map[string]any)
+	assert.Equal(t, "carve-test-nodes", child["role"].(map[string]any)["slug"])
+	assert.Equal(t, "dcim.site", child["scope_type"])
+	assert.Equal(t, float64(site), child["scope_id"])
+	assert.Equal(t, "carve-test-site", child["scope"].(map[string]any)["slug"])
+	within := target.PrefixesWithin(parent.String())
+	require.Len(t, within, 1)
+	assert.Equal(t, "carve-test-nodes", within[0].Role)
+	assert.Equal(t, "dcim.site", within[0].ScopeType)
+	assert.Equal(t, "carve-test-site", within[0].Scope)
+
+	for _, tc := range []struct {
+		name  string
+		child map[string]any
+		want  map[string]any
+	}{
+		{"a role that does not exist", map[string]any{"role": 2147483000},
+			map[string]any{"role": []any{"Related object not found using the provided numeric ID: 2147483000"}}},
+		{"a scope that does not exist", map[string]any{"scope_type": "dcim.site", "scope_id": 2147483000},
+			map[string]any{"scope_id": []any{"Related object not found using the provided value: 2147483000."}}},
+		{"a scope type prefixes do not take", map[string]any{"scope_type": "dcim.device", "scope_id": site},
+			map[string]any{"scope_type": []any{"Invalid content type: dcim.device"}}},
+		{"a scope without its type", map[string]any{"scope_id": site},
+			map[string]any{"scope_type": []any{"This field cannot be null."}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.child["prefix_length"] = 24
+			status, out := api.call(t, http.MethodPost, carve, []map[string]any{tc.child})
+			require.Equal(t, http.StatusBadRequest, status, out)
+			assert.Equal(t, []any{tc.want}, out)
+		})
+	}
+	assert.Len(t, target.PrefixesWithin(parent.String()), 1, "nothing carved by a refused request")
+}

@@ -20,7 +20,9 @@ import (
 )
 
 func withChildPrefixes(length int32) poolOption {
-	return func(spec *v1alpha1.NetboxIPPoolSpec) { spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: length} }
+	return func(spec *v1alpha1.NetboxIPPoolSpec) {
+		spec.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: length}}
+	}
 }
 
 // emptyContainer makes parent a container prefix with nothing inside, and
@@ -170,8 +172,12 @@ func TestChildPrefixesCannotChangeOnAPool(t *testing.T) {
 		edit func(*v1alpha1.NetboxIPPoolSpec)
 	}{
 		{"removed", carving, func(s *v1alpha1.NetboxIPPoolSpec) { s.ChildPrefixes = nil }},
-		{"changed", carving, func(s *v1alpha1.NetboxIPPoolSpec) { s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 26} }},
-		{"added", plain, func(s *v1alpha1.NetboxIPPoolSpec) { s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 28} }},
+		{"changed", carving, func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 26}}
+		}},
+		{"added", plain, func(s *v1alpha1.NetboxIPPoolSpec) {
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 28}}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := &v1alpha1.NetboxIPPool{}
@@ -278,4 +284,37 @@ func TestACarveThatLandsAfterItsManagerDiedIsDeletedSoon(t *testing.T) {
 		}, window+waitTimeout, 200*time.Millisecond)
 		mgr.Stop()
 	})
+}
+
+// A carving pool's children get the prefix role and the scope the pool
+// names, resolved in NetBox by slug; a role NetBox does not have keeps the
+// pool from validating, naming it, before anything is carved.
+func TestACarvingPoolGivesItsChildrenARoleAndAScope(t *testing.T) {
+	f := newFixture(t)
+	const parent = "10.185.0.0/20"
+	f.emptyContainer(parent)
+	f.sim.AddRole("Cluster Nodes", "cluster-nodes")
+	f.sim.AddScope("dcim.site", "Carve Site A", "carve-site-a")
+	pool := f.createNetboxPool("scoped-children", parent, func(spec *v1alpha1.NetboxIPPoolSpec) {
+		spec.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 24},
+			Role: "cluster-nodes", Scope: &v1alpha1.NetboxPrefixScope{Kind: "Site", Slug: "carve-site-a"}}
+	})
+	f.waitPoolReady(pool)
+	claim := f.createClaim("scoped-child", pool.Name)
+	address := f.waitBound(claim)
+
+	children := f.childrenMarked(parent, f.marker(claim.Name))
+	require.Len(t, children, 1)
+	assert.Equal(t, address.Spec.Address+"/24", children[0].Prefix)
+	assert.Equal(t, "cluster-nodes", children[0].Role)
+	assert.Equal(t, "dcim.site", children[0].ScopeType)
+	assert.Equal(t, "carve-site-a", children[0].Scope)
+
+	missing := f.createNetboxPool("unknown-role", parent, func(spec *v1alpha1.NetboxIPPoolSpec) {
+		spec.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 24}, Role: "no-such-role"}
+	})
+	cond := f.waitPoolReason(missing, metav1.ConditionFalse, v1alpha1.SourceNotFoundReason)
+	assert.Contains(t, cond.Message, `prefix role "no-such-role" does not exist in NetBox`)
+	f.deleteClaim(claim)
+	assert.Empty(t, f.sim.PrefixesWithin(parent), "the child goes with its claim")
 }

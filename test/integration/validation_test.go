@@ -262,25 +262,25 @@ func TestInvalidSpecsAreRejectedByTheAPIServer(t *testing.T) {
 			s.Reservation.CustomFields = map[string]string{"capi_ipam_claim": "default/someone-else"}
 		}, "customFields cannot set capi_ipam_claim"},
 		{"child prefixes from an IP range", func(s *v1alpha1.NetboxIPPoolSpec) {
-			s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 28}
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 28}}
 			s.Sources = append(s.Sources, v1alpha1.NetboxAddressSource{IPRange: &v1alpha1.NetboxIPRangeSource{ID: ptr.To[int32](1)}})
 		}, "every source must be a prefix"},
 		{"child prefixes no longer than the source", func(s *v1alpha1.NetboxIPPoolSpec) {
-			s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 24}
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 24}}
 		}, "longer than every source prefix"},
 		{"IPv4 child prefixes beyond /32", func(s *v1alpha1.NetboxIPPoolSpec) {
-			s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 64}
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 64}}
 		}, "fit its family"},
 		{"child prefixes with a prefix length", func(s *v1alpha1.NetboxIPPoolSpec) {
-			s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 28}
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 28}}
 			s.PrefixLength = ptr.To[int32](28)
 		}, "hands out networks"},
 		{"child prefixes with a gateway", func(s *v1alpha1.NetboxIPPoolSpec) {
-			s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 28}
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 28}}
 			s.Gateway.Address = "10.0.0.1"
 		}, "hands out networks"},
 		{"child prefixes with a DNS name", func(s *v1alpha1.NetboxIPPoolSpec) {
-			s.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 28}
+			s.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 28}}
 			s.Reservation.DNSNamePattern = "{{ .MachineName }}"
 		}, "fields of IP addresses"},
 	}

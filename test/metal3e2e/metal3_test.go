@@ -442,7 +442,7 @@ func TestMetal3DataTemplateTakesAChildPrefixPerMachine(t *testing.T) {
 	pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "node-prefixes"}, Spec: v1alpha1.NetboxIPPoolSpec{
 		Connection:    v1alpha1.NetboxConnection{URL: nb.URL(), CredentialsSecretRef: v1alpha1.SecretReference{Name: netboxSecret}},
 		Sources:       []v1alpha1.NetboxAddressSource{{Prefix: &v1alpha1.NetboxPrefixSource{CIDR: parent}}},
-		ChildPrefixes: &v1alpha1.ChildPrefixes{Length: 64},
+		ChildPrefixes: &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 64}},
 	}}
 	require.NoError(t, k8s.Create(ctx, pool))
 	t.Cleanup(func() { _ = k8s.Delete(ctx, pool) })

@@ -340,6 +340,7 @@ func (r renderer) prefix(p *prefixObj) prefixJSON {
 		Tags: r.tags(p.tags), CustomFields: r.customFields("ipam.prefix", p.cf),
 		Created: pyTime(p.created), LastUpdated: pyTime(p.updated),
 	}
+	r.prefixRoleAndScope(p, &j)
 	// _children and _depth are cached counts of nested prefixes in the same VRF.
 	for _, o := range r.st.prefixes {
 		if o.id == p.id || o.vrf != p.vrf || o.prefix.Addr().BitLen() != p.prefix.Addr().BitLen() {

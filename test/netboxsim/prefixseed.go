@@ -16,6 +16,11 @@ type Prefix struct {
 	Description  string
 	Tags         []string // slugs
 	CustomFields map[string]any
+	// Role is the prefix role's slug; ScopeType and Scope its scope's
+	// content type and slug ("" for none).
+	Role      string
+	ScopeType string
+	Scope     string
 }
 
 func (s *Server) exportPrefix(p *prefixObj) Prefix {
@@ -25,6 +30,12 @@ func (s *Server) exportPrefix(p *prefixObj) Prefix {
 		if t, ok := s.db.tags[id]; ok {
 			e.Tags = append(e.Tags, t.slug)
 		}
+	}
+	if r, ok := s.db.roles[p.role]; ok {
+		e.Role = r.slug
+	}
+	if o, ok := s.db.scopes[p.scopeType][p.scopeID]; ok {
+		e.ScopeType, e.Scope = p.scopeType, o.slug
 	}
 	return e
 }

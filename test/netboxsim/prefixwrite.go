@@ -12,9 +12,9 @@ import (
 
 // Prefix writes, as NetBox 4.7's PrefixSerializer and Prefix.clean() make
 // them, for the fields the simulator keeps: prefix, vrf, tenant, status,
-// is_pool, mark_utilized, description, comments, tags and custom_fields.
-// Other fields (scope, vlan, role, owner) are ignored where NetBox would
-// validate them.
+// role, scope_type and scope_id, is_pool, mark_utilized, description,
+// comments, tags and custom_fields. Other fields (vlan, owner) are ignored
+// where NetBox would validate them.
 
 // buildPrefix validates one prefix write. cur is nil for a create; partial
 // is PATCH. The result is not stored.
@@ -63,6 +63,12 @@ func (st *store) buildPrefix(data any, cur *prefixObj, partial bool) (*prefixObj
 			p.status = s
 		}
 	}
+	if v, ok := obj["role"]; ok {
+		if id, msg := st.resolve(v, "role"); check("role", msg) {
+			p.role = id
+		}
+	}
+	st.buildScope(obj, p, errs)
 	for field, dst := range map[string]*bool{"is_pool": &p.isPool, "mark_utilized": &p.markUtilized} {
 		if v, ok := obj[field]; ok {
 			if b, msg := booleanField(v); check(field, msg) {

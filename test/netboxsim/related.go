@@ -28,6 +28,10 @@ func (st *store) candidates(kind string) []candidate {
 		for _, t := range st.tenantList() {
 			out = append(out, candidate{t.id, map[string]string{"id": id(t.id), "name": t.name, "slug": t.slug, "description": t.description}})
 		}
+	case "role":
+		for _, r := range namedList(st.roles) {
+			out = append(out, candidate{r.id, map[string]string{"id": id(r.id), "name": r.name, "slug": r.slug, "description": r.description}})
+		}
 	case "tag":
 		for _, t := range st.tagList() {
 			out = append(out, candidate{t.id, map[string]string{"id": id(t.id), "name": t.name, "slug": t.slug, "color": t.color, "description": t.description}})

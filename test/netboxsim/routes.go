@@ -16,7 +16,7 @@ type route struct {
 
 func (s *Server) buildRoutes() []route {
 	get := func(h handler) map[string]handler { return map[string]handler{http.MethodGet: h} }
-	return []route{
+	return append([]route{
 		{segs: split("api"), methods: get(apiRoot)},
 		{segs: split("api/status"), methods: get(getStatus)},
 		{segs: split("api/ipam/vrfs"), methods: get(listVRFs)},
@@ -43,7 +43,7 @@ func (s *Server) buildRoutes() []route {
 			http.MethodGet: listIPs, http.MethodPost: createIPs, http.MethodDelete: bulkDeleteIPs}},
 		{segs: split("api/ipam/ip-addresses/{id}"), methods: map[string]handler{
 			http.MethodGet: getIP, http.MethodPatch: updateIP, http.MethodPut: updateIP, http.MethodDelete: deleteIP}},
-	}
+	}, namedRoutes(get)...)
 }
 
 func split(p string) []string { return strings.Split(p, "/") }

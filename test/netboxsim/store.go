@@ -26,6 +26,14 @@ type tenantObj struct {
 	created                 time.Time
 }
 
+// namedObj is an organizational object a prefix refers to: a prefix role,
+// or a site, location, region or site group it is scoped to.
+type namedObj struct {
+	id                      int32
+	name, slug, description string
+	created                 time.Time
+}
+
 type tagObj struct {
 	id                             int32
 	name, slug, color, description string
@@ -50,6 +58,9 @@ type prefixObj struct {
 	prefix                netip.Prefix // always masked, as NetBox saves prefix.cidr
 	vrf, tenant           int32
 	status                string
+	role                  int32
+	scopeType             string // a key of scopeTypes, or "" for none
+	scopeID               int32
 	isPool, markUtilized  bool
 	description, comments string
 	tags                  []int32
@@ -79,9 +90,12 @@ type ipObj struct {
 }
 
 type store struct {
-	seq      map[string]int32 // one sequence per table, like PostgreSQL
-	vrfs     map[int32]*vrfObj
-	tenants  map[int32]*tenantObj
+	seq     map[string]int32 // one sequence per table, like PostgreSQL
+	vrfs    map[int32]*vrfObj
+	tenants map[int32]*tenantObj
+	roles   map[int32]*namedObj
+	// scopes holds the objects a prefix may be scoped to, by content type.
+	scopes   map[string]map[int32]*namedObj
 	tags     map[int32]*tagObj
 	cfs      map[int32]*customFieldObj
 	prefixes map[int32]*prefixObj
@@ -101,6 +115,8 @@ func newStore() *store {
 		seq:      map[string]int32{},
 		vrfs:     map[int32]*vrfObj{},
 		tenants:  map[int32]*tenantObj{},
+		roles:    map[int32]*namedObj{},
+		scopes:   map[string]map[int32]*namedObj{},
 		tags:     map[int32]*tagObj{},
 		cfs:      map[int32]*customFieldObj{},
 		prefixes: map[int32]*prefixObj{},
@@ -140,6 +156,14 @@ func (st *store) vrfList() []*vrfObj {
 
 func (st *store) tenantList() []*tenantObj {
 	return sortedBy(st.tenants, func(a, b *tenantObj) int {
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.id, b.id))
+	})
+}
+
+// namedList orders roles (by weight, which the simulator keeps at
+// NetBox's default, then name) and scope objects by name.
+func namedList(m map[int32]*namedObj) []*namedObj {
+	return sortedBy(m, func(a, b *namedObj) int {
 		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.id, b.id))
 	})
 }

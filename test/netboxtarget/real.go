@@ -299,6 +299,22 @@ func (r *realNetBox) AddTenant(name, slug string) int32 {
 	return r.getOrCreate("/api/tenancy/tenants/", url.Values{"slug": {slug}}, map[string]any{"name": name, "slug": slug})
 }
 
+func (r *realNetBox) AddRole(name, slug string) int32 {
+	return r.getOrCreate("/api/ipam/roles/", url.Values{"slug": {slug}}, map[string]any{"name": name, "slug": slug})
+}
+
+// scopePaths are the scope types AddScope makes on a real NetBox: a
+// location would need a site of its own.
+var scopePaths = map[string]string{"dcim.site": "/api/dcim/sites/", "dcim.region": "/api/dcim/regions/", "dcim.sitegroup": "/api/dcim/site-groups/"}
+
+func (r *realNetBox) AddScope(scopeType, name, slug string) int32 {
+	path, ok := scopePaths[scopeType]
+	if !ok {
+		r.t.Fatalf("netboxtarget: cannot add a scope of type %q", scopeType)
+	}
+	return r.getOrCreate(path, url.Values{"slug": {slug}}, map[string]any{"name": name, "slug": slug})
+}
+
 func (r *realNetBox) AddTag(name, slug string) int32 {
 	return r.getOrCreate("/api/extras/tags/", url.Values{"slug": {slug}}, map[string]any{"name": name, "slug": slug})
 }
@@ -440,6 +456,13 @@ type prefixObject struct {
 		Slug string `json:"slug"`
 	} `json:"tags"`
 	CustomFields map[string]any `json:"custom_fields"`
+	Role         *struct {
+		Slug string `json:"slug"`
+	} `json:"role"`
+	ScopeType *string `json:"scope_type"`
+	Scope     *struct {
+		Slug string `json:"slug"`
+	} `json:"scope"`
 }
 
 func (r *realNetBox) PrefixesWithin(parent string) []netboxsim.Prefix {
@@ -463,6 +486,12 @@ func (r *realNetBox) PrefixesWithin(parent string) []netboxsim.Prefix {
 			}
 			for _, t := range o.Tags {
 				p.Tags = append(p.Tags, t.Slug)
+			}
+			if o.Role != nil {
+				p.Role = o.Role.Slug
+			}
+			if o.ScopeType != nil && o.Scope != nil {
+				p.ScopeType, p.Scope = *o.ScopeType, o.Scope.Slug
 			}
 			out = append(out, p)
 		}

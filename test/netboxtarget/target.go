@@ -26,6 +26,11 @@ type Target interface {
 	RemoveToken(token string)
 	AddVRF(name, rd string) int32
 	AddTenant(name, slug string) int32
+	// AddRole adds a prefix and VLAN role.
+	AddRole(name, slug string) int32
+	// AddScope adds an object a prefix may be scoped to: scopeType is
+	// dcim.site, dcim.region or dcim.sitegroup.
+	AddScope(scopeType, name, slug string) int32
 	AddTag(name, slug string) int32
 	AddCustomField(name, filterLogic string) int32
 	AddPrefix(cidr string, o netboxsim.PrefixOptions) int32
