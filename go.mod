@@ -7,6 +7,7 @@ require (
 	github.com/google/cel-go v0.29.0
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/infobloxopen/infoblox-go-client/v2 v2.12.0
 	github.com/netbox-community/go-netbox/v4 v4.3.0
 	github.com/prometheus/client_golang v1.23.2

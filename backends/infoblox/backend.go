@@ -118,13 +118,7 @@ func newDriver(cfg Config) (*driver, backends.Options, error) {
 // attribute definition exists, resolves the sources afresh and checks the
 // DNS zone and the extra extensible attributes.
 func (d *driver) Prepare(ctx context.Context) ([]resolvedSource, error) {
-	if err := d.ensureMarkerDefinition(ctx); err != nil {
-		return nil, err
-	}
-	if err := d.checkDefinitions(ctx); err != nil {
-		return nil, err
-	}
-	if err := d.checkNetworkView(ctx); err != nil {
+	if err := d.ensureSetup(ctx); err != nil {
 		return nil, err
 	}
 	sources, err := d.resolveSources(ctx)

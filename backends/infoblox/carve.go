@@ -78,13 +78,7 @@ func (c *carver) Verdict(err error) (backends.Verdict, string) { return c.ib.Ver
 // container in the pool's network view; its length must leave room for a
 // child.
 func (c *carver) Prepare(ctx context.Context) ([]container, error) {
-	if err := c.ib.ensureMarkerDefinition(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.ib.checkDefinitions(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.ib.checkNetworkView(ctx); err != nil {
+	if err := c.ib.ensureSetup(ctx); err != nil {
 		return nil, err
 	}
 	containers := make([]container, 0, len(c.ib.cfg.Sources))

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
@@ -15,6 +19,35 @@ type eaDefinition struct {
 	Ref  string `json:"_ref"`
 	Name string `json:"name"`
 	Type string `json:"type"`
+}
+
+// setupConfirmed remembers the setups a grid confirmed (see
+// backends.SetupMemory).
+var setupConfirmed = backends.NewSetupMemory[struct{}]()
+
+// ensureSetup makes sure the grid holds what the pool's objects refer to:
+// the marker's attribute definition (created when the credentials may),
+// the extra attributes' definitions and the network view. A setup the grid
+// confirmed is remembered for a while; the pool's next request (its
+// sources' look-up) still proves the credentials.
+func (d *driver) ensureSetup(ctx context.Context) error {
+	eas := slices.Sorted(maps.Keys(d.cfg.Reservation.ExtensibleAttributes))
+	key := backends.SetupKey(d.cfg.Scheme, d.cfg.Host, strconv.Itoa(d.cfg.Port), d.cfg.WAPIVersion, d.cfg.Username, d.cfg.Password,
+		string(d.cfg.ClientCert), string(d.cfg.ClientKey), d.cfg.MarkerEA, d.cfg.NetworkView, strings.Join(eas, ","))
+	if _, confirmed := setupConfirmed.Get(key); confirmed {
+		return nil
+	}
+	if err := d.ensureMarkerDefinition(ctx); err != nil {
+		return err
+	}
+	if err := d.checkDefinitions(ctx); err != nil {
+		return err
+	}
+	if err := d.checkNetworkView(ctx); err != nil {
+		return err
+	}
+	setupConfirmed.Confirmed(key, struct{}{})
+	return nil
 }
 
 // ensureMarkerDefinition makes sure the grid defines the marker's extensible

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 
@@ -25,20 +27,42 @@ type customFieldObject struct {
 	} `json:"filter_logic"`
 }
 
+// setupConfirmed remembers the tags NetBox confirmed for a setup (see
+// backends.SetupMemory).
+var setupConfirmed = backends.NewSetupMemory[[]netbox.NestedTagRequest]()
+
+// setupKey names what ensureSetup confirms for d.
+func (d *driver) setupKey() string {
+	tags := slices.Clone(d.cfg.Reservation.Tags)
+	slices.Sort(tags)
+	fields := slices.Sorted(maps.Keys(d.cfg.Reservation.CustomFields))
+	planned := ""
+	if d.cfg.Planned != nil {
+		planned = d.cfg.Planned.Tag
+	}
+	return backends.SetupKey(d.cfg.URL, d.cfg.Token, d.cfg.Tag, d.cfg.MarkerField, d.markedType, planned,
+		strings.Join(tags, ","), strings.Join(fields, ","))
+}
+
 // ensureSetup makes sure NetBox holds what reservations refer to: the
 // provider's tag and marker field (created when the token may), the pool's
 // extra tags and custom fields, and its tenant. Its first request also proves
 // the token works.
 func (d *driver) ensureSetup(ctx context.Context) (*references, error) {
 	refs := &references{}
-	tags, err := d.ensureTags(ctx)
-	if err != nil {
-		return nil, err
+	key := d.setupKey()
+	tags, confirmed := setupConfirmed.Get(key)
+	if !confirmed {
+		var err error
+		if tags, err = d.ensureTags(ctx); err != nil {
+			return nil, err
+		}
+		if err := d.ensureCustomFields(ctx); err != nil {
+			return nil, err
+		}
+		setupConfirmed.Confirmed(key, tags)
 	}
-	refs.tags = tags
-	if err := d.ensureCustomFields(ctx); err != nil {
-		return nil, err
-	}
+	refs.tags = slices.Clone(tags)
 	if slug := d.cfg.Reservation.TenantSlug; slug != "" {
 		var p page[brief]
 		if err := d.getJSON(ctx, "/api/tenancy/tenants/", url.Values{"slug": {slug}}, &p); err != nil {
