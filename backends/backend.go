@@ -70,12 +70,14 @@ type Reserver interface {
 	// their addresses are not handed out again until an audit deletes them.
 	Retire(ctx context.Context, claim Claim, last Reservation, at time.Time) error
 
-	// Keep is Release for a claim whose records go to the IPAM team (a
+	// Keep is Release for a claim whose record goes to the IPAM team (a
 	// claim whose reclaim policy is Retain): it removes the claim's marker
-	// from them and keeps them, so that nothing of the provider's holds
-	// them any more and nothing hands their addresses out. A recorded
-	// record found without a marker was kept by an attempt whose answer
-	// was lost; one under another marker is ErrNotOwned, as for Release.
+	// from the record last names and keeps it, so that nothing of the
+	// provider's holds it any more and nothing hands its address out;
+	// other records carrying the marker (duplicates of a resent request)
+	// are deleted. A recorded record found without a marker was kept by an
+	// attempt whose answer was lost; one under another marker is
+	// ErrNotOwned, as for Release.
 	Keep(ctx context.Context, claim Claim, last Reservation) error
 
 	// Remark sets a record's marker to marker if it still carries

@@ -222,10 +222,27 @@ func (p *Protocol[P, S, R, Q]) Retire(ctx context.Context, claim Claim, last Res
 	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.mark(ctx, r, tombstone, p.d.View(r).MAC) }, false)
 }
 
-// Keep hands the claim's records to the IPAM team instead of deleting
-// them: each loses its marker and stays.
+// Keep hands the claim's record to the IPAM team instead of deleting it:
+// the record its reservation names loses its marker and stays. Any other
+// record carrying the marker is a duplicate a resent request made, which
+// the claim never used: it is deleted, as a release would, not left to
+// hold an address for no one.
 func (p *Protocol[P, S, R, Q]) Keep(ctx context.Context, claim Claim, last Reservation) error {
-	return p.release(ctx, claim, last, p.d.Disown, true)
+	return p.release(ctx, claim, last, func(ctx context.Context, r R) error {
+		if isRecorded(p.d.View(r), last) {
+			return p.d.Disown(ctx, r)
+		}
+		return p.d.Drop(ctx, r)
+	}, true)
+}
+
+// isRecorded says whether v is the record the reservation names: by its
+// reference, or, for one recorded before references were, by its address.
+func isRecorded(v Record, last Reservation) bool {
+	if last.Reference != "" {
+		return v.Reference == last.Reference
+	}
+	return last.Address.IsValid() && v.Address.IsValid() && v.Address.Addr() == last.Address.Addr()
 }
 
 // search is Driver.Search, its error naming what was looked for.

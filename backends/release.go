@@ -80,7 +80,8 @@ func (p *Protocol[P, S, R, Q]) release(ctx context.Context, claim Claim, last Re
 // settle is release once the marker search has answered (found, or
 // searchErr): it drops what was found and, when the search did not find
 // it, the recorded record, or says why nothing was released. keeping: drop
-// removes the marker, so a recorded record without one is already kept.
+// removes the marker, so a recorded record without one is already kept
+// (when the search answered: else the marker may only be unreadable).
 func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Reservation, found []R, searchErr error, drop func(context.Context, R) error, keeping bool) error {
 	if errors.Is(searchErr, ErrUnavailable) || errors.Is(searchErr, ErrUnauthorized) || errors.Is(searchErr, ErrForbidden) {
 		return searchErr
@@ -106,7 +107,7 @@ func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Res
 		case ok && IsTombstoneOf(marker, claim.Marker):
 			// Retired by an earlier attempt.
 			released[last.Reference] = true
-		case ok && marker == "" && (last.Planned || keeping):
+		case ok && marker == "" && (last.Planned || keeping && searchErr == nil):
 			// A plan the claim adopted returned, or a record kept, by an
 			// earlier attempt whose answer was lost.
 			released[last.Reference] = true

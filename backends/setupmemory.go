@@ -6,18 +6,21 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
+	"golang.org/x/sync/singleflight"
 )
 
 // SetupMemory remembers for a while what an IPAM system confirmed of a
 // pool's setup (the provider's tag, marker field or attribute, the extra
 // fields a pool writes): a fleet of pools on one system (a roll-out of
 // ClusterSubnets makes two each; a restarted manager validates every pool
-// at once) checks it once, not once a pool. Only a confirmation is
-// remembered: a failed check is asked again at the next validation. A
-// definition the IPAM team deletes meanwhile fails the writes that name
-// it, and the first validation after SetupMemoryTime says so.
+// at once) checks it once, not once a pool, and pools that check it at the
+// same moment share one check. Only a confirmation is remembered: a failed
+// check is asked again at the next validation. A definition the IPAM team
+// deletes meanwhile fails the writes that name it, and the first
+// validation after SetupMemoryTime says so.
 type SetupMemory[V any] struct {
 	confirmed *expirable.LRU[string, V]
+	checking  singleflight.Group
 }
 
 // SetupMemoryTime is how long a confirmed setup is remembered.
@@ -25,14 +28,40 @@ const SetupMemoryTime = time.Minute
 
 // NewSetupMemory returns an empty memory.
 func NewSetupMemory[V any]() *SetupMemory[V] {
-	return &SetupMemory[V]{confirmed: expirable.NewLRU[string, V](1024, nil, SetupMemoryTime)}
+	m := &SetupMemory[V]{confirmed: expirable.NewLRU[string, V](1024, nil, SetupMemoryTime)}
+	memories = append(memories, m.confirmed.Purge)
+	return m
 }
 
-// Get returns what was confirmed under key, if it still is remembered.
-func (m *SetupMemory[V]) Get(key string) (V, bool) { return m.confirmed.Get(key) }
+// Confirm returns what was confirmed under key, or runs check (once for
+// every caller waiting on the same key) and remembers its answer if it
+// confirmed.
+func (m *SetupMemory[V]) Confirm(key string, check func() (V, error)) (V, error) {
+	if v, ok := m.confirmed.Get(key); ok {
+		return v, nil
+	}
+	v, err, _ := m.checking.Do(key, func() (any, error) {
+		v, err := check()
+		if err == nil {
+			m.confirmed.Add(key, v)
+		}
+		return v, err
+	})
+	confirmed, _ := v.(V)
+	return confirmed, err
+}
 
-// Confirmed remembers v under key.
-func (m *SetupMemory[V]) Confirmed(key string, v V) { m.confirmed.Add(key, v) }
+// memories purges every SetupMemory (ForgetConfirmedSetups).
+var memories []func()
+
+// ForgetConfirmedSetups forgets every confirmed setup. A test that starts
+// a fresh simulator, which may listen where an earlier one did, calls it:
+// to the memory, one address is one system.
+func ForgetConfirmedSetups() {
+	for _, purge := range memories {
+		purge()
+	}
+}
 
 // SetupKey names a setup by everything it depends on, credentials
 // included, without holding any of them: a hash of parts.

@@ -34,20 +34,16 @@ func (d *driver) ensureSetup(ctx context.Context) error {
 	eas := slices.Sorted(maps.Keys(d.cfg.Reservation.ExtensibleAttributes))
 	key := backends.SetupKey(d.cfg.Scheme, d.cfg.Host, strconv.Itoa(d.cfg.Port), d.cfg.WAPIVersion, d.cfg.Username, d.cfg.Password,
 		string(d.cfg.ClientCert), string(d.cfg.ClientKey), d.cfg.MarkerEA, d.cfg.NetworkView, strings.Join(eas, ","))
-	if _, confirmed := setupConfirmed.Get(key); confirmed {
-		return nil
-	}
-	if err := d.ensureMarkerDefinition(ctx); err != nil {
-		return err
-	}
-	if err := d.checkDefinitions(ctx); err != nil {
-		return err
-	}
-	if err := d.checkNetworkView(ctx); err != nil {
-		return err
-	}
-	setupConfirmed.Confirmed(key, struct{}{})
-	return nil
+	_, err := setupConfirmed.Confirm(key, func() (struct{}, error) {
+		if err := d.ensureMarkerDefinition(ctx); err != nil {
+			return struct{}{}, err
+		}
+		if err := d.checkDefinitions(ctx); err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, d.checkNetworkView(ctx)
+	})
+	return err
 }
 
 // ensureMarkerDefinition makes sure the grid defines the marker's extensible

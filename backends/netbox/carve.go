@@ -162,8 +162,15 @@ func (c *carver) lookUp(ctx context.Context, path, what, slug string) (int32, er
 	if err := c.nb.getJSON(ctx, path, url.Values{"slug": {slug}}, &p); err != nil {
 		return 0, fmt.Errorf("looking up %s %q: %w", what, slug, err)
 	}
-	found, err := exactlyOne(p.Results, fmt.Sprintf("%s %q", what, slug))
-	return found.ID, err
+	switch len(p.Results) {
+	case 0:
+		return 0, fmt.Errorf("%w: %s %q does not exist in NetBox", backends.ErrNotFound, what, slug)
+	case 1:
+		return p.Results[0].ID, nil
+	}
+	// Locations, regions and site groups are unique by slug only within
+	// their parent.
+	return 0, fmt.Errorf("%w: %d objects of NetBox are %s %q; give the one meant a slug of its own", backends.ErrInvalidConfig, len(p.Results), what, slug)
 }
 
 func (c *carver) Sources(pool carving) []parentSource { return pool.parents }

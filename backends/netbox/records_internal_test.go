@@ -160,6 +160,35 @@ func TestWritesAfterAReadAreConditional(t *testing.T) {
 			},
 			kept: "mgmt-a/ns/other",
 		},
+		{
+			// What a resend of a re-mark whose answer was lost meets.
+			name: "a re-mark that already landed",
+			edit: func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-a/ns/other" },
+			write: func(b *driver, ctx context.Context, r ipRecord) error {
+				return b.Mark(ctx, r, "mgmt-a/ns/other", "")
+			},
+			kept: "mgmt-a/ns/other",
+		},
+		{
+			// What a resend of a disown whose answer was lost meets.
+			name:  "a disown after the marker was removed",
+			edit:  func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = nil },
+			write: func(b *driver, ctx context.Context, r ipRecord) error { return b.Disown(ctx, r) },
+			kept:  "<nil>",
+		},
+		{
+			name:    "a disown after the marker changed",
+			edit:    func(ip *netboxsim.IPAddress) { ip.CustomFields["capi_ipam_claim"] = "mgmt-b/ns/claim" },
+			write:   func(b *driver, ctx context.Context, r ipRecord) error { return b.Disown(ctx, r) },
+			wantErr: backends.ErrNotOwned,
+			kept:    "mgmt-b/ns/claim",
+		},
+		{
+			name:  "a disown after the description changed",
+			edit:  func(ip *netboxsim.IPAddress) { ip.Description = "edited by the IPAM team" },
+			write: func(b *driver, ctx context.Context, r ipRecord) error { return b.Disown(ctx, r) },
+			kept:  "<nil>",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim, b, r := conditionalFixture(t, marker)

@@ -51,16 +51,15 @@ func (d *driver) setupKey() string {
 func (d *driver) ensureSetup(ctx context.Context) (*references, error) {
 	refs := &references{}
 	key := d.setupKey()
-	tags, confirmed := setupConfirmed.Get(key)
-	if !confirmed {
-		var err error
-		if tags, err = d.ensureTags(ctx); err != nil {
+	tags, err := setupConfirmed.Confirm(key, func() ([]netbox.NestedTagRequest, error) {
+		tags, err := d.ensureTags(ctx)
+		if err != nil {
 			return nil, err
 		}
-		if err := d.ensureCustomFields(ctx); err != nil {
-			return nil, err
-		}
-		setupConfirmed.Confirmed(key, tags)
+		return tags, d.ensureCustomFields(ctx)
+	})
+	if err != nil {
+		return nil, err
 	}
 	refs.tags = slices.Clone(tags)
 	if slug := d.cfg.Reservation.TenantSlug; slug != "" {

@@ -70,6 +70,10 @@ func (r *ClaimReconciler) findOwnAddress(ctx context.Context, s *scope) (step, e
 // or kept for the IPAM team. A policy it cannot read stops the deletion
 // until it is corrected, whose change brings the claim back.
 func (r *ClaimReconciler) reclaimPolicyKnown(_ context.Context, s *scope) (step, error) {
+	if s.pool == nil {
+		// Nothing can be released or kept without the pool (releaseAddress).
+		return next, nil
+	}
 	retain, err := retains(s.claim)
 	if err != nil {
 		s.setReady(metav1.ConditionFalse, reasons.ReclaimPolicyUnknownReason, err.Error())

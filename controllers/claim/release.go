@@ -71,7 +71,7 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope) (bool, error) {
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reasons.ReleaseFailedReason, "Release", "%v", err)
 		return false, fmt.Errorf("releasing address: %w", err)
 	}
-	if kept {
+	if kept && last.Address.IsValid() {
 		log.Info("Kept the address's record for the IPAM team, without the claim's marker", "address", last.Address.String())
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.AddressRetainedReason, "Release",
 			"Kept %s in %s %s for the IPAM team, without the claim's marker (%s %s)", last.Address, s.kind.Kind, s.pool.GetName(),

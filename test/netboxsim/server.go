@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
@@ -62,6 +63,9 @@ func New() *Server { return start(false) }
 func NewTLS() *Server { return start(true) }
 
 func start(useTLS bool) *Server {
+	// A fresh system, maybe where an earlier one listened: whatever this
+	// process remembers of that one's setup is not this one's.
+	backends.ForgetConfirmedSetups()
 	s := &Server{closing: make(chan struct{}), db: newStore(), tokens: map[string]tokenInfo{}}
 	s.routes = s.buildRoutes()
 	s.ts = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))

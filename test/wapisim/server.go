@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
@@ -66,6 +67,9 @@ func New(opts ...Option) *Server { return start(false, opts) }
 func NewTLS(opts ...Option) *Server { return start(true, opts) }
 
 func start(useTLS bool, opts []Option) *Server {
+	// A fresh system, maybe where an earlier one listened: whatever this
+	// process remembers of that one's setup is not this one's.
+	backends.ForgetConfirmedSetups()
 	s := &Server{
 		closing:  make(chan struct{}),
 		db:       newStore(),
