@@ -109,15 +109,7 @@ func TestNetBoxCarvesChildPrefixesAsTheProviderAsks(t *testing.T) {
 		lastBlock = netip.PrefixFrom(netipx.PrefixLastIP(lastBlock).Next(), 24)
 	}
 	target.AddPrefix(lastBlock.String(), netboxsim.PrefixOptions{VRF: vrf})
-	t.Cleanup(func() {
-		var ids []map[string]any
-		for _, p := range api.prefixesWithin(t, parent, nil) {
-			ids = append(ids, map[string]any{"id": p["id"]})
-		}
-		ids = append(ids, map[string]any{"id": parentID})
-		status, out := api.call(t, http.MethodDelete, "/api/ipam/prefixes/", ids)
-		assert.Equal(t, http.StatusNoContent, status, out)
-	})
+	t.Cleanup(func() { api.deleteParent(t, parent, parentID) })
 	block := func(third, bits int) string {
 		a := parent.Addr().As4()
 		a[2] += byte(third / 256)
@@ -224,15 +216,7 @@ func TestNetBoxCarvesChildrenWithARoleAndAScope(t *testing.T) {
 
 	parent := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/22", 200+rand.IntN(50), 4*rand.IntN(64)))
 	parentID := target.AddPrefix(parent.String(), netboxsim.PrefixOptions{Status: "container"})
-	t.Cleanup(func() {
-		var ids []map[string]any
-		for _, p := range api.prefixesWithin(t, parent, nil) {
-			ids = append(ids, map[string]any{"id": p["id"]})
-		}
-		ids = append(ids, map[string]any{"id": parentID})
-		status, out := api.call(t, http.MethodDelete, "/api/ipam/prefixes/", ids)
-		assert.Equal(t, http.StatusNoContent, status, out)
-	})
+	t.Cleanup(func() { api.deleteParent(t, parent, parentID) })
 	carve := fmt.Sprintf("/api/ipam/prefixes/%d/available-prefixes/", parentID)
 
 	status, out := api.call(t, http.MethodPost, carve, []map[string]any{{"prefix_length": 24, "role": role, "scope_type": "dcim.site", "scope_id": site}})
@@ -270,4 +254,16 @@ func TestNetBoxCarvesChildrenWithARoleAndAScope(t *testing.T) {
 		})
 	}
 	assert.Len(t, target.PrefixesWithin(parent.String()), 1, "nothing carved by a refused request")
+}
+
+// deleteParent deletes parent, whose ID is parentID, and every prefix
+// inside it: a real NetBox outlives the run.
+func (a netboxAPI) deleteParent(t *testing.T, parent netip.Prefix, parentID int32) {
+	var ids []map[string]any
+	for _, p := range a.prefixesWithin(t, parent, nil) {
+		ids = append(ids, map[string]any{"id": p["id"]})
+	}
+	ids = append(ids, map[string]any{"id": parentID})
+	status, out := a.call(t, http.MethodDelete, "/api/ipam/prefixes/", ids)
+	assert.Equal(t, http.StatusNoContent, status, out)
 }

@@ -90,12 +90,7 @@ func TestARetainedClusterSubnetStaysInTheGridForTheIPAMTeam(t *testing.T) {
 	f := newInfobloxFixture(t)
 	sys := f.sys.(*infobloxSystem)
 	const parent = "10.183.0.0/20"
-	sys.sim.AddNetworkContainer("default", parent)
-	parentPool := f.sys.newPool(f.ns, "clusters", parent, f.secret, false).(*v1alpha1.InfobloxIPPool)
-	parentPool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 26}
-	parentPool.SetLabels(f.labels())
-	require.NoError(t, k8s.Create(f.ctx, parentPool))
-	f.waitPoolReady(parentPool)
+	f.infobloxCarvingParent("clusters", parent, 26)
 	f.createCluster("edge-keep")
 
 	s := f.createSubnet("edge-keep", "edge-keep", "InfobloxIPPool", "clusters", retained)

@@ -246,12 +246,7 @@ func TestAClusterSubnetIsCarvedServedAndReturnedOnInfoblox(t *testing.T) {
 	f := newInfobloxFixture(t)
 	sys := f.sys.(*infobloxSystem)
 	const parent = "10.179.0.0/20"
-	sys.sim.AddNetworkContainer("default", parent)
-	parentPool := f.sys.newPool(f.ns, "clusters", parent, f.secret, false).(*v1alpha1.InfobloxIPPool)
-	parentPool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 26}
-	parentPool.SetLabels(f.labels())
-	require.NoError(t, k8s.Create(f.ctx, parentPool))
-	f.waitPoolReady(parentPool)
+	f.infobloxCarvingParent("clusters", parent, 26)
 	f.createCluster("edge")
 
 	s := f.createSubnet("edge", "edge", "InfobloxIPPool", "clusters")
@@ -381,4 +376,17 @@ func TestClusterSubnetsSurviveTheirManagerKilledMidway(t *testing.T) {
 	assert.Empty(t, f.sim.PrefixesWithin(parent), "the parent is whole again")
 	assert.Empty(t, f.markedRecords(), "no gateway record is left")
 	mgr.Stop()
+}
+
+// infobloxCarvingParent makes parent a network container and a ready
+// InfobloxIPPool name carving children of length from it.
+func (f *fixture) infobloxCarvingParent(name, parent string, length int32) *v1alpha1.InfobloxIPPool {
+	f.t.Helper()
+	f.sys.(*infobloxSystem).sim.AddNetworkContainer("default", parent)
+	pool := f.sys.newPool(f.ns, name, parent, f.secret, false).(*v1alpha1.InfobloxIPPool)
+	pool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: length}
+	pool.SetLabels(f.labels())
+	require.NoError(f.t, k8s.Create(f.ctx, pool))
+	f.waitPoolReady(pool)
+	return pool
 }
