@@ -72,10 +72,11 @@ type Reserver interface {
 
 	// Keep is Release for a claim whose record goes to the IPAM team (a
 	// claim whose reclaim policy is Retain): it removes the claim's marker
-	// from the record last names and keeps it, so that nothing of the
-	// provider's holds it any more and nothing hands its address out;
-	// other records carrying the marker (duplicates of a resent request)
-	// are deleted. A recorded record found without a marker was kept by an
+	// from the record its machine uses (the one last names, else the one
+	// at last's address, as after a restore under a new reference) and
+	// keeps it, so that nothing of the provider's holds it any more and
+	// nothing hands its address out; other records carrying the marker
+	// (duplicates of a resent request) are deleted. A recorded record found without a marker was kept by an
 	// attempt whose answer was lost; one under another marker is
 	// ErrNotOwned, as for Release.
 	Keep(ctx context.Context, claim Claim, last Reservation) error

@@ -223,26 +223,47 @@ func (p *Protocol[P, S, R, Q]) Retire(ctx context.Context, claim Claim, last Res
 }
 
 // Keep hands the claim's record to the IPAM team instead of deleting it:
-// the record its reservation names loses its marker and stays. Any other
-// record carrying the marker is a duplicate a resent request made, which
-// the claim never used: it is deleted, as a release would, not left to
+// the record its machine uses loses its marker and stays (see kept). Any
+// other record carrying the marker is a duplicate a resent request made,
+// which no machine used: it is deleted, as a release would, not left to
 // hold an address for no one.
 func (p *Protocol[P, S, R, Q]) Keep(ctx context.Context, claim Claim, last Reservation) error {
-	return p.release(ctx, claim, last, func(ctx context.Context, r R) error {
-		if isRecorded(p.d.View(r), last) {
+	found, err := p.search(ctx, []string{claim.Marker}, Everywhere)
+	records := found[claim.Marker]
+	keep := p.kept(records, last)
+	return p.settle(ctx, claim, last, records, err, func(ctx context.Context, r R) error {
+		if p.d.View(r).Reference == keep {
 			return p.d.Disown(ctx, r)
 		}
 		return p.d.Drop(ctx, r)
 	}, true)
 }
 
-// isRecorded says whether v is the record the reservation names: by its
-// reference, or, for one recorded before references were, by its address.
-func isRecorded(v Record, last Reservation) bool {
-	if last.Reference != "" {
-		return v.Reference == last.Reference
+// kept names, of the records carrying the claim's marker, the one its
+// machine uses: the one its reservation recorded, by reference (in this
+// system), else by address (a record the audit restored, or the IPAM team
+// renamed or made again, has another reference), else the first, which
+// Search orders the claim's own. With none found, the recorded one, which
+// the release reads by its reference.
+func (p *Protocol[P, S, R, Q]) kept(records []R, last Reservation) string {
+	here := last.Endpoint == "" || last.Endpoint == p.d.Endpoint()
+	for _, r := range records {
+		if v := p.d.View(r); here && last.Reference != "" && v.Reference == last.Reference {
+			return v.Reference
+		}
 	}
-	return last.Address.IsValid() && v.Address.IsValid() && v.Address.Addr() == last.Address.Addr()
+	for _, r := range records {
+		if v := p.d.View(r); last.Address.IsValid() && v.Address.IsValid() && v.Address.Addr() == last.Address.Addr() {
+			return v.Reference
+		}
+	}
+	switch {
+	case len(records) > 0:
+		return p.d.View(records[0]).Reference
+	case here:
+		return last.Reference
+	}
+	return ""
 }
 
 // search is Driver.Search, its error naming what was looked for.

@@ -111,6 +111,9 @@ func (p *Protocol[P, S, R, Q]) settle(ctx context.Context, claim Claim, last Res
 			// A plan the claim adopted returned, or a record kept, by an
 			// earlier attempt whose answer was lost.
 			released[last.Reference] = true
+		case ok && marker == "" && keeping:
+			// Unmarked, but the search that would say whether it was kept
+			// was refused: say so (below), not that someone took it.
 		case ok && (marker == claim.Marker || p.movedHere(r, claim, last)):
 			if err := drop(ctx, r); err != nil {
 				return err

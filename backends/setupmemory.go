@@ -1,6 +1,7 @@
 package backends
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
@@ -35,20 +36,31 @@ func NewSetupMemory[V any]() *SetupMemory[V] {
 
 // Confirm returns what was confirmed under key, or runs check (once for
 // every caller waiting on the same key) and remembers its answer if it
-// confirmed.
-func (m *SetupMemory[V]) Confirm(key string, check func() (V, error)) (V, error) {
+// confirmed. The check runs on ctx's values without its cancellation, so
+// that a caller that gives up fails only itself.
+func (m *SetupMemory[V]) Confirm(ctx context.Context, key string, check func(context.Context) (V, error)) (V, error) {
 	if v, ok := m.confirmed.Get(key); ok {
 		return v, nil
 	}
-	v, err, _ := m.checking.Do(key, func() (any, error) {
-		v, err := check()
+	answer := m.checking.DoChan(key, func() (any, error) {
+		if v, ok := m.confirmed.Get(key); ok {
+			// Confirmed by a check that ended since the look above.
+			return v, nil
+		}
+		v, err := check(context.WithoutCancel(ctx))
 		if err == nil {
 			m.confirmed.Add(key, v)
 		}
 		return v, err
 	})
-	confirmed, _ := v.(V)
-	return confirmed, err
+	select {
+	case <-ctx.Done():
+		var zero V
+		return zero, ctx.Err()
+	case r := <-answer:
+		confirmed, _ := r.Val.(V)
+		return confirmed, r.Err
+	}
 }
 
 // memories purges every SetupMemory (ForgetConfirmedSetups).

@@ -34,7 +34,7 @@ func (d *driver) ensureSetup(ctx context.Context) error {
 	eas := slices.Sorted(maps.Keys(d.cfg.Reservation.ExtensibleAttributes))
 	key := backends.SetupKey(d.cfg.Scheme, d.cfg.Host, strconv.Itoa(d.cfg.Port), d.cfg.WAPIVersion, d.cfg.Username, d.cfg.Password,
 		string(d.cfg.ClientCert), string(d.cfg.ClientKey), d.cfg.MarkerEA, d.cfg.NetworkView, strings.Join(eas, ","))
-	_, err := setupConfirmed.Confirm(key, func() (struct{}, error) {
+	_, err := setupConfirmed.Confirm(ctx, key, func(ctx context.Context) (struct{}, error) {
 		if err := d.ensureMarkerDefinition(ctx); err != nil {
 			return struct{}{}, err
 		}

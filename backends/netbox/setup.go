@@ -51,7 +51,7 @@ func (d *driver) setupKey() string {
 func (d *driver) ensureSetup(ctx context.Context) (*references, error) {
 	refs := &references{}
 	key := d.setupKey()
-	tags, err := setupConfirmed.Confirm(key, func() ([]netbox.NestedTagRequest, error) {
+	tags, err := setupConfirmed.Confirm(ctx, key, func(ctx context.Context) ([]netbox.NestedTagRequest, error) {
 		tags, err := d.ensureTags(ctx)
 		if err != nil {
 			return nil, err

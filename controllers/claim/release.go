@@ -71,11 +71,19 @@ func (r *ClaimReconciler) release(ctx context.Context, s *scope) (bool, error) {
 		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeWarning, reasons.ReleaseFailedReason, "Release", "%v", err)
 		return false, fmt.Errorf("releasing address: %w", err)
 	}
-	if kept && last.Address.IsValid() {
-		log.Info("Kept the address's record for the IPAM team, without the claim's marker", "address", last.Address.String())
-		r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.AddressRetainedReason, "Release",
-			"Kept %s in %s %s for the IPAM team, without the claim's marker (%s %s)", last.Address, s.kind.Kind, s.pool.GetName(),
-			v1alpha1.ReclaimPolicyAnnotation, v1alpha1.ReclaimRetain)
+	if kept {
+		// The IPAddress may be gone already: then the record's reference
+		// names what was kept.
+		what := last.Reference
+		if last.Address.IsValid() {
+			what = last.Address.String()
+		}
+		if what != "" {
+			log.Info("Kept the record for the IPAM team, without the claim's marker", "record", what)
+			r.Recorder.Eventf(s.claim, s.pool, corev1.EventTypeNormal, reasons.AddressRetainedReason, "Release",
+				"Kept %s in %s %s for the IPAM team, without the claim's marker (%s %s)", what, s.kind.Kind, s.pool.GetName(),
+				v1alpha1.ReclaimPolicyAnnotation, v1alpha1.ReclaimRetain)
+		}
 		return true, nil
 	}
 	if last.Address.IsValid() {

@@ -195,6 +195,7 @@ func Run(t *testing.T, h Harness) {
 		{"KeepHandsTheRecordToTheIPAMTeam", "10.201.54.0/28", keepHandsTheRecordToTheIPAMTeam, core},
 		{"LostKeepAnswerLeavesTheRecordKept", "10.201.55.0/28", lostKeepAnswerLeavesTheRecordKept, core},
 		{"KeepDeletesTheClaimsDuplicates", "10.201.56.0/28", keepDeletesTheClaimsDuplicates, roles(backends.RoleAddressRequester)},
+		{"KeepKeepsTheRecordTheAuditRestored", "10.201.57.0/28", keepKeepsTheRecordTheAuditRestored, roles(backends.RoleAddressRequester)},
 		{"BurstWithALostAnswerLeavesOneRecordEach", "10.201.15.0/27", burstWithALostAnswerLeavesOneRecordEach, core},
 		{"GatewayIsTheFirstUsableAddressOfTheNarrowedNetwork", "10.201.17.0/28", gatewayOfTheNarrowedNetwork, core},
 		{"GatewayAgreesAtValidationAndAllocation", "10.201.19.0/27", gatewayAgreesAtValidationAndAllocation, core},
@@ -788,6 +789,7 @@ func keepHandsTheRecordToTheIPAMTeam(t *testing.T, h Harness, cidr string) {
 	})
 
 	require.NoError(t, b.Keep(ctx, claim("kept"), a.Reservation()))
+	t.Cleanup(func() { _ = b.Delete(ctx, backends.Record{Address: a.Address, Reference: a.Reference}) })
 	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/kept"), "the record no longer carries the claim's marker")
 	assert.NotNil(t, h.Snapshot(t, a.Reference), "the record is still in the system")
 	_, err = b.Lookup(ctx, claim("kept"))
@@ -817,9 +819,33 @@ func keepDeletesTheClaimsDuplicates(t *testing.T, h Harness, cidr string) {
 	require.Len(t, markedWith(h.Reservations(t, cidr), "conformance/kept-once"), 2)
 
 	require.NoError(t, b.Keep(ctx, claim("kept-once"), a.Reservation()))
+	t.Cleanup(func() { _ = b.Delete(ctx, backends.Record{Address: a.Address, Reference: a.Reference}) })
 	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/kept-once"))
 	assert.NotNil(t, h.Snapshot(t, a.Reference), "the claim's record is kept")
 	assert.Equal(t, before+1, usedOf(t, b), "the kept record: the duplicate is deleted")
+}
+
+// keepKeepsTheRecordTheAuditRestored: the claim's record was deleted and
+// restored at its address under another reference than the one recorded
+// when the claim was bound; keeping finds it by its address and keeps it.
+func keepKeepsTheRecordTheAuditRestored(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	b := h.Pool(t, cidr)
+	before := usedOf(t, b)
+	a, err := b.Allocate(ctx, claim("kept-restored"))
+	require.NoError(t, err)
+	require.NoError(t, b.Delete(ctx, backends.Record{Address: a.Address, Marker: "conformance/kept-restored", Reference: a.Reference}))
+	restored, err := b.Restore(ctx, claim("kept-restored"), a.Address)
+	require.NoError(t, err)
+	if restored.Reference == a.Reference {
+		t.Skip("the system gave the restored record the reference of the deleted one")
+	}
+	t.Cleanup(func() { _ = b.Delete(ctx, backends.Record{Address: restored.Address, Reference: restored.Reference}) })
+
+	require.NoError(t, b.Keep(ctx, claim("kept-restored"), a.Reservation()), "the reservation as recorded at binding")
+	assert.Empty(t, markedWith(h.Reservations(t, cidr), "conformance/kept-restored"))
+	assert.NotNil(t, h.Snapshot(t, restored.Reference), "the restored record is kept")
+	assert.Equal(t, before+1, usedOf(t, b))
 }
 
 // usedOf validates b and returns its used count.
@@ -840,6 +866,7 @@ func lostKeepAnswerLeavesTheRecordKept(t *testing.T, h Harness, cidr string) {
 	a, err := b.Allocate(ctx, claim("kept-lost"))
 	require.NoError(t, err)
 
+	t.Cleanup(func() { _ = b.Delete(ctx, backends.Record{Address: a.Address, Reference: a.Reference}) })
 	h.LoseNextMarking(t, func() {})
 	if err := b.Keep(ctx, claim("kept-lost"), a.Reservation()); err != nil {
 		require.NotErrorIs(t, err, backends.ErrNotOwned, "the claim's own write is not someone else's")
