@@ -76,9 +76,9 @@ type Reserver interface {
 	// at last's address, as after a restore under a new reference) and
 	// keeps it, so that nothing of the provider's holds it any more and
 	// nothing hands its address out; other records carrying the marker
-	// (duplicates of a resent request) are deleted. A recorded record found without a marker was kept by an
-	// attempt whose answer was lost; one under another marker is
-	// ErrNotOwned, as for Release.
+	// (duplicates of a resent request) are deleted. A recorded record
+	// found without a marker was kept by an attempt whose answer was lost;
+	// one under another marker is ErrNotOwned, as for Release.
 	Keep(ctx context.Context, claim Claim, last Reservation) error
 
 	// Remark sets a record's marker to marker if it still carries

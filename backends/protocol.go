@@ -219,7 +219,7 @@ func (p *Protocol[P, S, R, Q]) Release(ctx context.Context, claim Claim, last Re
 // Retire keeps the claim's records as tombstones instead of deleting them.
 func (p *Protocol[P, S, R, Q]) Retire(ctx context.Context, claim Claim, last Reservation, at time.Time) error {
 	tombstone := TombstoneMarker(claim.Marker, at)
-	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.mark(ctx, r, tombstone, p.d.View(r).MAC) }, false)
+	return p.release(ctx, claim, last, func(ctx context.Context, r R) error { return p.mark(ctx, r, tombstone, p.d.View(r).MAC) })
 }
 
 // Keep hands the claim's record to the IPAM team instead of deleting it:

@@ -20,7 +20,7 @@ type releaseCall struct {
 func (p *Protocol[P, S, R, Q]) releaseBatch(ctx context.Context, calls []releaseCall) []Result[struct{}] {
 	results := make([]Result[struct{}], len(calls))
 	if len(calls) == 1 {
-		results[0].Err = p.release(ctx, calls[0].claim, calls[0].last, p.d.Drop, false)
+		results[0].Err = p.release(ctx, calls[0].claim, calls[0].last, p.d.Drop)
 		return results
 	}
 	markers := make([]string, len(calls))
@@ -70,11 +70,11 @@ func (p *Protocol[P, S, R, Q]) dropAll(ctx context.Context, found map[string][]R
 	return refs
 }
 
-// release finds the claim's records wherever they are and lets drop delete,
-// retire or keep each; keeping says that drop removes their marker.
-func (p *Protocol[P, S, R, Q]) release(ctx context.Context, claim Claim, last Reservation, drop func(context.Context, R) error, keeping bool) error {
+// release finds the claim's records wherever they are and lets drop delete
+// or retire each.
+func (p *Protocol[P, S, R, Q]) release(ctx context.Context, claim Claim, last Reservation, drop func(context.Context, R) error) error {
 	found, err := p.search(ctx, []string{claim.Marker}, Everywhere)
-	return p.settle(ctx, claim, last, found[claim.Marker], err, drop, keeping)
+	return p.settle(ctx, claim, last, found[claim.Marker], err, drop, false)
 }
 
 // settle is release once the marker search has answered (found, or
