@@ -2,8 +2,8 @@ package integration
 
 import (
 	"net/netip"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,7 +101,7 @@ func TestAnAuditTakesBackOnlyTheRecordItsIPAddressRecorded(t *testing.T) {
 }
 
 // A machine is replaced: claim a is deleted, and its release's deletion is
-// applied by the IPAM system but its answer is lost, and the retry is slow,
+// applied by the IPAM system but its answer is lost, and the retry is held,
 // so for a while the address is free in the IPAM system while a's
 // IPAddress still exists. Claim b, created then, is answered that address.
 // The guard never binds it to b while a's IPAddress holds it, and never
@@ -117,7 +117,10 @@ func TestAClaimBeingDeletedIsHandedNoRecord(t *testing.T) {
 		a := f.createClaim("a", pool.GetName())
 		held := f.waitBound(a).Spec.Address
 
-		f.sys.loseNextDeleteAnswer(4 * time.Second)
+		gate := make(chan struct{})
+		closeGate := sync.OnceFunc(func() { close(gate) })
+		defer closeGate()
+		f.sys.loseNextDeleteAnswer(gate)
 		require.NoError(t, k8s.Delete(f.ctx, a))
 		require.Eventually(t, func() bool { return !f.sys.holds(netip.MustParseAddr(held)) }, waitTimeout, pollInterval,
 			"a's release never reached the IPAM system")
@@ -126,6 +129,7 @@ func TestAClaimBeingDeletedIsHandedNoRecord(t *testing.T) {
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(a), &ipamv1.IPAddressClaim{}),
 			"b was refused a's address while a still existed")
 
+		closeGate()
 		f.waitGone(a)
 		bAddress := f.waitBound(b)
 		assert.Equal(t, held, bAddress.Spec.Address, "b keeps the record it was answered, and gets its address once a is gone")

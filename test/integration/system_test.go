@@ -81,11 +81,12 @@ type system interface {
 	reserveForeign(addr netip.Prefix, marker string)
 	// loseNextDeleteAnswer applies the next deletion of a record but cuts
 	// its answer, and holds what the release sends next about that record
-	// back for d before answering it (NetBox: the deletion resent; Infoblox,
-	// whose guarded deletions are never resent: the read that settles it): a
+	// until gate closes (NetBox: the deletion resent; Infoblox, whose
+	// guarded deletions are never resent: the read that settles it): a
 	// release the IPAM system has applied while its claim, still being
-	// deleted, keeps its IPAddress.
-	loseNextDeleteAnswer(d time.Duration)
+	// deleted, keeps its IPAddress. A gate rather than a delay, so that a
+	// slow machine cannot end the window before the test has looked.
+	loseNextDeleteAnswer(gate <-chan struct{})
 	loseNextAllocationAnswer()
 	// loseNextRestoreAnswer applies the next creation of a record at a
 	// given address (the audit's restore) and loses its answer.
@@ -257,9 +258,9 @@ func (s *netboxSystem) reserveForeign(addr netip.Prefix, marker string) {
 	})
 }
 
-func (s *netboxSystem) loseNextDeleteAnswer(d time.Duration) {
+func (s *netboxSystem) loseNextDeleteAnswer(gate <-chan struct{}) {
 	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/"})
-	s.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLatency, Latency: d, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/"})
+	s.target.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: "DELETE", PathContains: "/api/ipam/ip-addresses/", Then: func() { <-gate }})
 }
 
 func (s *netboxSystem) loseNextAllocationAnswer() {
@@ -459,10 +460,10 @@ func (s *infobloxSystem) reserveForeign(addr netip.Prefix, marker string) {
 	s.sim.AddFixedAddress("default", addr.Addr().String(), map[string]string{infoblox.DefaultMarkerEA: marker})
 }
 
-func (s *infobloxSystem) loseNextDeleteAnswer(d time.Duration) {
+func (s *infobloxSystem) loseNextDeleteAnswer(gate <-chan struct{}) {
 	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Match: wapisim.WriteTo(http.MethodDelete, "fixedaddress")})
 	// A read by reference (a search has no reference in its path).
-	s.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLatency, Latency: d, Method: http.MethodGet, PathContains: "/fixedaddress/"})
+	s.sim.InjectFault(wapisim.Fault{Kind: httpfault.Before, Method: http.MethodGet, PathContains: "/fixedaddress/", Then: func() { <-gate }})
 }
 
 func (s *infobloxSystem) loseNextAllocationAnswer() {
