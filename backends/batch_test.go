@@ -162,6 +162,8 @@ func TestNewBatcherDefaults(t *testing.T) {
 		{"defaults", backends.BatchOptions{}, backends.DefaultMaxBatchSize, backends.DefaultBatchWindow, backends.DefaultBatchQuiet},
 		{"a window given waits for it whole", backends.BatchOptions{MaxSize: 3, Window: time.Hour}, 3, time.Hour, 0},
 		{"both given", backends.BatchOptions{Window: time.Second, Quiet: time.Millisecond}, backends.DefaultMaxBatchSize, time.Second, time.Millisecond},
+		{"a carving pool's", backends.CarvingBatch(backends.BatchOptions{MaxSize: 7}), 7, backends.DefaultCarveWindow, backends.DefaultCarveQuiet},
+		{"a carving pool's, a window given", backends.CarvingBatch(backends.BatchOptions{Window: time.Hour}), backends.DefaultMaxBatchSize, time.Hour, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := backends.NewBatcher(tc.opts, "allocate", run)
@@ -169,6 +171,7 @@ func TestNewBatcherDefaults(t *testing.T) {
 			assert.Equal(t, tc.wantWindow, b.Window)
 			assert.Equal(t, tc.wantQuiet, b.Quiet)
 			assert.Less(t, backends.DefaultBatchQuiet, backends.DefaultBatchWindow)
+			assert.Less(t, backends.DefaultCarveQuiet, backends.DefaultCarveWindow)
 		})
 	}
 }

@@ -63,6 +63,7 @@ func newCarver(cfg Config) (*carver, backends.Options, error) {
 	// and its length is the one the machine configures.
 	o.Gateway = backends.Gateway{None: true}
 	o.PrefixLength = 0
+	o.Batch = backends.CarvingBatch(o.Batch)
 	return &carver{ib: ib, length: cfg.ChildPrefixLength}, o, nil
 }
 

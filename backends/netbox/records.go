@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
@@ -150,43 +151,65 @@ func searchMarked[T markedObject](ctx context.Context, d *driver, path string, m
 			found[m] = append(found[m], o)
 		}
 	}
-	for _, chunk := range markerChunks(line, base, prefixField, claimValues(markers)) {
-		q := maps.Clone(base)
-		q[prefixField] = chunk
-		var p page[T]
-		if err := d.getJSON(ctx, path, q, &p); err != nil {
-			return nil, err
-		}
-		if slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
-			// The lookup was ignored: search by exact values.
-			var values []string
-			for _, m := range chunk {
-				values = append(values, m, backends.PlannedMarker(m))
-			}
-			for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
-				objects, err := searchAll[T](ctx, d, path, base, exactField, exact)
-				if err != nil {
-					return nil, err
-				}
-				add(objects)
-			}
-			continue
-		}
-		if p.Count > int64(len(p.Results)) {
-			// More objects than a page: page through this chunk's.
-			objects, err := searchAll[T](ctx, d, path, base, prefixField, chunk)
-			if err != nil {
-				return nil, err
-			}
-			add(objects)
-			continue
-		}
-		add(p.Results)
+	// The chunks are independent reads: sent at once, a batch's search
+	// costs one round trip however many chunks its markers need.
+	chunks := markerChunks(line, base, prefixField, claimValues(markers))
+	results := make([][]T, len(chunks))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(searchChunksAtOnce)
+	for i, chunk := range chunks {
+		g.Go(func() error {
+			objects, err := searchChunk[T](gctx, d, path, base, line, prefixField, exactField, chunk)
+			results[i] = objects
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, objects := range results {
+		add(objects)
 	}
 	for _, objects := range found {
 		slices.SortFunc(objects, func(a, b T) int { return int(a.objectID()) - int(b.objectID()) })
 	}
 	return found, nil
+}
+
+// searchChunksAtOnce is how many chunks of one marker search are sent at
+// once; the endpoint's own limits still apply to each.
+const searchChunksAtOnce = 4
+
+// searchChunk finds the objects whose marker starts with one of chunk's
+// values, by exact values where NetBox ignores the lookup.
+func searchChunk[T markedObject](ctx context.Context, d *driver, path string, base url.Values, line, prefixField, exactField string, chunk []string) ([]T, error) {
+	q := maps.Clone(base)
+	q[prefixField] = chunk
+	var p page[T]
+	if err := d.getJSON(ctx, path, q, &p); err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
+		// The lookup was ignored: search by exact values.
+		var values []string
+		for _, m := range chunk {
+			values = append(values, m, backends.PlannedMarker(m))
+		}
+		var out []T
+		for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
+			objects, err := searchAll[T](ctx, d, path, base, exactField, exact)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objects...)
+		}
+		return out, nil
+	}
+	if p.Count > int64(len(p.Results)) {
+		// More objects than a page: page through this chunk's.
+		return searchAll[T](ctx, d, path, base, prefixField, chunk)
+	}
+	return p.Results, nil
 }
 
 // searchAll pages through the objects at path whose field matches one of
