@@ -38,11 +38,14 @@ const (
 	DefaultCarveQuiet  = 300 * time.Millisecond
 )
 
-// CarvingBatch is o with the carving window and quiet where o leaves the
-// window to its default.
+// CarvingBatch is o with the carving window, and quiet unless o gives one,
+// where o leaves the window to its default.
 func CarvingBatch(o BatchOptions) BatchOptions {
 	if o.Window <= 0 {
-		o.Window, o.Quiet = DefaultCarveWindow, DefaultCarveQuiet
+		o.Window = DefaultCarveWindow
+		if o.Quiet <= 0 {
+			o.Quiet = DefaultCarveQuiet
+		}
 	}
 	return o
 }

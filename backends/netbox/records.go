@@ -151,8 +151,8 @@ func searchMarked[T markedObject](ctx context.Context, d *driver, path string, m
 			found[m] = append(found[m], o)
 		}
 	}
-	// The chunks are independent reads: sent at once, a batch's search
-	// costs one round trip however many chunks its markers need.
+	// The chunks are independent reads: sent together (up to
+	// searchChunksAtOnce), a batch's search costs about one round trip.
 	chunks := markerChunks(line, base, prefixField, claimValues(markers))
 	results := make([][]T, len(chunks))
 	g, gctx := errgroup.WithContext(ctx)
