@@ -62,6 +62,7 @@ test-sim: test-alerts ## Run the alert rules' tests, the unit tests, the integra
 	# CAPV's own VSphereMachine, VSphereVM and VSphereCluster controllers, against vcsim, and Cluster API's topology reconciler drive our pools: machine claims, the control-plane endpoint, the VM's MAC (a nested module pinned to CAPV v1.16.1 and its Cluster API v1.13).
 	cd test/capve2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim $(CHAOS_SHORT_FLAGS)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim $(CHAOS_SHORT_FLAGS) -carve 28
 
 .PHONY: test-alerts
 test-alerts: ## Check the shipped Prometheus rules and run their unit tests with promtool (installed by hack/prometheus/install.sh).
@@ -72,6 +73,9 @@ test-alerts: ## Check the shipped Prometheus rules and run their unit tests with
 # planned records), and plain allocation and release, run again with the
 # tokens of a user holding exactly the permissions docs/netbox.md lists.
 LEAST_PRIVILEGE_RUN ?= ^(TestLostIPAddressHandsItsRecordToTheClaim|TestAHandOverWhoseAnswerIsLostIsReportedByTheAudit|TestGracePeriodHoldsTheAddressAcrossARestart|TestAuditRestoresARecordDeletedInTheIPAMSystem|TestAuditReportsAnOrphanAndReleasesItUnderRelease|TestAuditDeletesALateDuplicateOfABoundClaim|TestPlannedRecordIsAdoptedAndReturnedOnRelease|TestTwoClaimsRaceForOnePlannedRecord|TestRequestedAddress|TestRangeInAVRFWithEveryStampAndAV2Token|TestDeletedClaimReleasesItsAddress|TestClusterctlMoveRoundTrip)$$
+# The carving suites run again with a second user's tokens, holding what
+# docs/subnets.md adds: prefixes, and view on prefix roles and sites.
+LEAST_PRIVILEGE_CARVING_RUN ?= ^(TestAClaimOfAChildPrefixPoolGetsAChildPrefix|TestAChildDeletedInNetBoxIsReportedNotCarvedAgain|TestACarvingPoolGivesItsChildrenARoleAndAScope|TestAClusterSubnetIsCarvedServedAndReturnedOnNetBox|TestARetainedClusterSubnetStaysInNetBoxForTheIPAMTeam)$$
 
 .PHONY: test-real-netbox
 test-real-netbox: ## Run the integration suite, the clusterctl move round trip, the Metal3 and CAPV end-to-end tests and a short chaos run against a real NetBox 4.7.3 that hack/netbox/up.sh installs (root) and starts; then test-real-netbox-least-privilege.
@@ -81,16 +85,21 @@ test-real-netbox: ## Run the integration suite, the clusterctl move round trip, 
 	(cd test/metal3e2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...) || failed="$$failed metal3e2e"; \
 	(cd test/capve2e && KUBEBUILDER_ASSETS="$$(../../hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) ./...) || failed="$$failed capve2e"; \
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real $(CHAOS_SHORT_FLAGS) || failed="$$failed chaos"; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real $(CHAOS_SHORT_FLAGS) -carve 28 || failed="$$failed chaos-carve"; \
 	if [ -n "$$failed" ]; then echo "test-real-netbox failed:$$failed"; exit 1; fi
 	@$(MAKE) --no-print-directory test-real-netbox-least-privilege
 
 # A NetBox of its own: the suites seed by get-or-create, so a planned record
 # left by the first run would not be the one a second run plans.
 .PHONY: test-real-netbox-least-privilege
-test-real-netbox-least-privilege: ## Run the suites that rewrite records (hand-over, grace period, restore, move, planned records) against a fresh real NetBox with the tokens of a user holding exactly the permissions docs/netbox.md lists (hack/netbox/least-privilege.sh).
+test-real-netbox-least-privilege: ## Run the suites that rewrite records (hand-over, grace period, restore, move, planned records) against a fresh real NetBox with the tokens of a user holding exactly the permissions docs/netbox.md lists, and the carving suites with those docs/subnets.md lists (hack/netbox/least-privilege.sh).
 	@export NETBOX_RUN_DIR="$${NETBOX_RUN_DIR:-/tmp/netbox-run}-least-privilege"; trap 'hack/netbox/down.sh' EXIT; \
-	env_file="$$(hack/netbox/up.sh)"; least_file="$$(hack/netbox/least-privilege.sh "$$env_file")"; set -a; . "$$least_file"; set +a; \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) -run '$(LEAST_PRIVILEGE_RUN)' ./test/integration/ ./test/move/
+	env_file="$$(hack/netbox/up.sh)"; least_file="$$(hack/netbox/least-privilege.sh "$$env_file")"; \
+	carving_file="$$(hack/netbox/least-privilege.sh "$$env_file" carving)"; \
+	(set -a; . "$$least_file"; set +a; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) -run '$(LEAST_PRIVILEGE_RUN)' ./test/integration/ ./test/move/) && \
+	(set -a; . "$$carving_file"; set +a; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go test $(GO_TEST_FLAGS) -run '$(LEAST_PRIVILEGE_CARVING_RUN)' ./test/integration/)
 
 # Chaos runs (docs/chaos.md): the manager process under IPAM faults, SIGKILLs
 # and IPAddress deletions. make test runs a short one; make chaos the full one.
@@ -99,7 +108,7 @@ CHAOS_FLAGS ?= -kills 3 -fault-rate 0.2 -delete-rate 0.05 -liveness 5m
 CHAOS_OUT ?= out/chaos
 
 .PHONY: chaos
-chaos: chaos-sim chaos-real-netbox ## Run the full chaos run: 1000 claims x 6 seeds on each simulator, 300 on a real NetBox; prints a table, fails on any violation.
+chaos: chaos-sim chaos-carve chaos-real-netbox ## Run the full chaos run: 1000 claims x 6 seeds on each simulator, 1000 carving /28s x 2 seeds, 300 claims and 300 carving on a real NetBox; prints tables, fails on any violation.
 
 .PHONY: chaos-sim
 CHAOS_SEEDS ?= 1,2,3,4,5,424242
@@ -109,12 +118,23 @@ chaos-sim: ## Run the full chaos run against the NetBox and WAPI simulators (100
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim \
 		-claims 1000 -seeds $(CHAOS_SEEDS) $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/sim -out $(CHAOS_OUT)/chaos-sim.txt
 
+.PHONY: chaos-carve
+CHAOS_CARVE_SEEDS ?= 1,2
+
+chaos-carve: ## Run the full chaos run of carving pools against the NetBox and WAPI simulators (1000 claims each carving a /28, 5 pools, seeds $(CHAOS_CARVE_SEEDS)).
+	mkdir -p $(CHAOS_OUT)
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-sim,wapi-sim -carve 28 \
+		-claims 1000 -seeds $(CHAOS_CARVE_SEEDS) $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/carve -out $(CHAOS_OUT)/chaos-carve.txt
+
 .PHONY: chaos-real-netbox
-chaos-real-netbox: ## Run the full chaos run against a real NetBox 4.7.3 (300 claims), started by hack/netbox/up.sh (root).
+chaos-real-netbox: ## Run the full chaos run against a real NetBox 4.7.3 (300 claims, then 300 carving /28s), started by hack/netbox/up.sh (root).
 	mkdir -p $(CHAOS_OUT)
 	@trap 'hack/netbox/down.sh' EXIT; env_file="$$(hack/netbox/up.sh)"; set -a; . "$$env_file"; set +a; \
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real \
-		-claims 300 -seeds 1 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/real-netbox -out $(CHAOS_OUT)/chaos-real-netbox.txt
+	failed=""; KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real \
+		-claims 300 -seeds 1 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/real-netbox -out $(CHAOS_OUT)/chaos-real-netbox.txt || failed="$$failed addresses"; \
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh)" go run ./test/chaos -backend netbox-real -carve 28 \
+		-claims 300 -seeds 1 $(CHAOS_FLAGS) -workdir $(abspath $(CHAOS_OUT))/real-netbox -out $(CHAOS_OUT)/chaos-real-netbox-carve.txt || failed="$$failed carving"; \
+	if [ -n "$$failed" ]; then echo "chaos-real-netbox failed:$$failed"; exit 1; fi
 
 # The end-to-end bench (test/bench), with every pool at its default
 # settings (rate limit, --max-batch-size 50), as users run it: 1,000 claims

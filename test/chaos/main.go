@@ -66,9 +66,13 @@ func chaos() int {
 		requestedShare = flag.Float64("requested-share", 0.1, "share of claims that request an address (by annotation), from the top of their pool's network")
 		plannedShare   = flag.Float64("planned-share", 0.1, "share of claims that adopt a record the IPAM team planned for them before the run")
 		lateWindow     = flag.Duration("late-record-window", poolstate.DefaultLateRecordWindow, "the manager's --late-record-window: once all claims are bound, records that creates of killed managers left must be gone within it and a minute")
+		carve          = flag.Int("carve", 0, "length of the child prefix each claim is carved from its pool's parent (a prefix per machine, from a container prefix or network container) instead of an address; 0 for addresses. Carving runs plan and request nothing, and the IPAM team only rotates the credentials")
 		ipamTeam       = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records, and rotate the credentials (see docs/chaos.md)")
 	)
 	flag.Parse()
+	if *carve != 0 && (*carve < 1 || *carve > 30) {
+		return failure(fmt.Errorf("-carve %d: an IPv4 child length from 1 to 30, or 0 for addresses", *carve))
+	}
 
 	seeds, err := parseSeeds(*seedsFlag)
 	if err != nil {
@@ -126,7 +130,10 @@ func chaos() int {
 				backend: backend, seed: seed, claims: *claims, pools: *pools, kills: *kills,
 				faultRate: *faultRate, deleteRate: *deleteRate, slowMax: *slowMax, slowRequest: *slowRequest, outage: *outage, stall: *stall,
 				faultMax: *faultMax, liveness: *liveness, concurrency: *concurrency, extraArgs: append([]string{"--late-record-window=" + lateWindow.String()}, strings.Fields(*managerArgs)...), ipamTeam: *ipamTeam, lateWindow: *lateWindow,
-				requestedShare: *requestedShare, plannedShare: *plannedShare,
+				requestedShare: *requestedShare, plannedShare: *plannedShare, carve: *carve,
+			}
+			if s.carve > 0 {
+				s.requestedShare, s.plannedShare = 0, 0
 			}
 			fmt.Fprintf(os.Stderr, "\n===== %s, seed %d: %d claims in %d pools, %d kills per burst, fault rate %.2f\n",
 				backend, seed, s.claims, s.pools, s.kills, s.faultRate)

@@ -60,6 +60,9 @@ type settings struct {
 	// request an address, and that adopt a record planned for them.
 	requestedShare float64
 	plannedShare   float64
+	// carve, above 0, makes every pool a carving pool whose claims each
+	// get a child prefix of this length (a prefix per machine).
+	carve int
 }
 
 // result is what one run measured and found.
@@ -156,10 +159,13 @@ type run struct {
 }
 
 func (h *harness) runOne(ctx context.Context, s settings) *result {
-	id := fmt.Sprintf("%s-s%d", s.backend, s.seed)
+	id, label := fmt.Sprintf("%s-s%d", s.backend, s.seed), s.backend
+	if s.carve > 0 {
+		id, label = fmt.Sprintf("%s-carve%d-s%d", s.backend, s.carve, s.seed), fmt.Sprintf("%s /%d", s.backend, s.carve)
+	}
 	r := &run{h: h, s: s, id: id, filter: "chaos-" + id, gateways: map[netip.Addr]bool{},
 		deleted: map[types.NamespacedName]*ipamv1.IPAddress{},
-		res:     &result{backend: s.backend, seed: s.seed, claims: s.claims, bound: -1, released: -1}}
+		res:     &result{backend: label, seed: s.seed, claims: s.claims, bound: -1, released: -1}}
 	r.res.logPath = filepath.Join(h.workDir, id+"-manager.log")
 	if err := r.execute(ctx); err != nil {
 		r.res.err = err
@@ -240,15 +246,21 @@ func (r *run) setupSystem() (err error) {
 	if err != nil {
 		return err
 	}
-	// A /16 of its own for every run, free of any record: a real NetBox
-	// may hold earlier runs' networks.
+	// A /16 of its own for every run, free of any record or network: a
+	// real NetBox may hold earlier runs'.
 	base := 0
 	for x := 100; x < 250 && base == 0; x++ {
 		block := netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", x))
 		if r.h.usedBases[x] || containsAny(block, existing) {
 			continue
 		}
-		base = x
+		held, err := r.sys.holdsIn(block)
+		if err != nil {
+			return err
+		}
+		if !held {
+			base = x
+		}
 	}
 	if base == 0 {
 		return fmt.Errorf("no free 10.x.0.0/16 left in the IPAM system")
@@ -258,6 +270,13 @@ func (r *run) setupSystem() (err error) {
 	bits := 24
 	for (1<<(32-bits))-3 < perPool+perPool/4 {
 		bits--
+	}
+	if r.s.carve > 0 {
+		// A parent with room for a quarter more children than its claims.
+		bits = r.s.carve
+		for bits > 0 && 1<<(r.s.carve-bits) < perPool+perPool/4 {
+			bits--
+		}
 	}
 	size := 1 << (32 - bits)
 	if size*r.s.pools > 1<<16 {
@@ -274,6 +293,10 @@ func (r *run) setupSystem() (err error) {
 		start := netip.AddrFrom4([4]byte{10, byte(base), byte(i * size >> 8), byte(i * size)})
 		p := netip.PrefixFrom(start, bits)
 		r.prefixes = append(r.prefixes, p)
+		if r.s.carve > 0 {
+			r.sys.seedParent(p)
+			continue
+		}
 		r.gateways[p.Addr().Next()] = true
 		r.sys.seedNetwork(p)
 	}
@@ -283,6 +306,10 @@ func (r *run) setupSystem() (err error) {
 		return err
 	}
 	r.px.log = r.proxyLog
+	if r.s.carve > 0 {
+		r.logf("IPAM system seeded: %d parents of /%d in 10.%d.0.0/16, each carved in /%d children; fault proxy at %s", r.s.pools, bits, base, r.s.carve, r.px.URL())
+		return nil
+	}
 	r.logf("IPAM system seeded: %d networks of /%d in 10.%d.0.0/16; fault proxy at %s", r.s.pools, bits, base, r.px.URL())
 	return nil
 }
@@ -304,7 +331,7 @@ func (r *run) setupCluster(ctx context.Context) error {
 	for i, p := range r.prefixes {
 		ns := fmt.Sprintf("chaos-%s-%d", r.id, i)
 		r.namespaces = append(r.namespaces, ns)
-		pool := r.sys.newPool(ns, "pool", p, "ipam-credentials", r.px.URL())
+		pool := r.sys.newPool(ns, "pool", p, "ipam-credentials", r.px.URL(), r.s.carve)
 		pool.SetLabels(labels)
 		pools = append(pools, pool)
 		for _, o := range []client.Object{
@@ -690,8 +717,12 @@ func (r *run) inRun(rec record) bool {
 	return false
 }
 
-// ownRecords returns the run's records other than the seeded gateways.
+// ownRecords returns the run's records other than the seeded gateways: in
+// a carving run, the children of its parents.
 func (r *run) ownRecords() ([]record, error) {
+	if r.s.carve > 0 {
+		return r.sys.children(r.prefixes)
+	}
 	all, err := r.sys.records()
 	if err != nil {
 		return nil, err
@@ -926,11 +957,11 @@ func (r *run) teardown() {
 	}
 	if r.mgr != nil && r.mgr.Running() {
 		for _, ns := range r.namespaces {
-			_ = r.h.k8s.DeleteAllOf(ctx, r.sys.newPool(ns, "pool", netip.Prefix{}, "", "https://x").(client.Object), client.InNamespace(ns))
+			_ = r.h.k8s.DeleteAllOf(ctx, r.sys.newPool(ns, "pool", netip.Prefix{}, "", "https://x", 0).(client.Object), client.InNamespace(ns))
 		}
 		_ = waitUntil(ctx, 20*time.Second, 500*time.Millisecond, func() (bool, error) {
 			for _, ns := range r.namespaces {
-				pool := r.sys.newPool(ns, "pool", netip.Prefix{}, "", "https://x")
+				pool := r.sys.newPool(ns, "pool", netip.Prefix{}, "", "https://x", 0)
 				if err := r.h.k8s.Get(ctx, client.ObjectKeyFromObject(pool), pool); !apierrors.IsNotFound(err) {
 					return false, nil
 				}

@@ -42,12 +42,22 @@ type system interface {
 	// seedNetwork creates network cidr with its first usable address
 	// recorded as the gateway.
 	seedNetwork(cidr netip.Prefix)
+	// seedParent creates cidr as the parent a carving pool carves from: a
+	// container prefix (NetBox) or network container (Infoblox).
+	seedParent(cidr netip.Prefix)
+	// children lists the prefixes or networks strictly inside parents, the
+	// children carved from them, as records.
+	children(parents []netip.Prefix) ([]record, error)
+	// holdsIn says whether the system holds any network or prefix inside
+	// block: a real NetBox keeps earlier runs' networks.
+	holdsIn(block netip.Prefix) (bool, error)
 	// secretData holds credentials the system accepts; proxyCA is the
 	// fault proxy's certificate when it serves HTTPS.
 	secretData(proxyCA []byte) map[string][]byte
 	// newPool returns (without creating) a namespaced pool allocating from
-	// cidr through the proxy.
-	newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) poolkind.Pool
+	// cidr through the proxy, or with carve above 0 carving children of
+	// that length from it.
+	newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string, carve int) poolkind.Pool
 	poolKind() string
 	// records lists every reservation held in the system.
 	records() ([]record, error)
@@ -110,6 +120,40 @@ func (s *netboxSystem) seedNetwork(cidr netip.Prefix) {
 	s.target.AddPrefixWithGateway(cidr.String(), netboxsim.PrefixOptions{})
 }
 
+func (s *netboxSystem) seedParent(cidr netip.Prefix) {
+	s.target.AddPrefix(cidr.String(), netboxsim.PrefixOptions{Status: "container"})
+}
+
+func (s *netboxSystem) children(parents []netip.Prefix) (out []record, err error) {
+	if s.tb != nil {
+		defer s.tb.RecoverFatal(&err)
+	}
+	for _, parent := range parents {
+		for _, p := range s.target.PrefixesWithin(parent.String()) {
+			child, perr := netip.ParsePrefix(p.Prefix)
+			if perr != nil {
+				return nil, fmt.Errorf("NetBox prefix %d: %w", p.ID, perr)
+			}
+			value, _ := p.CustomFields[netbox.DefaultMarkerField].(string)
+			m, planned := backends.ParsePlanned(value)
+			out = append(out, record{Address: child, Marker: m, ID: strconv.Itoa(int(p.ID)), Planned: planned})
+		}
+	}
+	return out, nil
+}
+
+func (s *netboxSystem) holdsIn(block netip.Prefix) (held bool, err error) {
+	if s.tb != nil {
+		defer s.tb.RecoverFatal(&err)
+	}
+	for _, p := range s.target.PrefixesWithin("10.0.0.0/8") {
+		if held, perr := netip.ParsePrefix(p.Prefix); perr == nil && held.Overlaps(block) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (s *netboxSystem) secretData([]byte) map[string][]byte {
 	return map[string][]byte{v1alpha1.NetboxTokenKey: []byte(s.token)}
 }
@@ -121,8 +165,8 @@ var chaosRateLimit = &v1alpha1.RateLimit{RequestsPerSecond: 1000, Burst: 1000, M
 // chaosOrphans lets the audit after the burst delete a duplicate at once.
 var chaosOrphans = v1alpha1.Orphans{MinAge: &metav1.Duration{}}
 
-func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) poolkind.Pool {
-	return &v1alpha1.NetboxIPPool{
+func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string, carve int) poolkind.Pool {
+	pool := &v1alpha1.NetboxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection: v1alpha1.NetboxConnection{URL: proxyURL, CredentialsSecretRef: v1alpha1.SecretReference{Name: secret},
@@ -133,6 +177,12 @@ func (s *netboxSystem) newPool(namespace, name string, cidr netip.Prefix, secret
 			Planned:     &v1alpha1.NetboxPlanned{Status: "reserved"},
 		},
 	}
+	if carve > 0 {
+		// A carving pool plans nothing and names no DNS record.
+		pool.Spec.Reservation, pool.Spec.Planned = v1alpha1.NetboxReservation{}, nil
+		pool.Spec.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: int32(carve)}}
+	}
+	return pool
 }
 
 func (s *netboxSystem) records() (out []record, err error) {
@@ -247,6 +297,39 @@ func (s *wapiSystem) seedNetwork(cidr netip.Prefix) {
 	s.sim.AddFixedAddress("default", cidr.Addr().Next().String(), nil)
 }
 
+func (s *wapiSystem) seedParent(cidr netip.Prefix) {
+	s.sim.AddNetworkContainer("default", cidr.String())
+}
+
+// wapiNetworks are the object types of networks and network containers.
+var wapiNetworks = []string{"network", "ipv6network", "networkcontainer", "ipv6networkcontainer"}
+
+func (s *wapiSystem) children(parents []netip.Prefix) ([]record, error) {
+	var out []record
+	for _, typ := range wapiNetworks {
+		for _, o := range s.sim.Objects(typ) {
+			for _, parent := range parents {
+				if o.Prefix != parent && parent.Bits() < o.Prefix.Bits() && parent.Contains(o.Prefix.Addr()) {
+					m, planned := backends.ParsePlanned(o.EAs[infoblox.DefaultMarkerEA])
+					out = append(out, record{Address: o.Prefix, Marker: m, ID: o.Ref, Planned: planned})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *wapiSystem) holdsIn(block netip.Prefix) (bool, error) {
+	for _, typ := range wapiNetworks {
+		for _, o := range s.sim.Objects(typ) {
+			if block.Overlaps(o.Prefix) {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
 func (s *wapiSystem) secretData(proxyCA []byte) map[string][]byte {
 	return map[string][]byte{
 		v1alpha1.InfobloxUsernameKey: []byte("capi"),
@@ -255,10 +338,10 @@ func (s *wapiSystem) secretData(proxyCA []byte) map[string][]byte {
 	}
 }
 
-func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string) poolkind.Pool {
+func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, proxyURL string, carve int) poolkind.Pool {
 	u := mustParseURL(proxyURL)
 	port, _ := strconv.Atoi(u.Port())
-	return &v1alpha1.InfobloxIPPool{
+	pool := &v1alpha1.InfobloxIPPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: v1alpha1.InfobloxIPPoolSpec{
 			Connection: v1alpha1.InfobloxConnection{
@@ -271,6 +354,11 @@ func (s *wapiSystem) newPool(namespace, name string, cidr netip.Prefix, secret, 
 			Planned:     &v1alpha1.InfobloxPlanned{},
 		},
 	}
+	if carve > 0 {
+		pool.Spec.Reservation, pool.Spec.Planned = v1alpha1.InfobloxReservation{}, nil
+		pool.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: int32(carve)}
+	}
+	return pool
 }
 
 func (s *wapiSystem) records() ([]record, error) {
