@@ -2,7 +2,10 @@
 # Give a running NetBox (hack/netbox/up.sh) a user that holds exactly the permissions
 # docs/netbox.md lists, made as an administrator would make them: through NetBox's REST API.
 #
-#   hack/netbox/least-privilege.sh ENV_FILE   -> prints the path of a second env file on stdout
+#   hack/netbox/least-privilege.sh ENV_FILE           -> prints the path of a second env file on stdout
+#   hack/netbox/least-privilege.sh ENV_FILE carving   -> the same for a user that also carves:
+#       docs/subnets.md's permissions (prefixes, and view on prefix roles and sites), in
+#       env.least-privilege-carving
 #
 # The printed env file is ENV_FILE with NETBOX_TOKEN_V1 and NETBOX_TOKEN_V2 replaced by
 # write-enabled v1 and v2 tokens of that user, and NETBOX_TOKEN_ADMIN set to the
@@ -20,7 +23,9 @@ die() { printf '[least-privilege] ERROR: %s\n' "$*" >&2; exit 1; }
 log() { printf '[least-privilege] %s\n' "$*" >&2; }
 
 ENV_FILE="${1:-}"
-[ -n "$ENV_FILE" ] && [ -f "$ENV_FILE" ] || die "usage: $0 ENV_FILE (the file hack/netbox/up.sh prints)"
+MODE="${2:-}"
+[ -n "$ENV_FILE" ] && [ -f "$ENV_FILE" ] || die "usage: $0 ENV_FILE [carving] (ENV_FILE: the file hack/netbox/up.sh prints)"
+[ -z "$MODE" ] || [ "$MODE" = carving ] || die "unknown mode $MODE (want carving or nothing)"
 command -v jq >/dev/null || die "jq is needed (apt-get install jq)"
 command -v curl >/dev/null || die "curl is needed"
 
@@ -32,6 +37,11 @@ if grep -q '^NETBOX_TOKEN_ADMIN=' "$ENV_FILE"; then
 	ADMIN="$(sed -n 's/^NETBOX_TOKEN_ADMIN=//p' "$ENV_FILE")"
 fi
 USERNAME="${NETBOX_LEAST_PRIVILEGE_USER:-capi-ipam}"
+OUT="$(dirname "$ENV_FILE")/env.least-privilege"
+if [ "$MODE" = carving ]; then
+	USERNAME="$USERNAME-carving"
+	OUT="$OUT-carving"
+fi
 
 # api METHOD PATH [JSON]: the answer's body; fails on any status but 2xx.
 api() {
@@ -71,8 +81,16 @@ grant() { # name actions-json object-types-json
 		'{name: $n, description: "docs/netbox.md (hack/netbox/least-privilege.sh)", enabled: true, actions: $a, object_types: $t, users: [$u]}')" >/dev/null
 	log "granted $name: $(jq -r 'join(",")' <<<"$actions") on $(jq -r 'join(",")' <<<"$types")"
 }
-grant "$USERNAME-view" '["view"]' \
-	'["ipam.prefix","ipam.iprange","ipam.vrf","extras.tag","extras.customfield","tenancy.tenant"]'
+if [ "$MODE" = carving ]; then
+	# docs/subnets.md: prefixes are carved, deleted and re-marked; a child's
+	# role and site are looked up (the suites' scopes are sites).
+	grant "$USERNAME-view" '["view"]' \
+		'["ipam.iprange","ipam.vrf","ipam.role","dcim.site","extras.tag","extras.customfield","tenancy.tenant"]'
+	grant "$USERNAME-prefixes" '["view","add","change","delete"]' '["ipam.prefix"]'
+else
+	grant "$USERNAME-view" '["view"]' \
+		'["ipam.prefix","ipam.iprange","ipam.vrf","extras.tag","extras.customfield","tenancy.tenant"]'
+fi
 grant "$USERNAME-ip-addresses" '["view","add","change","delete"]' '["ipam.ipaddress"]'
 
 # --- the tag and the custom field, as docs/netbox.md tells an administrator ----------------
@@ -95,7 +113,6 @@ v2="$(token 2 | jq -r '"nbt_" + .key + "." + .token')"
 [ -n "$v1" ] && [ "$v1" != null ] || die "NetBox returned no v1 token"
 [[ "$v2" =~ ^nbt_[A-Za-z0-9]+\.[A-Za-z0-9]+$ ]] || die "unexpected v2 token from NetBox"
 
-OUT="${ENV_FILE%/*}/env.least-privilege"
 (
 	umask 077
 	grep -v -e '^NETBOX_TOKEN_V1=' -e '^NETBOX_TOKEN_V2=' -e '^NETBOX_TOKEN_ADMIN=' -e '^NETBOX_LEAST_PRIVILEGE_USER=' "$ENV_FILE"
