@@ -130,13 +130,11 @@ func (s *netboxSystem) children(parents []netip.Prefix) (out []record, err error
 	}
 	for _, parent := range parents {
 		for _, p := range s.target.PrefixesWithin(parent.String()) {
-			child, perr := netip.ParsePrefix(p.Prefix)
-			if perr != nil {
-				return nil, fmt.Errorf("NetBox prefix %d: %w", p.ID, perr)
+			rec, err := netboxRecord("prefix", p.ID, p.Prefix, p.CustomFields)
+			if err != nil {
+				return nil, err
 			}
-			value, _ := p.CustomFields[netbox.DefaultMarkerField].(string)
-			m, planned := backends.ParsePlanned(value)
-			out = append(out, record{Address: child, Marker: m, ID: strconv.Itoa(int(p.ID)), Planned: planned})
+			out = append(out, rec)
 		}
 	}
 	return out, nil
@@ -190,15 +188,25 @@ func (s *netboxSystem) records() (out []record, err error) {
 		defer s.tb.RecoverFatal(&err)
 	}
 	for _, ip := range s.target.IPAddresses() {
-		p, perr := netip.ParsePrefix(ip.Address)
-		if perr != nil {
-			return nil, fmt.Errorf("NetBox IP address %d: %w", ip.ID, perr)
+		rec, err := netboxRecord("IP address", ip.ID, ip.Address, ip.CustomFields)
+		if err != nil {
+			return nil, err
 		}
-		value, _ := ip.CustomFields[netbox.DefaultMarkerField].(string)
-		m, planned := backends.ParsePlanned(value)
-		out = append(out, record{Address: p, Marker: m, ID: strconv.Itoa(int(ip.ID)), Planned: planned})
+		out = append(out, rec)
 	}
 	return out, nil
+}
+
+// netboxRecord is the record of a NetBox object (an IP address or a
+// prefix) with its CIDR and custom fields.
+func netboxRecord(kind string, id int32, cidr string, fields map[string]any) (record, error) {
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return record{}, fmt.Errorf("NetBox %s %d: %w", kind, id, err)
+	}
+	value, _ := fields[netbox.DefaultMarkerField].(string)
+	m, planned := backends.ParsePlanned(value)
+	return record{Address: p, Marker: m, ID: strconv.Itoa(int(id)), Planned: planned}, nil
 }
 
 func (s *netboxSystem) recordID(rec record) (int32, error) {
