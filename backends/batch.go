@@ -30,9 +30,9 @@ const DefaultBatchQuiet = 100 * time.Millisecond
 // builds each child under its server-wide lock), and a fleet's carves
 // reach the pool in waves, each claim first writing its finalizer: with
 // the addresses' 100 ms, the first wave went out alone, and 100 carves on
-// the real NetBox took four requests and 1.7 times NetBox's own floor
-// where two lists of 50 take 1.4 times. A lone carve waits 300 ms more,
-// little beside the request itself.
+// the real NetBox took three or four requests where two lists of 50
+// suffice. A lone carve waits 300 ms more, little beside the request
+// itself.
 const (
 	DefaultCarveWindow = time.Second
 	DefaultCarveQuiet  = 300 * time.Millisecond

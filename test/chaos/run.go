@@ -246,21 +246,19 @@ func (r *run) setupSystem() (err error) {
 	if err != nil {
 		return err
 	}
+	networks, err := r.sys.networks()
+	if err != nil {
+		return err
+	}
 	// A /16 of its own for every run, free of any record or network: a
 	// real NetBox may hold earlier runs'.
 	base := 0
 	for x := 100; x < 250 && base == 0; x++ {
 		block := netip.MustParsePrefix(fmt.Sprintf("10.%d.0.0/16", x))
-		if r.h.usedBases[x] || containsAny(block, existing) {
+		if r.h.usedBases[x] || containsAny(block, existing) || slices.ContainsFunc(networks, block.Overlaps) {
 			continue
 		}
-		held, err := r.sys.holdsIn(block)
-		if err != nil {
-			return err
-		}
-		if !held {
-			base = x
-		}
+		base = x
 	}
 	if base == 0 {
 		return fmt.Errorf("no free 10.x.0.0/16 left in the IPAM system")

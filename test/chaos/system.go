@@ -48,9 +48,9 @@ type system interface {
 	// children lists the prefixes or networks strictly inside parents, the
 	// children carved from them, as records.
 	children(parents []netip.Prefix) ([]record, error)
-	// holdsIn says whether the system holds any network or prefix inside
-	// block: a real NetBox keeps earlier runs' networks.
-	holdsIn(block netip.Prefix) (bool, error)
+	// networks lists the networks and prefixes the system holds in
+	// 10.0.0.0/8: a real NetBox keeps earlier runs'.
+	networks() ([]netip.Prefix, error)
 	// secretData holds credentials the system accepts; proxyCA is the
 	// fault proxy's certificate when it serves HTTPS.
 	secretData(proxyCA []byte) map[string][]byte
@@ -140,16 +140,16 @@ func (s *netboxSystem) children(parents []netip.Prefix) (out []record, err error
 	return out, nil
 }
 
-func (s *netboxSystem) holdsIn(block netip.Prefix) (held bool, err error) {
+func (s *netboxSystem) networks() (out []netip.Prefix, err error) {
 	if s.tb != nil {
 		defer s.tb.RecoverFatal(&err)
 	}
 	for _, p := range s.target.PrefixesWithin("10.0.0.0/8") {
-		if held, perr := netip.ParsePrefix(p.Prefix); perr == nil && held.Overlaps(block) {
-			return true, nil
+		if held, perr := netip.ParsePrefix(p.Prefix); perr == nil {
+			out = append(out, held)
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 func (s *netboxSystem) secretData([]byte) map[string][]byte {
@@ -327,15 +327,14 @@ func (s *wapiSystem) children(parents []netip.Prefix) ([]record, error) {
 	return out, nil
 }
 
-func (s *wapiSystem) holdsIn(block netip.Prefix) (bool, error) {
+func (s *wapiSystem) networks() ([]netip.Prefix, error) {
+	var out []netip.Prefix
 	for _, typ := range wapiNetworks {
 		for _, o := range s.sim.Objects(typ) {
-			if block.Overlaps(o.Prefix) {
-				return true, nil
-			}
+			out = append(out, o.Prefix)
 		}
 	}
-	return false, nil
+	return out, nil
 }
 
 func (s *wapiSystem) secretData(proxyCA []byte) map[string][]byte {
