@@ -17,30 +17,47 @@ type pendingClaim struct {
 	claim Claim
 }
 
-// allocateBatch allocates for claims that arrived together: one marker
-// search, then one request per source for the claims that hold no record
-// yet. A claim alone takes the same path and costs a search and a create.
-func (p *Protocol[P, S, R, Q]) allocateBatch(ctx context.Context, claims []Claim) []Result[Allocation] {
-	return Deduplicated(claims, func(unique []Claim) []Result[Allocation] { return p.allocateUnique(ctx, unique) })
+// lookThenAllocate allocates for claims that arrived together, in the
+// allocation batcher's two stages (Batcher.Look): one marker search now,
+// then, once the batch before has made its records, one request per source
+// for the claims that hold no record yet. A claim alone takes the same
+// path and costs a search and a create.
+func (p *Protocol[P, S, R, Q]) lookThenAllocate(ctx context.Context, claims []Claim) func() []Result[Allocation] {
+	unique, spread := deduplicate[Allocation](claims)
+	rest := p.lookThenAllocateUnique(ctx, unique)
+	return func() []Result[Allocation] { return spread(rest()) }
 }
 
-// allocateUnique is allocateBatch for claims with distinct markers.
-func (p *Protocol[P, S, R, Q]) allocateUnique(ctx context.Context, claims []Claim) []Result[Allocation] {
+// lookThenAllocateUnique is lookThenAllocate for claims with distinct
+// markers.
+func (p *Protocol[P, S, R, Q]) lookThenAllocateUnique(ctx context.Context, claims []Claim) func() []Result[Allocation] {
 	results := make([]Result[Allocation], len(claims))
 	pending := make([]pendingClaim, len(claims))
 	for i, c := range claims {
 		pending[i] = pendingClaim{index: i, claim: c}
 	}
 	pool, err := p.Prepared(ctx)
+	var settle []adoptedClaim[R]
 	if err == nil {
 		// Records may exist from earlier attempts whose answers were lost,
 		// or from before a crash or clusterctl move: reuse them.
-		pending, err = p.adopt(ctx, pool, pending, results)
+		pending, settle, err = p.findAdopted(ctx, pool, pending, results)
 	}
 	if err != nil {
 		failPending(pending, results, err)
+		return func() []Result[Allocation] { return results }
+	}
+	return func() []Result[Allocation] {
+		// Settling a requested address reads who holds it, and may give
+		// it up: not while the batch before reserves requested addresses.
+		p.settleAdopted(ctx, pool, settle, results)
+		p.allocateNew(ctx, pool, pending, results)
 		return results
 	}
+}
+
+// allocateNew reserves for the claims the marker search found nothing for.
+func (p *Protocol[P, S, R, Q]) allocateNew(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) {
 	// Claims that request an address are reserved each on its own, and
 	// first: the others' next free addresses must not take what they
 	// request (requested.go). The others take the records planned for them
@@ -60,7 +77,6 @@ func (p *Protocol[P, S, R, Q]) allocateUnique(ctx context.Context, claims []Clai
 	wg.Wait()
 	next = p.adoptAllPlanned(ctx, pool, next, results)
 	p.allocatePending(ctx, pool, next, results)
-	return results
 }
 
 // plannedAdoptions is how many claims of a batch look for their plans at
@@ -101,13 +117,21 @@ func (p *Protocol[P, S, R, Q]) adoptAllPlanned(ctx context.Context, pool P, pend
 // markers; claims that have one keep it (see keep). It returns the claims
 // that have none.
 func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) ([]pendingClaim, error) {
+	left, requested, err := p.findAdopted(ctx, pool, pending, results)
+	p.settleAdopted(ctx, pool, requested, results)
+	return left, err
+}
+
+// findAdopted is adopt but for the settling of the records that claims
+// requesting an address adopted: it returns those, to be settled.
+func (p *Protocol[P, S, R, Q]) findAdopted(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) ([]pendingClaim, []adoptedClaim[R], error) {
 	markers := make([]string, len(pending))
 	for i, c := range pending {
 		markers[i] = c.claim.Marker
 	}
 	found, err := p.search(ctx, markers, InPool)
 	if err != nil {
-		return pending, err
+		return pending, nil, err
 	}
 	var left []pendingClaim
 	var requested []adoptedClaim[R]
@@ -124,8 +148,7 @@ func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pend
 			results[c.index].Value, results[c.index].Err = p.allocation(pool, kept)
 		}
 	}
-	p.settleAdopted(ctx, pool, requested, results)
-	return left, nil
+	return left, requested, nil
 }
 
 // allocatePending reserves addresses for the pending claims, source after

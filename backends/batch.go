@@ -60,9 +60,10 @@ type Result[Out any] struct {
 // that a backend pays one request where it would pay one per call. A batch
 // starts when Max calls wait, when no call arrived for Quiet, or at the
 // latest Window after its first call arrived; calls that arrive while a
-// batch runs wait for the next one. One batch runs at a
-// time: the IPAM systems serialise allocations anyway, and the queue that
-// builds up meanwhile becomes the next batch. Each caller gets its own
+// batch runs wait for the next one. One batch runs at a time (with Look,
+// one batch's second stage): the IPAM systems serialise allocations
+// anyway, and the queue that builds up meanwhile becomes the next batch.
+// Each caller gets its own
 // result, or its context's error if that ends first (the batch still runs:
 // what it reserved for the caller is found again by its marker).
 //
@@ -79,11 +80,37 @@ type Batcher[In, Out any] struct {
 	// carries the first caller's values, never a caller's cancellation,
 	// so one caller giving up cannot fail the others.
 	Run func(ctx context.Context, ins []In) []Result[Out]
+	// Look, when set, answers a batch in two stages instead of Run: Look
+	// runs as soon as the batch is taken, while the batch before it may
+	// still be in its second stage, and returns that stage, which runs once
+	// the batch before it has finished. A backend looks up what its claims
+	// already hold while the batch before creates: the IPAM system is not
+	// left idle between two batches' creates, waiting for a search. At
+	// most two batches are under way, one looking and one in its second
+	// stage, and a batch that shares a Key with the one before it looks
+	// only once that one has finished, so that it sees what that one made.
+	// Look gets the same context as Run.
+	Look func(ctx context.Context, ins []In) (rest func() []Result[Out])
+	// Key names a call for Look's rule above; without it every two
+	// batches are taken to share one.
+	Key func(In) string
 
 	mu      sync.Mutex
 	queue   []*batchCall[In, Out]
 	running bool
 	full    chan struct{} // signalled when the queue reaches Max
+	// arrived is signalled when a call arrives while the batcher runs: it
+	// wakes a drain that waits for the last batch's second stage with an
+	// empty queue, so that the new calls' batch looks at once.
+	arrived chan struct{}
+}
+
+// stagedBatch is a batch answered by Look, under way.
+type stagedBatch struct {
+	keys map[string]bool
+	// resting is closed when its second stage starts, that is once the
+	// batch before it has finished; done when it has finished.
+	resting, done chan struct{}
 }
 
 type batchCall[In, Out any] struct {
@@ -105,14 +132,15 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	b.queue = append(b.queue, call)
 	if b.full == nil {
 		b.full = make(chan struct{}, 1)
+		b.arrived = make(chan struct{}, 1)
 	}
 	if !b.running {
 		b.running = true
 		go b.drain()
-	} else if len(b.queue) >= b.Max {
-		select {
-		case b.full <- struct{}{}:
-		default:
+	} else {
+		signal(b.arrived)
+		if len(b.queue) >= b.Max {
+			signal(b.full)
 		}
 	}
 	b.mu.Unlock()
@@ -125,14 +153,44 @@ func (b *Batcher[In, Out]) Do(ctx context.Context, in In) (Out, error) {
 	}
 }
 
-// drain runs batches until the queue is empty.
+// signal wakes whoever waits on c, unless a wake-up is already pending.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// drain runs batches until the queue is empty and no batch is under way.
 func (b *Batcher[In, Out]) drain() {
+	var last *stagedBatch
 	for {
-		batch := b.next()
-		if batch == nil {
+		if last != nil {
+			// The next batch is taken once it may look, when last is in its
+			// second stage: the calls that arrive until then join it.
+			<-last.resting
+		}
+		if batch := b.next(); batch != nil {
+			last = b.run(batch, last)
+			continue
+		}
+		if last != nil {
+			// The last batch's second stage still runs: calls arriving
+			// meanwhile make the next batch, which looks at once.
+			select {
+			case <-last.done:
+				last = nil
+			case <-b.arrived:
+			}
+			continue
+		}
+		b.mu.Lock()
+		if len(b.queue) == 0 {
+			b.running = false
+			b.mu.Unlock()
 			return
 		}
-		b.run(batch)
+		b.mu.Unlock()
 	}
 }
 
@@ -162,7 +220,6 @@ func (b *Batcher[In, Out]) next() []*batchCall[In, Out] {
 	}
 	n := min(len(b.queue), b.Max)
 	if n == 0 {
-		b.running = false
 		return nil
 	}
 	batch := b.queue[:n:n]
@@ -183,8 +240,10 @@ func (b *Batcher[In, Out]) due() time.Time {
 	return due
 }
 
-// run answers the calls of a batch whose callers still wait.
-func (b *Batcher[In, Out]) run(batch []*batchCall[In, Out]) {
+// run answers the calls of a batch whose callers still wait, after last,
+// the batch before it if Look answers it; it returns the batch under way,
+// if any.
+func (b *Batcher[In, Out]) run(batch []*batchCall[In, Out], last *stagedBatch) *stagedBatch {
 	live := batch[:0:0]
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
@@ -194,15 +253,55 @@ func (b *Batcher[In, Out]) run(batch []*batchCall[In, Out]) {
 		live = append(live, c)
 	}
 	if len(live) == 0 {
-		return
+		return last
 	}
 	ins := make([]In, len(live))
 	for i, c := range live {
 		ins[i] = c.in
 	}
 	b.observe(len(ins))
-	results := b.Run(context.WithoutCancel(live[0].ctx), ins)
-	for i, c := range live {
+	ctx := context.WithoutCancel(live[0].ctx)
+	if b.Look == nil {
+		answer(live, b.Run(ctx, ins))
+		return nil
+	}
+	return b.runStaged(ctx, live, ins, last)
+}
+
+// runStaged looks at a batch now and leaves its second stage to run after
+// last's (see Look).
+func (b *Batcher[In, Out]) runStaged(ctx context.Context, live []*batchCall[In, Out], ins []In, last *stagedBatch) *stagedBatch {
+	this := &stagedBatch{keys: map[string]bool{}, resting: make(chan struct{}), done: make(chan struct{})}
+	shares := b.Key == nil
+	for _, in := range ins {
+		if b.Key != nil {
+			k := b.Key(in)
+			this.keys[k] = true
+			shares = shares || last != nil && last.keys[k]
+		}
+	}
+	if last != nil {
+		// Two batches under way at most: last is in its second stage.
+		<-last.resting
+		if shares {
+			<-last.done
+		}
+	}
+	rest := b.Look(ctx, ins)
+	go func() {
+		defer close(this.done)
+		if last != nil {
+			<-last.done
+		}
+		close(this.resting)
+		answer(live, rest())
+	}()
+	return this
+}
+
+// answer hands each call its result.
+func answer[In, Out any](calls []*batchCall[In, Out], results []Result[Out]) {
+	for i, c := range calls {
 		c.done <- results[i]
 	}
 }
@@ -249,22 +348,40 @@ func NewBatcher[In, Out any](o BatchOptions, operation string, run func(context.
 	return b
 }
 
+// NewStagedBatcher is NewBatcher for batches answered in two stages (see
+// Batcher.Look), calls named by key.
+func NewStagedBatcher[In, Out any](o BatchOptions, operation string, look func(context.Context, []In) func() []Result[Out], key func(In) string) *Batcher[In, Out] {
+	b := NewBatcher(o, operation, func(ctx context.Context, ins []In) []Result[Out] { return look(ctx, ins)() })
+	b.Look, b.Key = look, key
+	return b
+}
+
 // Deduplicated answers calls that may name the same claim more than once (a
 // retried reconcile next to the first): run sees each marker once, so one
 // claim never gets two records, and every call gets its marker's result.
 func Deduplicated[Out any](claims []Claim, run func([]Claim) []Result[Out]) []Result[Out] {
+	unique, spread := deduplicate[Out](claims)
+	return spread(run(unique))
+}
+
+// deduplicate returns claims with each marker once, and what spreads their
+// results back over claims.
+func deduplicate[Out any](claims []Claim) (unique []Claim, spread func([]Result[Out]) []Result[Out]) {
 	first := map[string]int{}
-	var unique []Claim
 	for _, c := range claims {
 		if _, seen := first[c.Marker]; !seen {
 			first[c.Marker] = len(unique)
 			unique = append(unique, c)
 		}
 	}
-	uniqueResults := run(unique)
-	results := make([]Result[Out], len(claims))
-	for i, c := range claims {
-		results[i] = uniqueResults[first[c.Marker]]
+	return unique, func(uniqueResults []Result[Out]) []Result[Out] {
+		results := make([]Result[Out], len(claims))
+		for i, c := range claims {
+			results[i] = uniqueResults[first[c.Marker]]
+		}
+		return results
 	}
-	return results
 }
+
+// claimMarker names a claim by its marker, for Batcher.Key.
+func claimMarker(c Claim) string { return c.Marker }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,4 +209,139 @@ func TestDeduplicatedRunsEachMarkerOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stagedBatcher answers batches of two calls in two stages (Batcher.Look)
+// and records what happens: "look a b" when a batch looks, "rest a b" when
+// its second stage starts. A second stage waits until the test opens it.
+type stagedBatcher struct {
+	*backends.Batcher[string, string]
+	mu     sync.Mutex
+	events []string
+	gates  map[string]chan struct{}
+}
+
+func newStagedBatcher() *stagedBatcher {
+	s := &stagedBatcher{gates: map[string]chan struct{}{}}
+	look := func(_ context.Context, ins []string) func() []backends.Result[string] {
+		batch := strings.Join(sortedBatches([][]string{slices.Clone(ins)})[0], " ")
+		s.record("look " + batch)
+		gate := s.gate(batch)
+		return func() []backends.Result[string] {
+			s.record("rest " + batch)
+			<-gate
+			out := make([]backends.Result[string], len(ins))
+			for i, in := range ins {
+				out[i].Value = in + "!"
+			}
+			return out
+		}
+	}
+	s.Batcher = backends.NewStagedBatcher(backends.BatchOptions{MaxSize: 2, Window: time.Hour}, "allocate", look,
+		func(in string) string { return strings.TrimSuffix(in, "'") })
+	return s
+}
+
+func (s *stagedBatcher) record(event string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, event)
+}
+
+func (s *stagedBatcher) seen(event string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.events, event)
+}
+
+// gate is the gate of a batch's second stage.
+func (s *stagedBatcher) gate(batch string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gates[batch] == nil {
+		s.gates[batch] = make(chan struct{})
+	}
+	return s.gates[batch]
+}
+
+// call makes the calls of one batch, each answered in the background.
+func (s *stagedBatcher) call(t *testing.T, wg *sync.WaitGroup, ins ...string) {
+	for _, in := range ins {
+		wg.Go(func() {
+			got, err := s.Do(context.Background(), in)
+			assert.NoError(t, err)
+			assert.Equal(t, in+"!", got)
+		})
+	}
+}
+
+func (s *stagedBatcher) eventually(t *testing.T, event string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return s.seen(event) }, 10*time.Second, time.Millisecond, "waiting for %q; seen %q", event, s.events)
+}
+
+// While one batch is in its second stage (a backend's creates), the next
+// one looks (its marker search): the IPAM system does not wait for a search
+// between two batches' creates. The second stages still run one at a time,
+// in order, and no third batch looks before the second's turn.
+func TestStagedBatcherLooksWhileTheBatchBeforeCreates(t *testing.T) {
+	s := newStagedBatcher()
+	var wg sync.WaitGroup
+	s.call(t, &wg, "a", "b")
+	s.eventually(t, "rest a b")
+	s.call(t, &wg, "c", "d")
+	s.eventually(t, "look c d")
+
+	s.call(t, &wg, "e", "f")
+	time.Sleep(100 * time.Millisecond)
+	assert.False(t, s.seen("rest c d"), "the second batch's creates wait for the first's")
+	assert.False(t, s.seen("look e f"), "two batches under way at most")
+
+	close(s.gate("a b"))
+	s.eventually(t, "rest c d")
+	s.eventually(t, "look e f")
+	close(s.gate("c d"))
+	s.eventually(t, "rest e f")
+	close(s.gate("e f"))
+	wg.Wait()
+	assert.Equal(t, []string{"look a b", "rest a b", "look c d", "rest c d", "look e f", "rest e f"}, s.events)
+}
+
+// A call that names what the batch before it still works on (a claim
+// asking again after its caller gave up) looks only once that batch is
+// done: its search must see the record that batch makes for it.
+func TestStagedBatcherLooksAfterABatchOfTheSameKey(t *testing.T) {
+	s := newStagedBatcher()
+	var wg sync.WaitGroup
+	s.call(t, &wg, "a", "b")
+	s.eventually(t, "rest a b")
+	s.call(t, &wg, "a'", "c")
+	time.Sleep(100 * time.Millisecond)
+	assert.False(t, s.seen("look a' c"), "the batch of a's second call looks after a's first batch is done")
+
+	close(s.gate("a b"))
+	s.eventually(t, "look a' c")
+	close(s.gate("a' c"))
+	wg.Wait()
+	assert.Equal(t, []string{"look a b", "rest a b", "look a' c", "rest a' c"}, s.events)
+}
+
+// Calls that arrive while the last batch is in its second stage, with no
+// batch waiting, still look at once.
+func TestStagedBatcherLooksForCallsArrivingDuringTheLastBatch(t *testing.T) {
+	s := newStagedBatcher()
+	var wg sync.WaitGroup
+	s.call(t, &wg, "a", "b")
+	s.eventually(t, "rest a b")
+	time.Sleep(50 * time.Millisecond) // the queue is empty: the batcher waits
+	s.call(t, &wg, "c", "d")
+	s.eventually(t, "look c d")
+	close(s.gate("a b"))
+	close(s.gate("c d"))
+	wg.Wait()
+	// And once all is done, a new call starts the batcher again.
+	s.call(t, &wg, "e", "f")
+	close(s.gate("e f"))
+	wg.Wait()
+	assert.Equal(t, []string{"look a b", "rest a b", "look c d", "rest c d", "look e f", "rest e f"}, s.events)
 }

@@ -63,7 +63,7 @@ func New[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options) (*Protocol[
 	if o.Plans && p.planner == nil {
 		return nil, fmt.Errorf("%w: %s adopts no planned records", ErrInvalidConfig, d.Name())
 	}
-	p.allocations = NewBatcher(o.Batch, "allocate", p.allocateBatch)
+	p.allocations = NewStagedBatcher(o.Batch, "allocate", p.lookThenAllocate, claimMarker)
 	p.releases = NewBatcher(o.Batch, "release", p.releaseBatch)
 	return p, nil
 }
@@ -191,7 +191,7 @@ func (p *Protocol[P, S, R, Q]) Lookup(ctx context.Context, claim Claim) (Allocat
 // Allocate returns the claim's address, reserving the next free one of the
 // first source with space when the system holds none for the claim, or the
 // one the claim requests (requested.go). Claims allocated at once share one
-// marker search and one request (see allocateBatch).
+// marker search and one request (see lookThenAllocate).
 func (p *Protocol[P, S, R, Q]) Allocate(ctx context.Context, claim Claim) (Allocation, error) {
 	// Prepared first: a system refuses a search on a tag or attribute it
 	// lacks, and a pool that does not validate fails its own claims only.
