@@ -198,12 +198,16 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return r.Backends.Reserver(ctx, kind, pool)
 	})}
 	claimPatch := newClaimPatch(claim)
+	s.writeMetadata = func(ctx context.Context) error { return claimPatch.applyMetadata(ctx, r.Client, claim) }
 	notPaused := false
 	defer func() {
 		// The claim's conditions are set here, once, from what the phases
 		// concluded, and written with the rest of what they changed.
 		s.conclude()
-		if notPaused {
+		// A new claim's first reconcile writes its finalizer at once (see
+		// finalizerFirst), and NotPaused goes with the first status written
+		// after that.
+		if notPaused && (controllerutil.ContainsFinalizer(claimPatch.before, reservation.ClaimFinalizer) || pool == nil) {
 			markNotPaused(claimPatch.before, claim)
 		}
 		r.trackOutcome(req.NamespacedName, claim, kind)
@@ -216,10 +220,7 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		log.V(4).Info("Paused, skipping", "why", why)
 		return ctrl.Result{}, nil
 	}
-	// A new claim's first reconcile persists only its finalizer, in one
-	// write, and the one that starts its reservation nothing: NotPaused goes
-	// with the allocation's status that follows (see markNotPaused).
-	notPaused = controllerutil.ContainsFinalizer(claim, reservation.ClaimFinalizer) || pool == nil
+	notPaused = true
 
 	if deleting {
 		return r.reconcileDelete(ctx, s)

@@ -63,3 +63,26 @@ func (p claimPatch) apply(ctx context.Context, c client.Client, claim *ipamv1.IP
 	claim.ResourceVersion = obj.ResourceVersion
 	return nil
 }
+
+// applyMetadata writes the metadata the reconcile changed so far, at once,
+// and makes it the patch's starting point: the reconcile goes on from the
+// claim as written. The write names the version the claim was read at, so
+// that a reconcile of a claim read from a stale cache goes no further. A
+// write that fails leaves the claim as read, for the reconcile to end
+// with; a claim found gone is an error too, as what follows relies on the
+// write.
+func (p *claimPatch) applyMetadata(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim) error {
+	if equality.Semantic.DeepEqual(p.before.ObjectMeta, claim.ObjectMeta) {
+		return nil
+	}
+	obj := p.before.DeepCopy()
+	obj.ObjectMeta = *claim.ObjectMeta.DeepCopy()
+	obj.ResourceVersion = p.before.ResourceVersion
+	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(p.before, client.MergeFromWithOptimisticLock{})); err != nil {
+		claim.ObjectMeta = *p.before.ObjectMeta.DeepCopy()
+		return fmt.Errorf("patching the claim: %w", err)
+	}
+	claim.ResourceVersion = obj.ResourceVersion
+	p.before.ObjectMeta = *claim.ObjectMeta.DeepCopy()
+	return nil
+}

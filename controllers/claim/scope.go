@@ -42,6 +42,9 @@ type scope struct {
 	// concluded are the conditions this reconcile concluded, by type; nil
 	// for one that goes. Applied to the claim once (conclude).
 	concluded map[string]*metav1.Condition
+	// writeMetadata writes the claim's metadata as the phases changed it so
+	// far, before the reconcile ends (see finalizerFirst).
+	writeMetadata func(ctx context.Context) error
 }
 
 // setReady concludes the claim's Ready condition.
