@@ -68,6 +68,7 @@ func benchMain() int {
 		inCluster     = flag.Bool("incluster", true, "also bind the burst with the in-cluster IPAM provider (installed by hack/incluster-provider.sh) and compare")
 		floorFlag     = flag.Bool("netbox-floor", true, "with netbox-real, first time the real NetBox alone: the burst's records POSTed to available-ips, then deleted, in lists of -batch by a plain client")
 		carveClaims   = flag.Int("carve-claims", 100, "claims of a pool with childPrefixes created at once on each backend, each carved a child prefix (a fleet roll-out's carves); 0 for none")
+		carveRuns     = flag.Int("carve-runs", 3, "times the carving row runs on each backend, in turns with NetBox's carve floor on the real NetBox; the table gives the medians")
 		carveLength   = flag.Int("carve-length", 24, "length of the carved children, from a /16 parent")
 		subnetFleet   = flag.Int("subnet-clusters", 100, "Clusters and their ClusterSubnets of a carving pool created at once on each backend (a fleet roll-out of subnets, carve-length long); 0 for none")
 	)
@@ -175,23 +176,36 @@ func benchMain() int {
 		printBackend(os.Stdout, rows, *latency, cost)
 		all = append(all, rows...)
 	}
-	var carved []*result
+	var carved []*carvingRow
 	var carveFloor *netboxFloor
 	if *carveClaims > 0 {
 		for _, backend := range splitList(*backendsFlag) {
-			if backend == "netbox-real" && *floorFlag {
-				fmt.Fprintf(os.Stderr, "%s: the real NetBox alone, %d children in lists of %d\n", backend, *carveClaims, *batch)
-				if carveFloor, err = measureRealCarveFloor(ctx, *carveClaims, *carveLength, *batch); err != nil {
-					return failure(err)
+			// The row and, on the real NetBox, its floor run in turns, so
+			// that each pair sees the machine alike; the medians are kept.
+			row := &carvingRow{}
+			var floors []*netboxFloor
+			for repeat := range max(1, *carveRuns) {
+				if backend == "netbox-real" && *floorFlag {
+					fmt.Fprintf(os.Stderr, "%s: the real NetBox alone, %d children in lists of %d (run %d)\n", backend, *carveClaims, *batch, repeat+1)
+					f, err := measureRealCarveFloor(ctx, *carveClaims, *carveLength, *batch)
+					if err != nil {
+						return failure(err)
+					}
+					floors = append(floors, f)
 				}
+				c := config{backend: backend, claims: *carveClaims, workers: workers[len(workers)-1], batch: *batch, release: true, carve: *carveLength, repeat: repeat}
+				fmt.Fprintf(os.Stderr, "%s: %d claims carving /%d children, %d workers (run %d)\n", backend, c.claims, c.carve, c.workers, repeat+1)
+				r, err := b.run(ctx, c)
+				if err != nil {
+					return failure(fmt.Errorf("%s, carving: %w", backend, err))
+				}
+				row.runs = append(row.runs, r)
 			}
-			c := config{backend: backend, claims: *carveClaims, workers: workers[len(workers)-1], batch: *batch, release: true, carve: *carveLength}
-			fmt.Fprintf(os.Stderr, "%s: %d claims carving /%d children, %d workers\n", backend, c.claims, c.carve, c.workers)
-			r, err := b.run(ctx, c)
-			if err != nil {
-				return failure(fmt.Errorf("%s, carving: %w", backend, err))
+			if len(floors) > 0 {
+				carveFloor = medianFloor(floors)
+				row.floors = floors
 			}
-			carved = append(carved, r)
+			carved = append(carved, row)
 		}
 		printCarving(os.Stdout, carved, carveFloor, *latency)
 	}

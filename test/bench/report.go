@@ -400,28 +400,67 @@ func round(d time.Duration) string {
 
 func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
+// carvingRow is the carving row of one backend: its runs, and on the real
+// NetBox the floor measured before each.
+type carvingRow struct {
+	runs   []*result
+	floors []*netboxFloor
+}
+
+// median is the run whose time to all carved is the median.
+func (r *carvingRow) median() *result {
+	runs := slices.Clone(r.runs)
+	slices.SortFunc(runs, func(a, b *result) int { return cmp.Compare(a.wall, b.wall) })
+	return runs[len(runs)/2]
+}
+
+// medianFloor is the floor whose create time is the median.
+func medianFloor(floors []*netboxFloor) *netboxFloor {
+	floors = slices.Clone(floors)
+	slices.SortFunc(floors, func(a, b *netboxFloor) int { return cmp.Compare(a.create, b.create) })
+	return floors[len(floors)/2]
+}
+
 // printCarving prints the carving rows: claims of a pool with childPrefixes
 // created at once, each carved a child, beside the real NetBox alone
-// carving as many children in lists (its floor).
-func printCarving(w io.Writer, rows []*result, floor *netboxFloor, latency time.Duration) {
+// carving as many children in lists (its floor). Each row is its median
+// run, and the floor the median of the floors measured in turn with it.
+func printCarving(w io.Writer, rows []*carvingRow, floor *netboxFloor, latency time.Duration) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nCarving: %d claims of a pool with childPrefixes (/%d children of a /16) created at once, the pool's defaults; simulators answer at %s per request\n\n",
-		rows[0].claims, rows[0].carve, latency)
+	first := rows[0].runs[0]
+	fmt.Fprintf(w, "\nCarving: %d claims of a pool with childPrefixes (/%d children of a /16) created at once, the pool's defaults, median of %d runs; simulators answer at %s per request\n\n",
+		first.claims, first.carve, len(rows[0].runs), latency)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tworkers\tbatch\tall carved\tcarve p50\tcarve p95\treq/carve\tmean batch\tall released\treq/release\tto NetBox's floor\t")
-	for _, r := range rows {
+	fmt.Fprintln(tw, "system\tworkers\tbatch\tall carved\truns\tlast carve answered\tcarve p50\tcarve p95\treq/carve\tmean batch\tall released\treq/release\tto NetBox's floor\t")
+	for _, row := range rows {
+		r := row.median()
+		var runs []string
+		for _, run := range row.runs {
+			runs = append(runs, round(run.wall))
+		}
 		ratio := "-"
 		if !r.simulated && floor != nil {
 			ratio = fmt.Sprintf("%.2f", r.wall.Seconds()/floor.create.Seconds())
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%.2f\t%s\t\n", r.title, r.workers, batchLabel(r.batch), round(r.wall),
-			round(r.p50), round(r.p95), r.perClaim, r.allocateBatch, round(r.releaseWall), r.perRelease, ratio)
+		lastCreate := "-"
+		if r.lastCreate > 0 {
+			lastCreate = round(r.lastCreate)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%.2f\t%s\t\n", r.title, r.workers, batchLabel(r.batch), round(r.wall),
+			strings.Join(runs, " "), lastCreate, round(r.p50), round(r.p95), r.perClaim, r.allocateBatch, round(r.releaseWall), r.perRelease, ratio)
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(w, "\nall carved: from the first claim's creation until the last was bound (its IPAddress written); last carve answered: until NetBox answered the last create request of the same run")
 	if floor != nil {
-		fmt.Fprintf(w, "\nNetBox (real) alone: %d children carved in %s (%d requests, lists of %d), deleted in %s (%d requests)\n",
-			floor.records, round(floor.create), floor.createRequests, floor.batch, round(floor.delete), floor.deleteRequests)
+		var floors []string
+		for _, row := range rows {
+			for _, f := range row.floors {
+				floors = append(floors, round(f.create))
+			}
+		}
+		fmt.Fprintf(w, "NetBox (real) alone: %d children carved in %s (median of %s; %d requests, lists of %d), deleted in %s (%d requests)\n",
+			floor.records, round(floor.create), strings.Join(floors, " "), floor.createRequests, floor.batch, round(floor.delete), floor.deleteRequests)
 	}
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -38,4 +40,29 @@ func TestVerdictLimitDoesNotGrowWithTheRunsRequests(t *testing.T) {
 	assert.Equal(t, verdictLimit(lean, latency, cost, inCluster), verdictLimit(heavy, latency, cost, inCluster))
 	// The table's limit, which counts the run's requests, does grow.
 	assert.Less(t, limitOf(lean, latency, cost).bound(), limitOf(heavy, latency, cost).bound())
+}
+
+// A carving row is its median run, and its ratio divides by the median of
+// the floors measured in turn with it: one slow run of either does not
+// make the figure.
+func TestCarvingRowTakesTheMedians(t *testing.T) {
+	row := &carvingRow{runs: []*result{{wall: 5 * time.Second}, {wall: 9 * time.Second}, {wall: 4 * time.Second}}}
+	assert.Equal(t, 5*time.Second, row.median().wall)
+	floors := []*netboxFloor{{create: 2 * time.Second}, {create: 4 * time.Second}, {create: 3 * time.Second}}
+	assert.Equal(t, 3*time.Second, medianFloor(floors).create)
+	assert.Equal(t, 2*time.Second, floors[0].create, "the floors keep their order")
+}
+
+// The last carve answered is the last create's answer, whatever searches
+// follow it.
+func TestLastCreateAnsweredIgnoresReads(t *testing.T) {
+	start := time.Now()
+	calls := []httpfault.Call{
+		{Method: http.MethodGet, At: start.Add(time.Second)},
+		{Method: http.MethodPost, At: start.Add(2 * time.Second)},
+		{Method: http.MethodPost, At: start.Add(3 * time.Second)},
+		{Method: http.MethodGet, At: start.Add(4 * time.Second)},
+	}
+	assert.Equal(t, 3*time.Second, lastCreateAnswered(calls, start))
+	assert.Zero(t, lastCreateAnswered(calls[:1], start))
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +53,9 @@ type config struct {
 	// subnets, with carve, makes the burst one of ClusterSubnets (and
 	// their Clusters) of the carving pool instead of claims.
 	subnets bool
+	// repeat numbers the runs of one configuration after the first: each
+	// gets a namespace of its own.
+	repeat int
 }
 
 // tuned says whether the configuration departs from the pool's default
@@ -77,6 +82,9 @@ type result struct {
 	validation int
 	wall       time.Duration
 	p50, p95   time.Duration
+	// lastCreate is from the first create until NetBox answered the
+	// burst's last create request; 0 on other systems.
+	lastCreate time.Duration
 	// releaseWall is from deleting the claims until the last is gone.
 	releaseWall time.Duration
 	// releaseKinds counts the release's IPAM requests by kind (see
@@ -142,6 +150,10 @@ func (b *bench) run(ctx context.Context, cfg config) (*result, error) {
 		return nil, fmt.Errorf("%w (log %s)", err, mgr.LogPath)
 	}
 	res.wall, res.p50, res.p95 = timing.wall, timing.p50, timing.p95
+	if calls := sys.calls(); len(calls) >= before && strings.HasPrefix(cfg.backend, "netbox") {
+		// On NetBox every POST creates; WAPI searches with POSTs too.
+		res.lastCreate = lastCreateAnswered(calls[before:], timing.start)
+	}
 	time.Sleep(settle)
 	res.perClaim = float64(received(sys)-before) / float64(cfg.claims)
 	m1, err := scrape(ctx, metricsAddr)
@@ -255,6 +267,9 @@ func (b *bench) setUp(ctx context.Context, cfg config) (_ *setup, err error) {
 	if cfg.subnets {
 		ns += "-subnets"
 	}
+	if cfg.repeat > 0 {
+		ns += fmt.Sprintf("-r%d", cfg.repeat)
+	}
 	st.ns = ns
 	labels := map[string]string{clusterv1.WatchLabel: ns}
 
@@ -318,6 +333,8 @@ type burstTiming struct {
 	// wall is from the first create until the last claim was bound.
 	wall     time.Duration
 	p50, p95 time.Duration
+	// start is when the first claim was created.
+	start time.Time
 }
 
 // burst creates n claims of pool in ns from b.creators clients at once and
@@ -356,7 +373,7 @@ func (b *bench) burst(ctx context.Context, ns string, n int, labels map[string]s
 		return burstTiming{}, fmt.Errorf("%d distinct addresses for %d claims", len(addresses), n)
 	}
 	slices.Sort(latencies)
-	return burstTiming{wall: bound.last().Sub(start), p50: percentile(latencies, 50), p95: percentile(latencies, 95)}, nil
+	return burstTiming{wall: bound.last().Sub(start), p50: percentile(latencies, 50), p95: percentile(latencies, 95), start: start}, nil
 }
 
 // deleteClaims deletes every claim in ns and waits until they are gone,
@@ -525,4 +542,16 @@ func callKinds(calls []httpfault.Call) map[string]int {
 		kinds[fmt.Sprintf("%s %s %d", c.Method, idInPath.ReplaceAllString(c.Path, "/{id}/"), c.Status)]++
 	}
 	return kinds
+}
+
+// lastCreateAnswered is when, after start, the last of NetBox calls that
+// creates (a POST) was answered; 0 for none.
+func lastCreateAnswered(calls []httpfault.Call, start time.Time) time.Duration {
+	var last time.Duration
+	for _, c := range calls {
+		if c.Method == http.MethodPost && !c.At.IsZero() {
+			last = max(last, c.At.Sub(start))
+		}
+	}
+	return last
 }

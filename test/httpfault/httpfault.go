@@ -191,6 +191,9 @@ type Call struct {
 	Path   string // without query
 	Query  string // raw query string
 	Status int
+	// At is when the call was recorded: after the server's answer where
+	// the server answered.
+	At time.Time
 }
 
 // Log records calls; it is safe for concurrent use.
@@ -204,7 +207,7 @@ type Log struct {
 func (l *Log) Record(r *http.Request, status int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.calls = append(l.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
+	l.calls = append(l.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status, At: time.Now()})
 }
 
 // Calls returns the recorded calls in order.
