@@ -196,6 +196,13 @@ type Call struct {
 	At time.Time
 }
 
+// Untimed is the call without the time it was answered, for comparing
+// what was asked.
+func (c Call) Untimed() Call {
+	c.At = time.Time{}
+	return c
+}
+
 // Log records calls; it is safe for concurrent use.
 type Log struct {
 	mu    sync.Mutex

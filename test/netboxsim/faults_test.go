@@ -80,7 +80,7 @@ func TestFaultDrop(t *testing.T) {
 	assert.Empty(t, s.IPAddresses(), "a dropped request is not processed")
 	calls := s.Calls()
 	require.Len(t, calls, 1)
-	assert.Equal(t, Call{Method: "POST", Path: path, Status: 0}, calls[0])
+	assert.Equal(t, Call{Method: "POST", Path: path, Status: 0}, calls[0].Untimed())
 
 	status, _, _ := c.do(http.MethodPost, path, []any{map[string]any{}})
 	assert.Equal(t, http.StatusCreated, status)
@@ -171,7 +171,7 @@ func TestCallCounting(t *testing.T) {
 
 	calls := s.Calls()
 	require.Len(t, calls, 5)
-	assert.Equal(t, Call{Method: "GET", Path: "/api/ipam/ip-addresses/", Query: "parent=10.50.0.0/24&limit=5", Status: 200}, calls[1])
+	assert.Equal(t, Call{Method: "GET", Path: "/api/ipam/ip-addresses/", Query: "parent=10.50.0.0/24&limit=5", Status: 200}, calls[1].Untimed())
 	assert.Equal(t, 404, calls[4].Status)
 	assert.Equal(t, 2, s.CountCalls("POST", "/api/ipam/prefixes/"))
 	assert.Equal(t, 2, s.CountCalls("get", "/api/ipam/ip-addresses/"))
