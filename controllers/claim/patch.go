@@ -54,11 +54,17 @@ func (p claimPatch) apply(ctx context.Context, c client.Client, claim *ipamv1.IP
 	if !metadataChanged {
 		return nil
 	}
+	return client.IgnoreNotFound(p.patchMetadata(ctx, c, claim, client.MergeFrom(p.before)))
+}
+
+// patchMetadata sends the claim's metadata as a patch from p.before, and
+// takes the version it was written at.
+func (p claimPatch) patchMetadata(ctx context.Context, c client.Client, claim *ipamv1.IPAddressClaim, patch client.Patch) error {
 	obj := p.before.DeepCopy()
 	obj.ObjectMeta = *claim.ObjectMeta.DeepCopy()
 	obj.ResourceVersion = p.before.ResourceVersion
-	if err := c.Patch(ctx, obj, client.MergeFrom(p.before)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("patching the claim: %w", err))
+	if err := c.Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("patching the claim: %w", err)
 	}
 	claim.ResourceVersion = obj.ResourceVersion
 	return nil
@@ -75,14 +81,10 @@ func (p *claimPatch) applyMetadata(ctx context.Context, c client.Client, claim *
 	if equality.Semantic.DeepEqual(p.before.ObjectMeta, claim.ObjectMeta) {
 		return nil
 	}
-	obj := p.before.DeepCopy()
-	obj.ObjectMeta = *claim.ObjectMeta.DeepCopy()
-	obj.ResourceVersion = p.before.ResourceVersion
-	if err := c.Patch(ctx, obj, client.MergeFromWithOptions(p.before, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := p.patchMetadata(ctx, c, claim, client.MergeFromWithOptions(p.before, client.MergeFromWithOptimisticLock{})); err != nil {
 		claim.ObjectMeta = *p.before.ObjectMeta.DeepCopy()
-		return fmt.Errorf("patching the claim: %w", err)
+		return err
 	}
-	claim.ResourceVersion = obj.ResourceVersion
 	p.before.ObjectMeta = *claim.ObjectMeta.DeepCopy()
 	return nil
 }
