@@ -12,7 +12,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
@@ -45,27 +44,17 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	return s.wait(), r.nodesPoolMade(ctx, s, child, gateway)
 }
 
-// clusterFound makes the Cluster the subnet's owner, so that its deletion
-// deletes the subnet, which releases what it holds; nothing is made for a
-// Cluster that does not exist, or is going, and that could not own it.
-// Its creation, and the owner reference's write, bring the subnet back.
+// clusterFound says whether the Cluster exists, is not going and owns the
+// subnet (writeMetadata made it the owner), so that its deletion deletes
+// the subnet, which releases what it holds; nothing is made for a Cluster
+// that could not own it. Its creation brings the subnet back.
 func clusterFound(s *scope) (done bool) {
-	if s.cluster == nil || !s.cluster.DeletionTimestamp.IsZero() {
+	if s.cluster == nil || !s.cluster.DeletionTimestamp.IsZero() || !ownedBy(s.subnet, s.cluster) {
 		s.ready(metav1.ConditionFalse, v1alpha1.SubnetClusterNotFoundReason, "Cluster %s does not exist in namespace %s, or is being deleted",
 			s.subnet.Spec.ClusterName, s.subnet.Namespace)
 		return true
 	}
-	owner := metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: s.cluster.Name, UID: s.cluster.UID}
-	refs := s.subnet.GetOwnerReferences()
-	for _, ref := range refs {
-		if ref.UID == owner.UID {
-			return false
-		}
-	}
-	// Written before anything is carved, as the finalizer is: a subnet
-	// that held a block without its owner would outlive its Cluster.
-	s.subnet.SetOwnerReferences(append(refs, owner))
-	return true
+	return false
 }
 
 // parentFound finds the parent pool, which must be able to parent it.
@@ -143,7 +132,7 @@ func (r *Reconciler) childCarved(ctx context.Context, s *scope) (netip.Prefix, b
 	if err != nil || claim == nil {
 		return netip.Prefix{}, true, err
 	}
-	address, err := r.boundAddress(ctx, s, claim)
+	address, err := r.boundAddress(ctx, claim)
 	if err != nil || address == nil {
 		r.claimWaits(s, claim, v1alpha1.CarvingReason, fmt.Sprintf("a child prefix of %s %s", ref.Kind, ref.Name))
 		return netip.Prefix{}, true, err
@@ -192,7 +181,7 @@ func (r *Reconciler) gatewayHeld(ctx context.Context, s *scope, child netip.Pref
 	if err != nil || claim == nil {
 		return netip.Addr{}, true, err
 	}
-	address, err := r.boundAddress(ctx, s, claim)
+	address, err := r.boundAddress(ctx, claim)
 	if err != nil || address == nil {
 		r.claimWaits(s, claim, v1alpha1.HoldingGatewayReason, "the gateway "+gateway.String())
 		return netip.Addr{}, true, err

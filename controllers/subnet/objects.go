@@ -133,15 +133,15 @@ func (r *Reconciler) nameTaken(s *scope, kind, name string) {
 }
 
 // boundAddress is the claim's IPAddress, nil while it has none.
-func (r *Reconciler) boundAddress(ctx context.Context, s *scope, claim *ipamv1.IPAddressClaim) (*ipamv1.IPAddress, error) {
+func (r *Reconciler) boundAddress(ctx context.Context, claim *ipamv1.IPAddressClaim) (*ipamv1.IPAddress, error) {
 	if claim.Status.AddressRef.Name == "" {
 		return nil, nil
 	}
 	address := &ipamv1.IPAddress{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Status.AddressRef.Name}, address)
 	if apierrors.IsNotFound(err) {
-		// The cache may see the claim's status before its IPAddress.
-		s.soon = true
+		// The cache may see the claim's status before its IPAddress,
+		// whose creation brings the subnet back.
 		return nil, nil
 	}
 	if err != nil {

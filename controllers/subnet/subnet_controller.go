@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -97,6 +98,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			predicates.ResourceHasFilterLabel(mgr.GetScheme(), ctrl.LoggerFrom(ctx), r.WatchFilterValue))).
 		// A claim's binding, and its going, bring its subnet back.
 		Owns(&ipamv1.IPAddressClaim{}).
+		// So does its IPAddress's creation: the cache may see the claim's
+		// binding before the IPAddress it names. (An IPAddress's spec
+		// never changes.)
+		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToSubnet),
+			builder.WithPredicates(predicate.Funcs{
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		// A Cluster created after its subnet takes it over; one paused or
 		// unpaused (clusterctl move) stops or starts it.
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.clusterToSubnets),
@@ -118,6 +127,23 @@ func (r *Reconciler) clusterToSubnets(ctx context.Context, cluster client.Object
 	return r.subnetsIn(ctx, cluster.GetNamespace(), func(s *v1alpha1.ClusterSubnet) bool {
 		return s.Spec.ClusterName == cluster.GetName()
 	})
+}
+
+// addressToSubnet maps an IPAddress to the subnet whose claim it binds.
+func (r *Reconciler) addressToSubnet(ctx context.Context, address client.Object) []reconcile.Request {
+	owner := metav1.GetControllerOf(address)
+	if owner == nil || owner.Kind != "IPAddressClaim" {
+		return nil
+	}
+	claim := &ipamv1.IPAddressClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: address.GetNamespace(), Name: owner.Name}, claim); err != nil {
+		// Not in the cache yet: its own event brings the subnet back.
+		return nil
+	}
+	if subnet := metav1.GetControllerOf(claim); subnet != nil && subnet.Kind == "ClusterSubnet" && subnet.APIVersion == v1alpha1.GroupVersion.String() {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: claim.Namespace, Name: subnet.Name}}}
+	}
+	return nil
 }
 
 // poolToSubnets maps a pool of kind to the subnet that made it, and to the
@@ -171,6 +197,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil
 	}
 
+	s := &scope{subnet: subnet, cluster: cluster}
+	if subnet.DeletionTimestamp.IsZero() {
+		// The finalizer and the Cluster's ownership are written before
+		// anything is made, and at once, so that the same reconcile goes on
+		// to claim the child: a fleet's carves then arrive together.
+		switch err := r.writeMetadata(ctx, s); {
+		case apierrors.IsConflict(err):
+			// Read from a cache behind the server: nothing was written.
+			return ctrl.Result{RequeueAfter: soonInterval}, nil
+		case apierrors.IsNotFound(err):
+			return ctrl.Result{}, nil
+		case err != nil:
+			return ctrl.Result{}, err
+		}
+	}
+
 	patchHelper, err := patch.NewHelper(subnet, r.Client)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -182,17 +224,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}()
 
-	s := &scope{subnet: subnet, cluster: cluster}
 	if !subnet.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
-	// The finalizer is written before anything is made: a subnet deleted
-	// meanwhile would leave claims that keep their records for ever.
-	if !controllerutil.ContainsFinalizer(subnet, v1alpha1.ClusterSubnetFinalizer) {
-		controllerutil.AddFinalizer(subnet, v1alpha1.ClusterSubnetFinalizer)
-		return ctrl.Result{}, nil
-	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// writeMetadata adds the subnet's finalizer, and its Cluster as an owner
+// when the Cluster exists and is not going, in one write locked to the
+// version the subnet was read at: a subnet deleted meanwhile must leave no
+// claims that keep their records for ever, and one that held a block
+// without its owner would outlive its Cluster. On failure the subnet is
+// left as read.
+func (r *Reconciler) writeMetadata(ctx context.Context, s *scope) error {
+	before := s.subnet.DeepCopy()
+	controllerutil.AddFinalizer(s.subnet, v1alpha1.ClusterSubnetFinalizer)
+	if s.cluster != nil && s.cluster.DeletionTimestamp.IsZero() && !ownedBy(s.subnet, s.cluster) {
+		s.subnet.SetOwnerReferences(append(s.subnet.GetOwnerReferences(), metav1.OwnerReference{
+			APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: s.cluster.Name, UID: s.cluster.UID}))
+	}
+	if equality.Semantic.DeepEqual(before.ObjectMeta, s.subnet.ObjectMeta) {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, s.subnet, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		before.DeepCopyInto(s.subnet)
+		return fmt.Errorf("writing the subnet's finalizer and owner: %w", err)
+	}
+	return nil
+}
+
+// ownedBy says whether the Cluster owns the subnet.
+func ownedBy(subnet *v1alpha1.ClusterSubnet, cluster *clusterv1.Cluster) bool {
+	for _, ref := range subnet.GetOwnerReferences() {
+		if ref.UID == cluster.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // scope is one reconcile's subnet and what it found.
@@ -201,9 +269,6 @@ type scope struct {
 	cluster *clusterv1.Cluster
 	kind    poolkind.Kind
 	parent  poolkind.Pool
-	// soon asks to be looked at again shortly: what the subnet waits for
-	// makes no event it watches.
-	soon bool
 	// retry, when set, is how soon a subnet waiting for something no
 	// watch reports is looked at again.
 	retry time.Duration
@@ -212,9 +277,6 @@ type scope struct {
 // wait is the result of a reconcile that waits: its watches bring it back,
 // and a fallback in case one event was missed.
 func (s *scope) wait() ctrl.Result {
-	if s.soon {
-		return ctrl.Result{RequeueAfter: soonInterval}
-	}
 	if s.retry > 0 {
 		return ctrl.Result{RequeueAfter: s.retry}
 	}
