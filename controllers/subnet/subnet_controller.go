@@ -2,6 +2,7 @@ package subnet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -99,11 +100,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// A claim's binding, and its going, bring its subnet back.
 		Owns(&ipamv1.IPAddressClaim{}).
 		// So does its IPAddress's creation: the cache may see the claim's
-		// binding before the IPAddress it names. (An IPAddress's spec
-		// never changes.)
+		// binding before the IPAddress it names.
 		Watches(&ipamv1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.addressToSubnet),
 			builder.WithPredicates(predicate.Funcs{
 				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
 		// A Cluster created after its subnet takes it over; one paused or
@@ -220,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() {
 		subnet.Status.ObservedGeneration = subnet.Generation
 		if err := patchHelper.Patch(ctx, subnet, patch.WithOwnedConditions{Conditions: []string{v1alpha1.ReadyCondition}}); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, client.IgnoreNotFound(err)})
+			reterr = kerrors.NewAggregate([]error{reterr, ignoreNotFound(err)})
 		}
 	}()
 
@@ -296,4 +297,19 @@ func (r *Reconciler) event(s *scope, related client.Object, kind, reason, format
 
 func (r *Reconciler) warn(s *scope, reason, format string, args ...any) {
 	r.event(s, nil, corev1.EventTypeWarning, reason, format, args...)
+}
+
+// ignoreNotFound drops the patch helper's error when all it says is that
+// the subnet is gone, as it is once a reconcile read from a cache behind
+// the finalizer's removal lets it go again. client.IgnoreNotFound does not
+// see through the aggregate the helper wraps its errors in.
+func ignoreNotFound(err error) error {
+	var agg kerrors.Aggregate
+	if errors.As(err, &agg) {
+		if kerrors.FilterOut(agg, apierrors.IsNotFound) == nil {
+			return nil
+		}
+		return err
+	}
+	return client.IgnoreNotFound(err)
 }
