@@ -192,6 +192,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			APIReader:        mgr.GetAPIReader(),
 			Recorder:         recorder("ipam-bridge-audit-controller"),
 			Kind:             kind,
+			Kinds:            kinds,
 			Backends:         cache,
 			Identity:         opts.Identity,
 			WatchFilterValue: opts.WatchFilterValue,

@@ -30,6 +30,8 @@ import (
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
+	"go4.org/netipx"
+
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
@@ -60,7 +62,10 @@ type AuditReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Kind      poolkind.Kind
-	Backends  *backendcache.Backends
+	// Kinds are every pool kind served: a record in another pool's sources
+	// is that pool's to judge.
+	Kinds    poolkind.Kinds
+	Backends *backendcache.Backends
 	// Identity is the marker prefix of this management cluster's records.
 	Identity         string
 	WatchFilterValue string
@@ -271,6 +276,9 @@ type auditRun struct {
 	// sweep: the audit looks for records that creates left late (see
 	// poolstate.LateRecords), and deletes duplicates without waiting.
 	sweep bool
+	// siblingSpans are the spans of the other pools on the same system,
+	// once listed (heldByAnotherPool).
+	siblingSpans *[]netipx.IPRange
 }
 
 func (a *auditRun) minAge() time.Duration {
@@ -522,6 +530,12 @@ func (a *auditRun) findStrays(ctx context.Context) error {
 		switch {
 		case apierrors.IsNotFound(err):
 			if a.pool.GetNamespace() == "" {
+				continue
+			}
+			if held, err := a.heldByAnotherPool(ctx, rec.Address.Addr()); err != nil {
+				return err
+			} else if held {
+				// That pool's orphan: its audit reports it.
 				continue
 			}
 			a.status.Strays++

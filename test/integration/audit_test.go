@@ -468,20 +468,25 @@ func TestAuditReportsARecordMovedIntoAnotherScope(t *testing.T) {
 }
 
 // TestAuditReportsStraysOutsideTheSourcesAndDeletesNone: records with this
-// cluster's marker outside the pool's sources, whose claims are gone, are
-// reported as strays by the pools of the claims' namespace, and never
-// deleted, even under the Release policy: outside its sources a pool cannot
-// tell what else uses the address.
+// cluster's marker outside the sources of every pool, whose claims are
+// gone, are reported as strays by the pools of the claims' namespace, and
+// never deleted, even under the Release policy: outside its sources a pool
+// cannot tell what else uses the address. A gone claim's record in another
+// pool's sources is that pool's orphan, not a stray of the others (a fleet
+// of ClusterSubnets makes two pools each in one namespace).
 func TestAuditReportsStraysOutsideTheSourcesAndDeletesNone(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.seedNetwork("10.146.0.0/24")
 		f.seedNetwork("10.146.1.0/24")
 		pool := f.createPool("pool", "10.146.0.0/24")
 		f.setAuditSpec(pool, v1alpha1.Orphans{Policy: v1alpha1.OrphansRelease, MinAge: &metav1.Duration{}}, v1alpha1.ReleaseSettings{})
+		f.seedNetwork("10.146.2.0/24")
+		other := f.createPool("other", "10.146.2.0/24")
 		f.waitBound(f.createClaim("machine", "pool"))
 		f.sys.reserveForeign(netip.MustParsePrefix("10.146.1.7/24"), f.marker("gone"))
 		// A gone claim of another namespace: its namespace's pools report it.
 		f.sys.reserveForeign(netip.MustParsePrefix("10.146.1.8/24"), clusterIdentity+"/elsewhere-"+f.ns+"/gone")
+		f.sys.reserveForeign(netip.MustParsePrefix("10.146.2.9/24"), f.marker("gone-of-other"))
 
 		for range 2 {
 			report := f.audit(pool)
@@ -493,6 +498,14 @@ func TestAuditReportsStraysOutsideTheSourcesAndDeletesNone(t *testing.T) {
 			assert.Zero(t, report.Orphans+report.Drifted+report.Duplicates, "%+v", report.Findings)
 			assert.True(t, f.sys.holds(netip.MustParseAddr("10.146.1.7")), "a stray is never deleted")
 		}
+
+		report := f.audit(other)
+		orphans := findings(report, v1alpha1.FindingOrphan)
+		require.Len(t, orphans, 1, "%+v", report.Findings)
+		assert.Equal(t, "10.146.2.9", orphans[0].Address)
+		strays := findings(report, v1alpha1.FindingStray)
+		require.Len(t, strays, 1, "%+v", report.Findings)
+		assert.Equal(t, "10.146.1.7", strays[0].Address)
 	})
 }
 
