@@ -71,6 +71,7 @@ func benchMain() int {
 		carveRuns     = flag.Int("carve-runs", 3, "times the carving row runs on each backend, in turns with NetBox's carve floor on the real NetBox; the table gives the medians")
 		carveLength   = flag.Int("carve-length", 24, "length of the carved children, from a /16 parent")
 		subnetFleet   = flag.Int("subnet-clusters", 100, "Clusters and their ClusterSubnets of a carving pool created at once on each backend (a fleet roll-out of subnets, carve-length long); 0 for none")
+		subnetTuned   = flag.Bool("subnet-tuned", true, "also run the subnets' fleet with a tuned rate limit, labelled \"tuned\"")
 	)
 	flag.Parse()
 	ctrl.SetLogger(logr.Discard())
@@ -215,7 +216,11 @@ func benchMain() int {
 			// Each subnet makes two pools, whose validations the pools'
 			// rate limit paces: the tuned row lifts it (the parent's,
 			// which its subnets' pools copy).
-			for _, limit := range []*v1alpha1.RateLimit{nil, tunedRateLimit} {
+			limits := []*v1alpha1.RateLimit{nil}
+			if *subnetTuned {
+				limits = append(limits, tunedRateLimit)
+			}
+			for _, limit := range limits {
 				c := config{backend: backend, claims: *subnetFleet, workers: workers[len(workers)-1], batch: *batch, carve: *carveLength, subnets: true, rateLimit: limit}
 				fmt.Fprintf(os.Stderr, "%s: %d clusters and their subnets, /%d children, %d workers, tuned %v\n", backend, c.claims, c.carve, c.workers, c.tuned())
 				r, err := b.runSubnets(ctx, c)
