@@ -37,7 +37,8 @@ func Infoblox(limits *backendhttp.Limits) poolkind.Kinds {
 	rateLimit := func(p poolkind.Pool) *v1alpha1.RateLimit {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit
 	}
-	kind := poolkind.Kind{Backend: "infoblox", SecretName: secretName, Endpoint: infobloxEndpoint, InsecureConnection: infobloxInsecure, WantsMAC: infobloxWantsMAC, Spans: infobloxSpans}
+	kind := poolkind.Kind{Backend: "infoblox", SecretName: secretName, Endpoint: infobloxEndpoint, InsecureConnection: infobloxInsecure, WantsMAC: infobloxWantsMAC, Spans: infobloxSpans,
+		Carves: func(p poolkind.Pool) bool { return p.(infobloxPool).GetInfobloxSpec().ChildPrefixes != nil }}
 	kinds := twins(limited(kind, limits, rateLimit, newInfobloxBackend),
 		"InfobloxIPPool",
 		func() poolkind.Pool { return &v1alpha1.InfobloxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },

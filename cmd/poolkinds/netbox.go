@@ -32,7 +32,8 @@ func NetBox(limits *backendhttp.Limits) poolkind.Kinds {
 	rateLimit := func(p poolkind.Pool) *v1alpha1.RateLimit {
 		return p.(netboxPool).GetNetboxSpec().Connection.RateLimit
 	}
-	kind := poolkind.Kind{Backend: "netbox", SecretName: secretName, Endpoint: netboxEndpoint, InsecureConnection: netboxInsecure, Spans: netboxSpans}
+	kind := poolkind.Kind{Backend: "netbox", SecretName: secretName, Endpoint: netboxEndpoint, InsecureConnection: netboxInsecure, Spans: netboxSpans,
+		Carves: func(p poolkind.Pool) bool { return p.(netboxPool).GetNetboxSpec().ChildPrefixes != nil }}
 	kinds := twins(limited(kind, limits, rateLimit, newNetboxBackend),
 		"NetboxIPPool",
 		func() poolkind.Pool { return &v1alpha1.NetboxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalNetboxIPPool{} },

@@ -532,9 +532,12 @@ func (a *auditRun) findStrays(ctx context.Context) error {
 			if a.pool.GetNamespace() == "" {
 				continue
 			}
-			if held, err := a.heldByAnotherPool(ctx, rec.Address.Addr()); err != nil {
-				return err
-			} else if held {
+			held, err := a.heldByAnotherPool(ctx, rec.Address.Addr())
+			if err != nil {
+				a.failures = append(a.failures, fmt.Errorf("judging the stray %s (%s): %w", rec.Address.Addr(), rec.Reference, err))
+				continue
+			}
+			if held {
 				// That pool's orphan: its audit reports it.
 				continue
 			}

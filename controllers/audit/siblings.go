@@ -16,12 +16,15 @@ import (
 )
 
 // heldByAnotherPool says whether another of this cluster's pools on the
-// audited pool's IPAM system spans addr: a record of a gone claim there is
-// that pool's orphan, which its own audit reports (and may release), not a
-// stray of every other pool of the namespace. The spans are the pools'
-// sources as their specs name them; a pool whose sources are named by ID
-// alone is not known here, and a record in its sources is still reported.
-// The pools are listed once per audit.
+// audited pool's IPAM system, whose records are of the same type
+// (addresses, or carved prefixes), spans addr: a record of a gone claim
+// there is that pool's orphan, which its own audit reports (and may
+// release), not a stray of every other pool of the namespace. The spans are
+// the pools' sources as their specs name them, without their VRF or
+// network view: a pool whose sources are named by ID alone is not known
+// here, and a record in its sources is still reported; a record the IPAM
+// team moved into another VRF at an address another pool spans is not
+// (docs/audit.md). The pools are listed once per audit.
 func (a *auditRun) heldByAnotherPool(ctx context.Context, addr netip.Addr) (bool, error) {
 	if a.siblingSpans == nil {
 		spans, err := a.spansOfOtherPools(ctx)
@@ -43,6 +46,8 @@ func (a *auditRun) heldByAnotherPool(ctx context.Context, addr netip.Addr) (bool
 // reach the same IPAM system.
 func (a *auditRun) spansOfOtherPools(ctx context.Context) ([]netipx.IPRange, error) {
 	system := systemOf(a.Kind.Endpoint(a.pool))
+	carves := func(kind poolkind.Kind, pool poolkind.Pool) bool { return kind.Carves != nil && kind.Carves(pool) }
+	auditedCarves := carves(a.Kind, a.pool)
 	var spans []netipx.IPRange
 	for _, kind := range a.Kinds {
 		if kind.Backend != a.Kind.Backend || kind.Spans == nil || kind.Endpoint == nil {
@@ -58,7 +63,8 @@ func (a *auditRun) spansOfOtherPools(ctx context.Context) ([]netipx.IPRange, err
 		}
 		if err := meta.EachListItem(list, func(o runtime.Object) error {
 			pool, ok := o.(poolkind.Pool)
-			if !ok || pool.GetUID() == a.pool.GetUID() || !pool.GetDeletionTimestamp().IsZero() || systemOf(kind.Endpoint(pool)) != system {
+			if !ok || pool.GetUID() == a.pool.GetUID() || !pool.GetDeletionTimestamp().IsZero() ||
+				systemOf(kind.Endpoint(pool)) != system || carves(kind, pool) != auditedCarves {
 				return nil
 			}
 			if s, known := kind.Spans(pool); known {
