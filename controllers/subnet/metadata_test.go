@@ -45,16 +45,23 @@ func createSubnet(t *testing.T, c client.Client, ns, name, cluster string) *v1al
 	return s
 }
 
+// clusterOfItsOwn is a namespace of the test's own with a Cluster in it.
+func clusterOfItsOwn(t *testing.T) (client.Client, string, *clusterv1.Cluster) {
+	t.Helper()
+	_, c := apitest.Server(t)
+	ns := apitest.Namespace(t, c)
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-a"},
+		Spec: clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}}}
+	require.NoError(t, c.Create(context.Background(), cluster))
+	return c, ns, cluster
+}
+
 // A new subnet's first reconcile writes its finalizer and its Cluster's
 // ownership and goes on to claim its child: a fleet's carves are not held
 // back by a wait for each write's own event.
 func TestANewSubnetClaimsItsChildInItsFirstReconcile(t *testing.T) {
-	_, c := apitest.Server(t)
+	c, ns, cluster := clusterOfItsOwn(t)
 	ctx := context.Background()
-	ns := apitest.Namespace(t, c)
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-a"},
-		Spec: clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}}}
-	require.NoError(t, c.Create(ctx, cluster))
 	require.NoError(t, c.Create(ctx, &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "parent"},
 		Spec: v1alpha1.NetboxIPPoolSpec{
 			Connection: v1alpha1.NetboxConnection{URL: "https://netbox.example.com", CredentialsSecretRef: v1alpha1.SecretReference{Name: "netbox"}},
@@ -80,12 +87,8 @@ func TestANewSubnetClaimsItsChildInItsFirstReconcile(t *testing.T) {
 // left as read, one deleted meanwhile is let be, and one without its
 // Cluster gets the finalizer alone.
 func TestSubnetMetadataIsWrittenOnlyToTheSubnetAsRead(t *testing.T) {
-	_, c := apitest.Server(t)
+	c, ns, cluster := clusterOfItsOwn(t)
 	ctx := context.Background()
-	ns := apitest.Namespace(t, c)
-	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prod-a"},
-		Spec: clusterv1.ClusterSpec{ClusterNetwork: clusterv1.ClusterNetwork{ServiceDomain: "cluster.local"}}}
-	require.NoError(t, c.Create(ctx, cluster))
 	for _, tc := range []struct {
 		name, subnet string
 		cluster      *clusterv1.Cluster
