@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/upkeep"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -325,4 +326,137 @@ func TestThrottledSeriesFollowThePoolsThatNameTheEndpoint(t *testing.T) {
 	assert.Equal(t, before+2, testutil.CollectAndCount(throttledRequests), "pool-b still names it")
 	ls.Remove("pool-b")
 	assert.Equal(t, before, testutil.CollectAndCount(throttledRequests), "no pool names it: its series are gone")
+}
+
+// oneSlotHeld is an endpoint of one slot, held until holding is called.
+func oneSlotHeld(t *testing.T) (ep *endpoint, holding func()) {
+	t.Helper()
+	ls := &Limits{Default: Limit{MaxConcurrent: 1}}
+	ep = ls.endpoint("https://netbox.example.com:443")
+	holding, err := ep.wait(context.Background())
+	require.NoError(t, err)
+	return ep, holding
+}
+
+// sendInBackground waits for a turn, a slot and a token as a request does,
+// frees the slot at once, and reports how the wait ended.
+func sendInBackground(ep *endpoint) <-chan error {
+	sent := make(chan error, 1)
+	go func() {
+		release, err := ep.wait(context.Background())
+		if err == nil {
+			release()
+		}
+		sent <- err
+	}()
+	return sent
+}
+
+func (t *turns) isTaken() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.taken
+}
+
+// turnOrder holds the endpoint's only slot, starts the named requests one
+// after the other (each queued before the next starts; a name beginning
+// with "u" is upkeep), frees the slot, and returns the order in which they
+// were let through.
+func turnOrder(t *testing.T, names ...string) []string {
+	t.Helper()
+	ep, holding := oneSlotHeld(t)
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var order []string
+	var done sync.WaitGroup
+	queued := func() int {
+		ep.turns.mu.Lock()
+		defer ep.turns.mu.Unlock()
+		n := len(ep.turns.claims) + len(ep.turns.upkeep)
+		if ep.turns.taken {
+			n++
+		}
+		return n
+	}
+	for i, name := range names {
+		reqCtx := ctx
+		if name[0] == 'u' {
+			reqCtx = upkeep.With(ctx)
+		}
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			release, err := ep.wait(reqCtx)
+			if !assert.NoError(t, err) {
+				return
+			}
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			release()
+		}()
+		// The first takes the turn and waits for the slot; the others queue.
+		require.Eventually(t, func() bool { return queued() == i+1 }, 5*time.Second, time.Millisecond)
+	}
+	holding()
+	done.Wait()
+	return order
+}
+
+// Requests of claims take their slot before the upkeep requests queued
+// ahead of them; upkeep goes once no claim waits.
+func TestClaimsGoBeforeUpkeep(t *testing.T) {
+	assert.Equal(t, []string{"u1", "c1", "c2", "u2", "u3"}, turnOrder(t, "u1", "u2", "u3", "c1", "c2"),
+		"u1 held the turn when the others came; then the claims, then upkeep in its order")
+}
+
+// A long run of claims lets upkeep through once every claimTurnsPerUpkeep
+// turns, so that pools' validations and audits are delayed, never starved.
+func TestUpkeepIsNotStarvedByClaims(t *testing.T) {
+	require.Equal(t, 4, claimTurnsPerUpkeep)
+	assert.Equal(t, []string{"first", "c1", "c2", "c3", "c4", "u1", "c5", "c6"},
+		turnOrder(t, "first", "u1", "c1", "c2", "c3", "c4", "c5", "c6"))
+}
+
+// A request whose context ends while it waits for its turn leaves the
+// queue; the others are let through as if it had never come.
+func TestARequestGivingUpLeavesTheTurns(t *testing.T) {
+	ep, holding := oneSlotHeld(t)
+	next := sendInBackground(ep)
+	require.Eventually(t, ep.turns.isTaken, 5*time.Second, time.Millisecond, "the next request holds the turn, waiting for the slot")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := ep.wait(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	ep.turns.mu.Lock()
+	assert.Empty(t, ep.turns.claims, "it left the queue")
+	ep.turns.mu.Unlock()
+
+	holding()
+	require.NoError(t, <-next)
+	release, err := ep.wait(context.Background())
+	require.NoError(t, err, "the turn is free again")
+	release()
+	assert.False(t, ep.turns.isTaken())
+}
+
+// The turn covers a request's slot and token, not its wait for a pause
+// that began meanwhile: the requests behind it each wait the pause out, or
+// fail at once when it outlasts them, on their own.
+func TestATurnIsNotHeldThroughAPause(t *testing.T) {
+	ep, holding := oneSlotHeld(t)
+	sent := sendInBackground(ep)
+	require.Eventually(t, ep.turns.isTaken, 5*time.Second, time.Millisecond, "it holds the turn, waiting for the slot")
+	ep.pause(2 * time.Second)
+	holding()
+	require.Eventually(t, func() bool { return !ep.turns.isTaken() }, time.Second, time.Millisecond,
+		"with its slot and token, it waits the pause out without the turn")
+	select {
+	case err := <-sent:
+		t.Fatalf("sent during the pause: %v", err)
+	default:
+	}
+	require.NoError(t, <-sent)
 }
