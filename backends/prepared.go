@@ -3,8 +3,6 @@ package backends
 import (
 	"context"
 	"sync"
-
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/upkeep"
 )
 
 // Prepared holds what a backend resolves when it validates (its sources, the
@@ -41,8 +39,7 @@ func (p *Prepared[T]) Get(ctx context.Context, validate func(context.Context) er
 	if v, ok := p.load(); ok {
 		return v, nil
 	}
-	// Claims may wait for it too: it goes as their requests do.
-	if err := validate(upkeep.Without(ctx)); err != nil {
+	if err := validate(ctx); err != nil {
 		var zero T
 		return zero, err
 	}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"golang.org/x/sync/singleflight"
-
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/upkeep"
 )
 
 // SetupMemory remembers for a while what an IPAM system confirmed of a
@@ -49,8 +47,7 @@ func (m *SetupMemory[V]) Confirm(ctx context.Context, key string, check func(con
 			// Confirmed by a check that ended since the look above.
 			return v, nil
 		}
-		// Claims may wait for it too: it goes as their requests do.
-		v, err := check(upkeep.Without(context.WithoutCancel(ctx)))
+		v, err := check(context.WithoutCancel(ctx))
 		if err == nil {
 			m.confirmed.Add(key, v)
 		}

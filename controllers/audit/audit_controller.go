@@ -43,7 +43,6 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/upkeep"
 )
 
 // DefaultAuditInterval is how often each pool is audited.
@@ -209,9 +208,6 @@ func jitter(uid types.UID, max time.Duration) time.Duration {
 // audit lists the pool's marked records, judges each, acts where the pool's
 // policy allows, and records what it found.
 func (r *AuditReconciler) audit(ctx context.Context, pool poolkind.Pool) (ctrl.Result, error) {
-	// The audit waits for the requests of claims waiting for an address on
-	// the same system.
-	ctx = upkeep.With(ctx)
 	log := ctrl.LoggerFrom(ctx)
 	backend, err := r.Backends.Auditor(ctx, r.Kind, pool)
 	var records []backends.Record
@@ -700,9 +696,7 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 			return err
 		}
 	}
-	// A machine uses the address while the IPAM system thinks it free:
-	// holding it again goes as soon as a claim's request would.
-	alloc, err := a.backend.Restore(upkeep.Without(ctx), claim, p)
+	alloc, err := a.backend.Restore(ctx, claim, p)
 	if err == nil {
 		// Marked with this cluster's marker now (after a clusterctl move,
 		// say): a move back must know it by that marker.

@@ -40,7 +40,6 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/retry"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/upkeep"
 )
 
 // +kubebuilder:rbac:groups=ipam-bridge.github.io,resources=netboxippools;globalnetboxippools;infobloxippools;globalinfobloxippools,verbs=get;list;watch;patch
@@ -197,12 +196,6 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 func (r *PoolReconciler) reconcileNormal(ctx context.Context, pool poolkind.Pool) (ctrl.Result, error) {
 	status := pool.GetPoolStatus()
 	wasReady := conditions.IsTrue(pool, v1alpha1.ReadyCondition)
-	if wasReady {
-		// Counting and validating again wait for the requests of claims
-		// waiting for an address on the same system; a pool not ready yet
-		// holds its own claims back, so its validation does not wait.
-		ctx = upkeep.With(ctx)
-	}
 
 	backend, err := r.Backends.Prober(ctx, r.Kind, pool)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
-
-	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/upkeep"
 )
 
 // Limit bounds the requests sent to one IPAM endpoint. A zero field is no
@@ -170,8 +167,6 @@ type endpoint struct {
 	// the new bound holds once they are answered.
 	slots       *semaphore.Weighted
 	pausedUntil time.Time
-	// turns orders the requests waiting for a slot and the rate.
-	turns turns
 }
 
 // want sets (nil: removes) owner's limit and returns how many owners remain.
@@ -218,33 +213,14 @@ func (ep *endpoint) apply(l Limit) {
 	ep.rate.SetBurst(burst)
 }
 
-// wait blocks until a request may be sent: no pause is in force, its turn
-// has come (turns), a slot is free and the rate allows it. The pause is
-// checked again last, so that no request leaves once the endpoint has asked
-// for quiet. release frees the slot.
+// wait blocks until a request may be sent: no pause is in force, a slot is
+// free and the rate allows it. The pause is checked again last, so that no
+// request leaves once the endpoint has asked for quiet. release frees the
+// slot.
 func (ep *endpoint) wait(ctx context.Context) (release func(), err error) {
 	if err := ep.waitPause(ctx); err != nil {
 		return nil, err
 	}
-	if err := ep.turns.take(ctx, upkeep.Is(ctx)); err != nil {
-		return nil, fmt.Errorf("waiting for a turn at %s: %w", ep.key, err)
-	}
-	release, err = ep.slotAndToken(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := ep.waitPause(ctx); err != nil {
-		release()
-		return nil, err
-	}
-	return release, nil
-}
-
-// slotAndToken takes a free slot and the rate's next token for the request
-// whose turn it is, and passes the turn on: the requests behind it wait
-// out a pause each on its own, failing at once if it outlasts them.
-func (ep *endpoint) slotAndToken(ctx context.Context) (release func(), err error) {
-	defer ep.turns.pass()
 	ep.mu.Lock()
 	slots := ep.slots
 	ep.mu.Unlock()
@@ -259,82 +235,11 @@ func (ep *endpoint) slotAndToken(ctx context.Context) (release func(), err error
 		release()
 		return nil, fmt.Errorf("waiting for the request rate of %s: %w", ep.key, err)
 	}
+	if err := ep.waitPause(ctx); err != nil {
+		release()
+		return nil, err
+	}
 	return release, nil
-}
-
-// claimTurnsPerUpkeep is how many turns in a row the requests of claims
-// take while upkeep waits: upkeep then gets the next, so that a long burst
-// of claims delays pools' validations and audits but never stops them.
-const claimTurnsPerUpkeep = 4
-
-// turns lets the requests waiting at one endpoint take a slot and the
-// rate's next token one at a time, in their order but the requests of
-// claims before those of pools' upkeep (package upkeep). Without it the
-// slots and the rate would serve them in arrival order, and a fleet's new
-// pools' validations and audits, queued by the hundred, would hold back
-// the carves and reservations its machines wait for.
-type turns struct {
-	mu     sync.Mutex
-	taken  bool
-	claims []chan struct{}
-	upkeep []chan struct{}
-	// streak counts the turns claims took in a row while upkeep waited.
-	streak int
-}
-
-// take waits for the request's turn; the caller passes it on (pass) once
-// it has its slot and token, or has failed to get them.
-func (t *turns) take(ctx context.Context, isUpkeep bool) error {
-	t.mu.Lock()
-	if !t.taken {
-		t.taken = true
-		t.mu.Unlock()
-		return nil
-	}
-	granted := make(chan struct{})
-	if isUpkeep {
-		t.upkeep = append(t.upkeep, granted)
-	} else {
-		t.claims = append(t.claims, granted)
-	}
-	t.mu.Unlock()
-	select {
-	case <-granted:
-		return nil
-	case <-ctx.Done():
-	}
-	t.mu.Lock()
-	before := len(t.claims) + len(t.upkeep)
-	t.claims = slices.DeleteFunc(t.claims, func(c chan struct{}) bool { return c == granted })
-	t.upkeep = slices.DeleteFunc(t.upkeep, func(c chan struct{}) bool { return c == granted })
-	waiting := before != len(t.claims)+len(t.upkeep)
-	t.mu.Unlock()
-	if !waiting {
-		// Granted as the context ended: the turn goes on.
-		t.pass()
-	}
-	return ctx.Err()
-}
-
-// pass gives the turn to the next waiting request, or frees it.
-func (t *turns) pass() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var next chan struct{}
-	switch {
-	case len(t.upkeep) > 0 && (len(t.claims) == 0 || t.streak >= claimTurnsPerUpkeep):
-		next, t.upkeep = t.upkeep[0], t.upkeep[1:]
-		t.streak = 0
-	case len(t.claims) > 0:
-		next, t.claims = t.claims[0], t.claims[1:]
-		if len(t.upkeep) > 0 {
-			t.streak++
-		}
-	default:
-		t.taken = false
-		return
-	}
-	close(next)
 }
 
 // waitPause waits out the pause the endpoint asked for, failing at once if
