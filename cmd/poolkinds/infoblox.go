@@ -38,7 +38,7 @@ func Infoblox(limits *backendhttp.Limits) poolkind.Kinds {
 		return p.(infobloxPool).GetInfobloxSpec().Connection.RateLimit
 	}
 	kind := poolkind.Kind{Backend: "infoblox", SecretName: secretName, Endpoint: infobloxEndpoint, InsecureConnection: infobloxInsecure, WantsMAC: infobloxWantsMAC, Spans: infobloxSpans,
-		Carves: func(p poolkind.Pool) bool { return p.(infobloxPool).GetInfobloxSpec().ChildPrefixes != nil }}
+		Records: infobloxRecords}
 	kinds := twins(limited(kind, limits, rateLimit, newInfobloxBackend),
 		"InfobloxIPPool",
 		func() poolkind.Pool { return &v1alpha1.InfobloxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalInfobloxIPPool{} },
@@ -51,6 +51,19 @@ func Infoblox(limits *backendhttp.Limits) poolkind.Kinds {
 }
 
 // infobloxEndpoint is the grid's URL: WAPI is served over https only.
+// infobloxRecords: a carving pool's records are networks, another's fixed
+// addresses or host records, as its reservation says.
+func infobloxRecords(p poolkind.Pool) string {
+	spec := p.(infobloxPool).GetInfobloxSpec()
+	switch {
+	case spec.ChildPrefixes != nil:
+		return "network"
+	case spec.Reservation.ObjectType == v1alpha1.InfobloxHostRecord:
+		return "record:host"
+	}
+	return "fixedaddress"
+}
+
 func infobloxEndpoint(p poolkind.Pool) string {
 	c := p.(infobloxPool).GetInfobloxSpec().Connection
 	port := c.Port

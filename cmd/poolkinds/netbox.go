@@ -33,7 +33,7 @@ func NetBox(limits *backendhttp.Limits) poolkind.Kinds {
 		return p.(netboxPool).GetNetboxSpec().Connection.RateLimit
 	}
 	kind := poolkind.Kind{Backend: "netbox", SecretName: secretName, Endpoint: netboxEndpoint, InsecureConnection: netboxInsecure, Spans: netboxSpans,
-		Carves: func(p poolkind.Pool) bool { return p.(netboxPool).GetNetboxSpec().ChildPrefixes != nil }}
+		Records: netboxRecords}
 	kinds := twins(limited(kind, limits, rateLimit, newNetboxBackend),
 		"NetboxIPPool",
 		func() poolkind.Pool { return &v1alpha1.NetboxIPPool{} }, func() poolkind.Pool { return &v1alpha1.GlobalNetboxIPPool{} },
@@ -43,6 +43,15 @@ func NetBox(limits *backendhttp.Limits) poolkind.Kinds {
 	kinds[0].CanParent = netboxCanParent
 	kinds[0].ChildPool = netboxChildPool
 	return kinds
+}
+
+// netboxRecords: a carving pool's records are prefixes, another's IP
+// addresses.
+func netboxRecords(p poolkind.Pool) string {
+	if p.(netboxPool).GetNetboxSpec().ChildPrefixes != nil {
+		return "prefix"
+	}
+	return "ip-address"
 }
 
 func netboxEndpoint(p poolkind.Pool) string { return p.(netboxPool).GetNetboxSpec().Connection.URL }

@@ -30,8 +30,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/predicates"
 
-	"go4.org/netipx"
-
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
@@ -276,9 +274,8 @@ type auditRun struct {
 	// sweep: the audit looks for records that creates left late (see
 	// poolstate.LateRecords), and deletes duplicates without waiting.
 	sweep bool
-	// siblingSpans are the spans of the other pools on the same system,
-	// once listed (heldByAnotherPool).
-	siblingSpans *[]netipx.IPRange
+	// siblings are the other pools' spans, once listed (heldByAnotherPool).
+	siblings *siblings
 }
 
 func (a *auditRun) minAge() time.Duration {

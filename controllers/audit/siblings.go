@@ -12,28 +12,35 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sigs.k8s.io/cluster-api/util/annotations"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
-// heldByAnotherPool says whether another of this cluster's pools on the
-// audited pool's IPAM system, whose records are of the same type
-// (addresses, or carved prefixes), spans addr: a record of a gone claim
-// there is that pool's orphan, which its own audit reports (and may
-// release), not a stray of every other pool of the namespace. The spans are
-// the pools' sources as their specs name them, without their VRF or
-// network view: a pool whose sources are named by ID alone is not known
-// here, and a record in its sources is still reported; a record the IPAM
-// team moved into another VRF at an address another pool spans is not
-// (docs/audit.md). The pools are listed once per audit.
+// heldByAnotherPool says whether another of this cluster's pools, one whose
+// audit would judge the record as its own, spans addr: a record of a gone
+// claim there is that pool's orphan, which its own audit reports (and may
+// release), not a stray of every other pool of the namespace. That pool is
+// of this pool's namespace or Global, on the same IPAM system, with records
+// of the same type, and audited by this manager (ready, not paused, not
+// being deleted, of its watch filter). Its spans are its sources as its
+// spec names them, without their VRF or network view: a pool whose sources
+// are named by ID alone is not known here, and a record in its sources is
+// still reported; a record the IPAM team moved into another VRF at an
+// address another pool spans is not (docs/audit.md). The pools are listed
+// once per audit.
 func (a *auditRun) heldByAnotherPool(ctx context.Context, addr netip.Addr) (bool, error) {
-	if a.siblingSpans == nil {
+	if a.siblings == nil {
 		spans, err := a.spansOfOtherPools(ctx)
-		if err != nil {
-			return false, err
-		}
-		a.siblingSpans = &spans
+		a.siblings = &siblings{spans: spans, err: err}
 	}
-	for _, span := range *a.siblingSpans {
+	if a.siblings.err != nil {
+		return false, a.siblings.err
+	}
+	for _, span := range a.siblings.spans {
 		if span.Contains(addr) {
 			return true, nil
 		}
@@ -41,16 +48,23 @@ func (a *auditRun) heldByAnotherPool(ctx context.Context, addr netip.Addr) (bool
 	return false, nil
 }
 
-// spansOfOtherPools are the spans of the pools, other than the audited one
-// and not being deleted, of this pool's namespace and the Global ones, that
-// reach the same IPAM system.
+// siblings are the other pools' spans as one audit listed them, or why
+// they could not be listed.
+type siblings struct {
+	spans []netipx.IPRange
+	err   error
+}
+
+// spansOfOtherPools are the spans of the pools that heldByAnotherPool
+// counts.
 func (a *auditRun) spansOfOtherPools(ctx context.Context) ([]netipx.IPRange, error) {
-	system := systemOf(a.Kind.Endpoint(a.pool))
-	carves := func(kind poolkind.Kind, pool poolkind.Pool) bool { return kind.Carves != nil && kind.Carves(pool) }
-	auditedCarves := carves(a.Kind, a.pool)
+	if a.Kind.Endpoint == nil || a.Kind.Records == nil {
+		return nil, nil
+	}
+	system, records := systemOf(a.Kind.Endpoint(a.pool)), a.Kind.Records(a.pool)
 	var spans []netipx.IPRange
 	for _, kind := range a.Kinds {
-		if kind.Backend != a.Kind.Backend || kind.Spans == nil || kind.Endpoint == nil {
+		if kind.Backend != a.Kind.Backend || kind.Spans == nil || kind.Endpoint == nil || kind.Records == nil {
 			continue
 		}
 		list := kind.NewList()
@@ -63,8 +77,8 @@ func (a *auditRun) spansOfOtherPools(ctx context.Context) ([]netipx.IPRange, err
 		}
 		if err := meta.EachListItem(list, func(o runtime.Object) error {
 			pool, ok := o.(poolkind.Pool)
-			if !ok || pool.GetUID() == a.pool.GetUID() || !pool.GetDeletionTimestamp().IsZero() ||
-				systemOf(kind.Endpoint(pool)) != system || carves(kind, pool) != auditedCarves {
+			if !ok || pool.GetUID() == a.pool.GetUID() || !a.audits(pool) ||
+				systemOf(kind.Endpoint(pool)) != system || kind.Records(pool) != records {
 				return nil
 			}
 			if s, known := kind.Spans(pool); known {
@@ -76,6 +90,13 @@ func (a *auditRun) spansOfOtherPools(ctx context.Context) ([]netipx.IPRange, err
 		}
 	}
 	return spans, nil
+}
+
+// audits says whether this manager audits the pool: what Reconcile lets
+// through to an audit.
+func (a *auditRun) audits(pool poolkind.Pool) bool {
+	return pool.GetDeletionTimestamp().IsZero() && reservation.MatchesWatchFilter(pool, a.WatchFilterValue) &&
+		!annotations.HasPaused(pool) && conditions.IsTrue(pool, v1alpha1.ReadyCondition)
 }
 
 // systemOf names the IPAM system of an endpoint's URL as a spec gives it:

@@ -85,10 +85,15 @@ func TestANewSubnetClaimsItsChildInItsFirstReconcile(t *testing.T) {
 // The finalizer and the owner are written in one write locked to the
 // subnet as read: a subnet read from a stale cache writes nothing and is
 // left as read, one deleted meanwhile is let be, and one without its
-// Cluster gets the finalizer alone.
+// Cluster gets the finalizer alone. The owner is the Cluster there is, not
+// the one a cache behind it holds.
 func TestSubnetMetadataIsWrittenOnlyToTheSubnetAsRead(t *testing.T) {
 	c, ns, cluster := clusterOfItsOwn(t)
 	ctx := context.Background()
+	// The cache still holds the Cluster deleted before this one was made
+	// under its name.
+	staleCopy := cluster.DeepCopy()
+	staleCopy.UID = "00000000-0000-0000-0000-000000000000"
 	for _, tc := range []struct {
 		name, subnet string
 		cluster      *clusterv1.Cluster
@@ -98,6 +103,7 @@ func TestSubnetMetadataIsWrittenOnlyToTheSubnetAsRead(t *testing.T) {
 	}{
 		{name: "a new subnet of an existing Cluster", subnet: "new", cluster: cluster, wantOwner: true},
 		{name: "a subnet without its Cluster", subnet: "no-cluster"},
+		{name: "its Cluster as a cache behind a new one holds it", subnet: "stale-cluster", cluster: staleCopy, wantOwner: true},
 		{name: "changed since it was read", subnet: "changed", cluster: cluster, meanwhile: func(t *testing.T, subnet *v1alpha1.ClusterSubnet) {
 			changed := subnet.DeepCopy()
 			changed.Labels = map[string]string{"changed": "meanwhile"}
@@ -113,7 +119,7 @@ func TestSubnetMetadataIsWrittenOnlyToTheSubnetAsRead(t *testing.T) {
 				tc.meanwhile(t, subnet)
 			}
 			read := subnet.DeepCopy()
-			r := &Reconciler{Client: c}
+			r := &Reconciler{Client: c, APIReader: c}
 			err := r.writeMetadata(ctx, &scope{subnet: subnet, cluster: tc.cluster})
 
 			stored := &v1alpha1.ClusterSubnet{}
@@ -131,6 +137,7 @@ func TestSubnetMetadataIsWrittenOnlyToTheSubnetAsRead(t *testing.T) {
 			require.NoError(t, getErr)
 			assert.True(t, controllerutil.ContainsFinalizer(stored, v1alpha1.ClusterSubnetFinalizer))
 			assert.Equal(t, tc.wantOwner, ownedBy(stored, cluster))
+			assert.False(t, ownedBy(stored, staleCopy), "never owned by a UID nothing has")
 			assert.Equal(t, stored.ResourceVersion, subnet.ResourceVersion, "the reconcile goes on with the subnet as written")
 
 			// Written once: a second call sends nothing.

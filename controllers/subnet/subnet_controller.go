@@ -241,8 +241,18 @@ func (r *Reconciler) writeMetadata(ctx context.Context, s *scope) error {
 	before := s.subnet.DeepCopy()
 	controllerutil.AddFinalizer(s.subnet, v1alpha1.ClusterSubnetFinalizer)
 	if s.cluster != nil && s.cluster.DeletionTimestamp.IsZero() && !ownedBy(s.subnet, s.cluster) {
-		s.subnet.SetOwnerReferences(append(s.subnet.GetOwnerReferences(), metav1.OwnerReference{
-			APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: s.cluster.Name, UID: s.cluster.UID}))
+		// The owner's UID is read past the cache: a Cluster deleted and made
+		// again under its name, which the cache has not seen yet, would own
+		// the subnet by a UID nothing has, and the garbage collector would
+		// delete the subnet and so release its child.
+		live := &clusterv1.Cluster{}
+		switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.cluster), live); {
+		case err == nil && live.DeletionTimestamp.IsZero() && !ownedBy(s.subnet, live):
+			s.subnet.SetOwnerReferences(append(s.subnet.GetOwnerReferences(), metav1.OwnerReference{
+				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: live.Name, UID: live.UID}))
+		case err != nil && !apierrors.IsNotFound(err):
+			return fmt.Errorf("reading the subnet's Cluster: %w", err)
+		}
 	}
 	if equality.Semantic.DeepEqual(before.ObjectMeta, s.subnet.ObjectMeta) {
 		return nil

@@ -79,10 +79,11 @@ type Kind struct {
 	// ForgetBackend drops what NewBackend set up for a deleted pool beside
 	// its backend: its share of its endpoint's limits.
 	ForgetBackend func(pool Pool)
-	// Carves says whether the pool hands out child prefixes (its records
-	// are prefixes or networks), not addresses; nil for a kind that never
-	// does.
-	Carves func(Pool) bool
+	// Records names the type of the records the pool reserves and its
+	// audit lists (for example NetBox's ip-addresses or prefixes, the
+	// grid's fixed addresses, host records or networks): two pools whose
+	// records differ never see each other's.
+	Records func(Pool) string
 	// CanParent says why the pool cannot be the parent of a cluster's
 	// subnet (it hands out addresses, or names its sources so that a child
 	// pool could not name the child), nil when it can.

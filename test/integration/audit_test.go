@@ -487,17 +487,9 @@ func TestAuditReportsStraysOutsideTheSourcesAndDeletesNone(t *testing.T) {
 		// A gone claim of another namespace: its namespace's pools report it.
 		f.sys.reserveForeign(netip.MustParsePrefix("10.146.1.8/24"), clusterIdentity+"/elsewhere-"+f.ns+"/gone")
 		f.sys.reserveForeign(netip.MustParsePrefix("10.146.2.9/24"), f.marker("gone-of-other"))
-		// A carving pool spanning the strays: its records are prefixes, not
-		// addresses, so the strays are not its orphans either.
-		carving := f.sys.newPool(f.ns, "carving", "10.146.1.0/24", f.secret, false)
-		switch p := carving.(type) {
-		case *v1alpha1.NetboxIPPool:
-			p.Spec.ChildPrefixes = &v1alpha1.NetboxChildPrefixes{ChildPrefixes: v1alpha1.ChildPrefixes{Length: 28}}
-		case *v1alpha1.InfobloxIPPool:
-			p.Spec.ChildPrefixes = &v1alpha1.ChildPrefixes{Length: 28}
-		}
-		carving.SetLabels(f.labels())
-		require.NoError(t, k8s.Create(f.ctx, carving))
+		// Audited, so that its orphans are its own (the pools that count are
+		// in controllers/audit's TestAGoneClaimsRecordIsAnotherPoolsOnlyWhereThatPoolAuditsIt).
+		f.waitPoolReady(other)
 
 		for range 2 {
 			report := f.audit(pool)
