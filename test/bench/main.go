@@ -208,7 +208,7 @@ func benchMain() int {
 			}
 			carved = append(carved, row)
 		}
-		printCarving(os.Stdout, carved, carveFloor, *latency)
+		printCarving(os.Stdout, carved, carveFloor, *latency, cost)
 	}
 	if *subnetFleet > 0 {
 		var fleet []*subnetResult

@@ -421,35 +421,58 @@ func medianFloor(floors []*netboxFloor) *netboxFloor {
 	return floors[len(floors)/2]
 }
 
+// Issue 42's aims for the carving row: IPAM requests per carve, and time to
+// all carved beside NetBox's floor.
+const (
+	maxPerCarve   = 0.2
+	maxCarveRatio = 1.5
+	// carveWrites are the API-server writes the contract needs per claim:
+	// its finalizer, its IPAddress and its status.
+	carveWrites = 3
+)
+
+// carveAPILimit is the least time the API server needs for a carving row's
+// writes: the contract's per claim and the bench's create, at the best cost
+// per write measured apart from the run. NetBox's floor writes no claim;
+// the line beside the table says how much of the gap the API server's own
+// capacity explains.
+func carveAPILimit(claims int, cost map[int]time.Duration) time.Duration {
+	return time.Duration(float64(claims) * (carveWrites + 1) * float64(bestCost(cost)))
+}
+
 // printCarving prints the carving rows: claims of a pool with childPrefixes
 // created at once, each carved a child, beside the real NetBox alone
-// carving as many children in lists (its floor). Each row is its median
-// run, and the floor the median of the floors measured in turn with it.
-func printCarving(w io.Writer, rows []*carvingRow, floor *netboxFloor, latency time.Duration) {
+// carving as many children in lists (its floor) and the API server's limit
+// for the writes the claims need. Each row is its median run, and the floor
+// the median of the floors measured in turn with it. Issue 42's targets
+// follow.
+func printCarving(w io.Writer, rows []*carvingRow, floor *netboxFloor, latency time.Duration, cost map[int]time.Duration) {
 	if len(rows) == 0 {
 		return
 	}
 	first := rows[0].runs[0]
+	apiLimit := carveAPILimit(first.claims, cost)
 	fmt.Fprintf(w, "\nCarving: %d claims of a pool with childPrefixes (/%d children of a /16) created at once, the pool's defaults, median of %d runs; simulators answer at %s per request\n\n",
 		first.claims, first.carve, len(rows[0].runs), latency)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tworkers\tbatch\tall carved\truns\tlast carve answered\tcarve p50\tcarve p95\treq/carve\tmean batch\tall released\treq/release\tto NetBox's floor\t")
+	fmt.Fprintln(tw, "system\tworkers\tbatch\tall carved\truns\tlast carve answered\tcarve p50\tcarve p95\treq/carve\tmean batch\tAPI writes/carve\tall released\treq/release\tto NetBox's floor\t")
 	for _, row := range rows {
 		r := row.median()
 		var runs []string
 		for _, run := range row.runs {
 			runs = append(runs, round(run.wall))
 		}
-		ratio := "-"
+		toFloor := "-"
 		if !r.simulated && floor != nil {
-			ratio = fmt.Sprintf("%.2f", r.wall.Seconds()/floor.create.Seconds())
+			toFloor = fmt.Sprintf("%.2f", ratio(r.wall, floor.create))
 		}
 		lastCreate := "-"
 		if r.lastCreate > 0 {
 			lastCreate = round(r.lastCreate)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%s\t%.2f\t%s\t\n", r.title, r.workers, batchLabel(r.batch), round(r.wall),
-			strings.Join(runs, " "), lastCreate, round(r.p50), round(r.p95), r.perClaim, r.allocateBatch, round(r.releaseWall), r.perRelease, ratio)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%.2f\t%s\t%.2f\t%s\t\n", r.title, r.workers, batchLabel(r.batch), round(r.wall),
+			strings.Join(runs, " "), lastCreate, round(r.p50), round(r.p95), r.perClaim, r.allocateBatch, writes(r.apiPerClaim),
+			round(r.releaseWall), r.perRelease, toFloor)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "\nall carved: from the first claim's creation until the last was bound (its IPAddress written); last carve answered: until NetBox answered the last create request of the same run")
@@ -463,4 +486,25 @@ func printCarving(w io.Writer, rows []*carvingRow, floor *netboxFloor, latency t
 		fmt.Fprintf(w, "NetBox (real) alone: %d children carved in %s (median of %s; %d requests, lists of %d), deleted in %s (%d requests)\n",
 			floor.records, round(floor.create), strings.Join(floors, " "), floor.createRequests, floor.batch, round(floor.delete), floor.deleteRequests)
 	}
+	fmt.Fprintf(w, "API limit: %d claims × (%d writes the contract needs, finalizer, IPAddress and status, + the bench's create) × %s, the best cost per write measured apart = %s; NetBox's floor makes none of these writes\n",
+		first.claims, carveWrites, round(bestCost(cost)), round(apiLimit))
+	printCarvingTargets(w, rows, floor)
+}
+
+// printCarvingTargets prints issue 42's targets for the carving rows: IPAM
+// requests per carve on every system, and on the real NetBox the time to
+// all carved against NetBox's floor.
+func printCarvingTargets(w io.Writer, rows []*carvingRow, floor *netboxFloor) {
+	tw, row := targetTable(w, "Targets (issue 42), the pool's defaults")
+	for _, cr := range rows {
+		r := cr.median()
+		row(fmt.Sprintf("≤ %.1f IPAM requests per carve", maxPerCarve), r.title, fmt.Sprintf("%.2f", r.perClaim), printed(r.perClaim) <= maxPerCarve)
+		if r.simulated || floor == nil {
+			continue
+		}
+		toFloor := ratio(r.wall, floor.create)
+		row(fmt.Sprintf("all carved in ≤ %.1f× NetBox's floor", maxCarveRatio), r.title,
+			fmt.Sprintf("%s vs %s: %.2f×", round(r.wall), round(floor.create), toFloor), toFloor <= maxCarveRatio)
+	}
+	_ = tw.Flush()
 }

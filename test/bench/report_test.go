@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,4 +66,47 @@ func TestLastCreateAnsweredIgnoresReads(t *testing.T) {
 	}
 	assert.Equal(t, 3*time.Second, lastCreateAnswered(calls, start))
 	assert.Zero(t, lastCreateAnswered(calls[:1], start))
+}
+
+// Issue 42's carving targets: requests per carve on every system; on the
+// real NetBox the time to all carved against NetBox's floor. The API
+// server's limit counts the contract's writes and the bench's create.
+func TestCarvingTargetsJudgeRequestsAndTheFloor(t *testing.T) {
+	cost := map[int]time.Duration{10: 20 * time.Millisecond, 50: 12500 * time.Microsecond}
+	assert.Equal(t, 5*time.Second, carveAPILimit(100, cost), "100 claims × (3 writes + the bench's create) × the best cost")
+
+	for _, tc := range []struct {
+		name          string
+		wall          time.Duration
+		wantFloorMet  string
+		perClaim      float64
+		wantPerCarve  string
+		simulated     bool
+		wantFloorLine bool
+	}{
+		{name: "within the floor's ratio", wall: 4 * time.Second, perClaim: 0.07, wantPerCarve: "met", wantFloorMet: "met", wantFloorLine: true},
+		{name: "beyond it", wall: 6 * time.Second, perClaim: 0.07, wantPerCarve: "met", wantFloorMet: "MISSED", wantFloorLine: true},
+		{name: "too many requests", wall: 4 * time.Second, perClaim: 0.25, wantPerCarve: "MISSED", wantFloorMet: "met", wantFloorLine: true},
+		{name: "a simulator has no floor", wall: time.Second, perClaim: 0.07, wantPerCarve: "met", simulated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := &carvingRow{runs: []*result{{title: "system", simulated: tc.simulated, config: config{claims: 100}, wall: tc.wall, perClaim: tc.perClaim}}}
+			var out strings.Builder
+			printCarvingTargets(&out, []*carvingRow{row}, &netboxFloor{create: 3 * time.Second})
+			verdict := func(target string) string {
+				for _, l := range strings.Split(out.String(), "\n") {
+					if strings.HasPrefix(l, target) {
+						return l[strings.LastIndex(l, " ")+1:]
+					}
+				}
+				return ""
+			}
+			assert.Equal(t, tc.wantPerCarve, verdict("≤ 0.2 IPAM requests per carve"))
+			if !tc.wantFloorLine {
+				assert.Empty(t, verdict("all carved in ≤ 1.5× NetBox's floor"))
+				return
+			}
+			assert.Equal(t, tc.wantFloorMet, verdict("all carved in ≤ 1.5× NetBox's floor"))
+		})
+	}
 }
