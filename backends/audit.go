@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // The audit's half of the protocol: re-marking and deleting one record by
@@ -159,16 +160,16 @@ func (p *Protocol[P, S, R, Q]) markedAt(ctx context.Context, pool P, addr netip.
 // Records lists the records within the pool's sources whose marker begins
 // with prefix (see Backend.Records).
 func (p *Protocol[P, S, R, Q]) Records(ctx context.Context, prefix string) ([]Record, error) {
-	return p.marked(ctx, prefix, InPool)
+	return p.marked(ctx, prefix, InPool, 0)
 }
 
 // Strays lists the records whose marker begins with prefix that lie
 // outside the pool's sources (see Backend.Strays).
-func (p *Protocol[P, S, R, Q]) Strays(ctx context.Context, prefix string) ([]Record, error) {
-	return p.marked(ctx, prefix, Outside)
+func (p *Protocol[P, S, R, Q]) Strays(ctx context.Context, prefix string, maxAge time.Duration) ([]Record, error) {
+	return p.marked(ctx, prefix, Outside, maxAge)
 }
 
-func (p *Protocol[P, S, R, Q]) marked(ctx context.Context, prefix string, scope Scope) ([]Record, error) {
+func (p *Protocol[P, S, R, Q]) marked(ctx context.Context, prefix string, scope Scope, maxAge time.Duration) ([]Record, error) {
 	pool, err := p.Prepared(ctx)
 	if err != nil {
 		return nil, err
@@ -176,5 +177,5 @@ func (p *Protocol[P, S, R, Q]) marked(ctx context.Context, prefix string, scope 
 	if p.lister == nil {
 		return nil, fmt.Errorf("listing records by marker: %w", ErrUnsupported)
 	}
-	return p.lister.Marked(ctx, pool, prefix, scope)
+	return p.lister.Marked(ctx, pool, prefix, scope, maxAge)
 }

@@ -114,8 +114,11 @@ type Auditor interface {
 
 	// Strays lists the records whose marker begins with prefix that lie
 	// outside the pool's sources (another VRF or network view, or an
-	// address no source holds), wherever the IPAM team moved them.
-	Strays(ctx context.Context, prefix string) ([]Record, error)
+	// address no source holds), wherever the IPAM team moved them. The
+	// listing behind it is the same for every pool of the system, the
+	// credentials and the prefix: one that began at most maxAge ago, for
+	// any such pool, may serve again; 0 always lists.
+	Strays(ctx context.Context, prefix string, maxAge time.Duration) ([]Record, error)
 
 	// Restore reserves address for the claim again, carrying its marker,
 	// after its record was deleted outside the provider. A record that

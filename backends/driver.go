@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Driver is what the reservation protocol asks of every IPAM system: its
@@ -138,8 +139,11 @@ type PlanAdopter[R any] interface {
 type AuditLister[P any] interface {
 	// Marked lists, for an audit, the records whose marker begins with
 	// prefix, in the pool's sources (scope InPool) or outside them (scope
-	// Outside), in one server-filtered and paginated listing.
-	Marked(ctx context.Context, pool P, prefix string, scope Scope) ([]Record, error)
+	// Outside), in one server-filtered and paginated listing. Outside, a
+	// listing of the same system, credentials and prefix that began at
+	// most maxAge ago, for any pool, may serve again (SharedListing); 0
+	// always lists.
+	Marked(ctx context.Context, pool P, prefix string, scope Scope, maxAge time.Duration) ([]Record, error)
 }
 
 // Source is a resolved source of a pool.

@@ -2,6 +2,8 @@ package infoblox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -9,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 
@@ -26,14 +29,19 @@ const auditPage = 1000
 // these networks or ranges". Outside them (in another network view, or at
 // an address none of them holds): the searches name no network view, so
 // they reach wherever the IPAM team may have moved an object.
-func (d *driver) Marked(ctx context.Context, sources []resolvedSource, prefix string, scope backends.Scope) ([]backends.Record, error) {
+func (d *driver) Marked(ctx context.Context, sources []resolvedSource, prefix string, scope backends.Scope, maxAge time.Duration) ([]backends.Record, error) {
 	if scope != backends.InPool {
-		return d.listMarked(ctx, prefix, "", func(o object, addr netip.Addr) (netip.Prefix, bool) {
-			if o.NetworkView == d.cfg.NetworkView && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.Contains(addr) }) {
-				return netip.Prefix{}, false
+		everywhere, err := d.listEverywhere(ctx, d.objectTypes(), prefix, maxAge)
+		var out []backends.Record
+		for _, o := range everywhere {
+			addr, aerr := o.address()
+			if aerr != nil || (o.NetworkView == d.cfg.NetworkView && slices.ContainsFunc(sources, func(s resolvedSource) bool { return s.Contains(addr) })) {
+				continue
 			}
-			return netip.PrefixFrom(addr, addr.BitLen()), true
-		})
+			marker, planned := d.markerOf(o)
+			out = append(out, backends.Record{Address: netip.PrefixFrom(addr, addr.BitLen()), Marker: marker, Reference: o.Ref, Planned: planned})
+		}
+		return out, err
 	}
 	return d.listMarked(ctx, prefix, d.cfg.NetworkView, func(o object, addr netip.Addr) (netip.Prefix, bool) {
 		for _, s := range sources {
@@ -58,6 +66,39 @@ func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(
 		marker, planned := d.markerOf(o)
 		return backends.Record{Address: p, Marker: marker, Reference: o.Ref, Planned: planned}, ok
 	})
+}
+
+// listEverywhere lists the objects of types whose marker begins with
+// prefix, in every network view. The pools of one grid, credentials and
+// marker attribute share a listing of a type that began at most maxAge ago
+// (backends.SharedListing): every pool of a namespace lists the same for
+// its strays.
+func (d *driver) listEverywhere(ctx context.Context, types []string, prefix string, maxAge time.Duration) ([]object, error) {
+	var out []object
+	for _, t := range types {
+		h := sha256.New()
+		for _, part := range append([]string{d.hostCfg.Scheme, d.hostCfg.Host, d.hostCfg.Port, d.hostCfg.Version, d.cfg.Username, d.cfg.Password,
+			string(d.cfg.ClientCert), string(d.cfg.ClientKey), d.cfg.MarkerEA, prefix, t}, d.returnFieldsFor(t)...) {
+			h.Write([]byte(part))
+			h.Write([]byte{0})
+		}
+		found, err := backends.SharedListing(ctx, "infoblox:"+hex.EncodeToString(h.Sum(nil)), maxAge, func(ctx context.Context) ([]object, error) {
+			var objects []object
+			_, err := d.listMarkedOf(ctx, []string{t}, prefix, "", func(o object) (backends.Record, bool) {
+				marker, _ := d.markerOf(o)
+				if strings.HasPrefix(marker, prefix) {
+					objects = append(objects, o)
+				}
+				return backends.Record{}, false
+			})
+			return objects, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, found...)
+	}
+	return out, nil
 }
 
 // listMarkedOf pages through the objects of types in view ("" for every

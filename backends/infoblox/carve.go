@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	ibclient "github.com/infobloxopen/infoblox-go-client/v2"
 	"go4.org/netipx"
@@ -305,7 +306,7 @@ func (c *carver) Describe(o object) string {
 
 // Marked lists, for an audit, the children whose marker begins with prefix:
 // in the pool's view inside its containers, or anywhere else.
-func (c *carver) Marked(ctx context.Context, containers []container, prefix string, scope backends.Scope) ([]backends.Record, error) {
+func (c *carver) Marked(ctx context.Context, containers []container, prefix string, scope backends.Scope, maxAge time.Duration) ([]backends.Record, error) {
 	read := func(keep func(object) bool) func(object) (backends.Record, bool) {
 		return func(o object) (backends.Record, bool) {
 			v := c.View(o)
@@ -313,7 +314,14 @@ func (c *carver) Marked(ctx context.Context, containers []container, prefix stri
 		}
 	}
 	if scope != backends.InPool {
-		return c.ib.listMarkedOf(ctx, c.types(), prefix, "", read(func(o object) bool { return !c.InPool(containers, o) }))
+		everywhere, err := c.ib.listEverywhere(ctx, c.types(), prefix, maxAge)
+		var out []backends.Record
+		for _, o := range everywhere {
+			if v, ok := read(func(o object) bool { return !c.InPool(containers, o) })(o); ok {
+				out = append(out, v)
+			}
+		}
+		return out, err
 	}
 	return c.ib.listMarkedOf(ctx, c.types(), prefix, c.ib.cfg.NetworkView, read(func(o object) bool { return c.InPool(containers, o) }))
 }

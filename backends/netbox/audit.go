@@ -2,6 +2,8 @@ package netbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"go4.org/netipx"
 
@@ -24,10 +27,14 @@ import (
 // wherever the IPAM team may have moved a record. The values are compared
 // again here: a field whose filter logic an administrator set to "loose"
 // has no lookups, and NetBox ignores a filter it does not know.
-func (d *driver) Marked(ctx context.Context, pool preparation, prefix string, scope backends.Scope) ([]backends.Record, error) {
+func (d *driver) Marked(ctx context.Context, pool preparation, prefix string, scope backends.Scope, maxAge time.Duration) ([]backends.Record, error) {
 	sources := pool.sources
 	if scope != backends.InPool {
-		return d.listMarked(ctx, prefix, url.Values{}, func(r ipRecord) bool { return !inSources(r, sources) })
+		everywhere, err := listEverywhere(ctx, d, "/api/ipam/ip-addresses/", prefix, maxAge, func(r ipRecord) (ipRecord, backends.Record) {
+			d.readMarker(&r)
+			return r, d.View(r)
+		})
+		return outside(everywhere, func(r ipRecord) bool { return !inSources(r, sources) }), err
 	}
 	parents := map[int32][]string{}
 	var vrfs []int32
@@ -71,6 +78,17 @@ func (d *driver) listMarked(ctx context.Context, prefix string, q url.Values, ke
 // accepts.
 func listMarked[T markedObject](ctx context.Context, d *driver, path, prefix string, q url.Values, view func(T) (backends.Record, bool)) ([]backends.Record, error) {
 	var out []backends.Record
+	err := eachMarked(ctx, d, path, prefix, q, func(o T) {
+		if rec, ok := view(o); ok && strings.HasPrefix(rec.Marker, prefix) {
+			out = append(out, rec)
+		}
+	})
+	return out, err
+}
+
+// eachMarked pages through the objects at path that q selects and whose
+// marker field begins with prefix in NetBox's filter, calling each on each.
+func eachMarked[T markedObject](ctx context.Context, d *driver, path, prefix string, q url.Values, each func(T)) error {
 	q.Set("cf_"+d.cfg.MarkerField+"__isw", prefix)
 	q.Set("ordering", "id")
 	q.Set("limit", strconv.Itoa(maxPage))
@@ -78,18 +96,62 @@ func listMarked[T markedObject](ctx context.Context, d *driver, path, prefix str
 		q.Set("offset", strconv.Itoa(offset))
 		var p page[T]
 		if err := d.getJSON(ctx, path, q, &p); err != nil {
-			return nil, fmt.Errorf("listing the records marked %q: %w", prefix+"…", err)
+			return fmt.Errorf("listing the records marked %q: %w", prefix+"…", err)
 		}
 		for _, o := range p.Results {
-			rec, ok := view(o)
-			if ok && strings.HasPrefix(rec.Marker, prefix) {
-				out = append(out, rec)
-			}
+			each(o)
 		}
 		if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
-			return out, nil
+			return nil
 		}
 	}
+}
+
+// markedObj is an object a listing found, with the record it reads as.
+type markedObj[T any] struct {
+	obj T
+	rec backends.Record
+}
+
+// listEverywhere lists the objects at path whose marker begins with
+// prefix, wherever they lie, as read reads them. The pools of one NetBox,
+// token and marker field share a listing that began at most maxAge ago
+// (backends.SharedListing): every pool of a namespace lists the same for
+// its strays.
+func listEverywhere[T markedObject](ctx context.Context, d *driver, path, prefix string, maxAge time.Duration, read func(T) (T, backends.Record)) ([]markedObj[T], error) {
+	key := sharedKey(d.baseURL, d.auth, path, d.cfg.MarkerField, prefix)
+	return backends.SharedListing(ctx, key, maxAge, func(ctx context.Context) ([]markedObj[T], error) {
+		var out []markedObj[T]
+		err := eachMarked(ctx, d, path, prefix, url.Values{}, func(o T) {
+			o, rec := read(o)
+			if rec.Address.IsValid() && strings.HasPrefix(rec.Marker, prefix) {
+				out = append(out, markedObj[T]{obj: o, rec: rec})
+			}
+		})
+		return out, err
+	})
+}
+
+// outside is the records of the listing that keep accepts.
+func outside[T any](listing []markedObj[T], keep func(T) bool) []backends.Record {
+	var out []backends.Record
+	for _, m := range listing {
+		if keep(m.obj) {
+			out = append(out, m.rec)
+		}
+	}
+	return out
+}
+
+// sharedKey names a shared listing by everything its answer depends on;
+// the credentials only by their hash.
+func sharedKey(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return "netbox:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // Mark sets the record's marker (NetBox's records serve no MAC); a

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 	"go4.org/netipx"
@@ -409,16 +410,20 @@ func (c *carver) Describe(p childPrefix) string {
 
 // Marked lists, for an audit, the children whose marker begins with prefix:
 // inside the parents (one listing per VRF), or anywhere else.
-func (c *carver) Marked(ctx context.Context, pool carving, prefix string, scope backends.Scope) ([]backends.Record, error) {
+func (c *carver) Marked(ctx context.Context, pool carving, prefix string, scope backends.Scope, maxAge time.Duration) ([]backends.Record, error) {
+	if scope != backends.InPool {
+		everywhere, err := listEverywhere(ctx, c.nb, prefixesPath, prefix, maxAge, func(p childPrefix) (childPrefix, backends.Record) {
+			c.readMarker(&p)
+			return p, c.View(p)
+		})
+		return outside(everywhere, func(p childPrefix) bool { return !c.InPool(pool, p) }), err
+	}
 	view := func(keep func(childPrefix) bool) func(childPrefix) (backends.Record, bool) {
 		return func(p childPrefix) (backends.Record, bool) {
 			c.readMarker(&p)
 			v := c.View(p)
 			return v, v.Address.IsValid() && keep(p)
 		}
-	}
-	if scope != backends.InPool {
-		return listMarked(ctx, c.nb, prefixesPath, prefix, url.Values{}, view(func(p childPrefix) bool { return !c.InPool(pool, p) }))
 	}
 	// NetBox's within filter takes one prefix: one listing per parent.
 	var out []backends.Record

@@ -43,6 +43,12 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
 
+// SharedStraysAge is how old a listing of strays, made for another pool of
+// the same system, credentials and namespace, a pool's audit takes for
+// its own: every pool of a namespace lists the same records for its
+// strays. An audit asked for by annotation lists anew.
+const SharedStraysAge = 30 * time.Second
+
 // DefaultAuditInterval is how often each pool is audited.
 const DefaultAuditInterval = 10 * time.Minute
 
@@ -223,7 +229,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool poolkind.Pool) (ctrl.R
 	}
 	now := time.Now()
 	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: now, movedSeen: map[types.NamespacedName]string{},
-		sweep: r.LateRecords.Sweeping(pool.GetUID(), now)}
+		sweep: r.LateRecords.Sweeping(pool.GetUID(), now), straysMaxAge: straysMaxAge(pool)}
 	if err := a.judge(ctx, records); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -253,6 +259,18 @@ func (r *AuditReconciler) audit(ctx context.Context, pool poolkind.Pool) (ctrl.R
 	return ctrl.Result{RequeueAfter: next}, nil
 }
 
+// straysMaxAge is how old a listing of strays the pool's audit takes: one
+// shared with the namespace's other pools, unless the audit was asked for
+// by annotation, after an edit most likely: what it reports must be now.
+func straysMaxAge(pool poolkind.Pool) time.Duration {
+	request, asked := pool.GetAnnotations()[v1alpha1.AuditAnnotation]
+	// A pool whose audits all failed has no last run to compare with.
+	if last := pool.GetPoolStatus().Audit; asked && (last == nil || request != last.Request) {
+		return 0
+	}
+	return SharedStraysAge
+}
+
 // auditRun is one audit of one pool.
 type auditRun struct {
 	*AuditReconciler
@@ -276,6 +294,12 @@ type auditRun struct {
 	sweep bool
 	// siblings are the other pools' spans, once listed (heldByAnotherPool).
 	siblings *siblings
+	// straysMaxAge is how old a listing of strays made for another pool
+	// this audit takes (backends.Auditor.Strays).
+	straysMaxAge time.Duration
+	// freshMoves are where a fresh listing of strays found each claim's
+	// records, once made (movedTo).
+	freshMoves map[types.NamespacedName]string
 }
 
 func (a *auditRun) minAge() time.Duration {
@@ -501,11 +525,7 @@ func (a *auditRun) drop(ctx context.Context, rec backends.Record, action string)
 // Global pool, whose claims live anywhere, leaves the strays of gone claims
 // to the pools of their namespaces.
 func (a *auditRun) findStrays(ctx context.Context) error {
-	prefix := a.Identity + "/"
-	if ns := a.pool.GetNamespace(); ns != "" {
-		prefix += ns + "/"
-	}
-	records, err := a.backend.Strays(ctx, prefix)
+	records, err := a.backend.Strays(ctx, a.strayPrefix(), a.straysMaxAge)
 	if err != nil {
 		a.failures = append(a.failures, fmt.Errorf("listing this cluster's records outside the sources: %w", err))
 		return nil
@@ -563,6 +583,48 @@ func (a *auditRun) findStrays(ctx context.Context) error {
 	return nil
 }
 
+// strayPrefix is the marker prefix of the records the pool's strays are
+// listed from: this cluster's, of the pool's namespace for a namespaced
+// pool.
+func (a *auditRun) strayPrefix() string {
+	prefix := a.Identity + "/"
+	if ns := a.pool.GetNamespace(); ns != "" {
+		prefix += ns + "/"
+	}
+	return prefix
+}
+
+// movedTo is where the claim's record lies outside the pool's scope, as
+// the audit may act on it: by this audit's listing of strays if it listed
+// anew, else by a listing made now, once per audit. A listing shared with
+// another pool may be up to SharedStraysAge old: it may not show the IPAM
+// team's last move, and a record it shows may since have been deleted or
+// moved back. Its findings are reported as they are; what the audit does
+// to a claim (hold its address again as a deleted record's or a moved
+// one's, say on the claim that its record was moved) follows only what is
+// there now.
+func (a *auditRun) movedTo(ctx context.Context, key types.NamespacedName) (string, error) {
+	if a.straysMaxAge == 0 {
+		return a.movedSeen[key], nil
+	}
+	if a.freshMoves == nil {
+		records, err := a.backend.Strays(ctx, a.strayPrefix(), 0)
+		if err != nil {
+			return "", err
+		}
+		a.freshMoves = map[types.NamespacedName]string{}
+		for _, rec := range records {
+			if _, _, tombstone := backends.ParseTombstone(rec.Marker); tombstone {
+				continue
+			}
+			if ns, name, ok := backends.ParseMarker(a.Identity, rec.Marker); ok {
+				a.freshMoves[types.NamespacedName{Namespace: ns, Name: name}] = movedPlace(rec)
+			}
+		}
+	}
+	return a.freshMoves[key], nil
+}
+
 // movedPlace names where a moved record is, for messages.
 func movedPlace(rec backends.Record) string {
 	return fmt.Sprintf("%s (%s)", rec.Address.Addr(), rec.Reference)
@@ -608,8 +670,16 @@ func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, he
 	}
 	// Held, but a record of the claim was moved: the claim names it even
 	// when the guard held its address again before this audit.
-	if movedTo, moved := a.movedSeen[types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}]; moved {
-		return a.reportMovedHeld(ctx, address, p, movedTo)
+	claimKey := types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}
+	if _, listed := a.movedSeen[claimKey]; listed {
+		movedTo, err := a.movedTo(ctx, claimKey)
+		if err != nil {
+			a.failures = append(a.failures, fmt.Errorf("looking for the record of claim %s outside the pool: %w", claimKey, err))
+			return nil
+		}
+		if movedTo != "" {
+			return a.reportMovedHeld(ctx, address, p, movedTo)
+		}
 	}
 	// Or the guard handed another claim's record over to it, and stopped
 	// before the claim was told (the hand-over's answer was lost): the
@@ -666,7 +736,10 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	default:
 		// Not in the pool's scope; the listing of strays may have seen
 		// where it went (another network view).
-		movedTo = a.movedSeen[types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}]
+		if movedTo, err = a.movedTo(ctx, types.NamespacedName{Namespace: key.Namespace, Name: address.Spec.ClaimRef.Name}); err != nil {
+			a.failures = append(a.failures, fmt.Errorf("looking for the record of claim %s outside the pool: %w", key, err))
+			return nil
+		}
 	}
 	rec := backends.Record{Address: p, Marker: claim.Marker}
 	if movedTo != "" {

@@ -72,7 +72,9 @@ func (m *memoryAuditor) Records(_ context.Context, prefix string) ([]backends.Re
 	return out, nil
 }
 
-func (m *memoryAuditor) Strays(context.Context, string) ([]backends.Record, error) { return nil, nil }
+func (m *memoryAuditor) Strays(context.Context, string, time.Duration) ([]backends.Record, error) {
+	return nil, nil
+}
 
 func (m *memoryAuditor) Restore(context.Context, backends.Claim, netip.Prefix) (backends.Allocation, error) {
 	return backends.Allocation{}, errors.New("the judgement restores nothing")

@@ -216,8 +216,8 @@ func (i *instrumented) Records(ctx context.Context, prefix string) ([]backends.R
 	return timed(i, "records", func() ([]backends.Record, error) { return i.Backend.Records(ctx, prefix) })
 }
 
-func (i *instrumented) Strays(ctx context.Context, prefix string) ([]backends.Record, error) {
-	return timed(i, "strays", func() ([]backends.Record, error) { return i.Backend.Strays(ctx, prefix) })
+func (i *instrumented) Strays(ctx context.Context, prefix string, maxAge time.Duration) ([]backends.Record, error) {
+	return timed(i, "strays", func() ([]backends.Record, error) { return i.Backend.Strays(ctx, prefix, maxAge) })
 }
 
 func (i *instrumented) Remark(ctx context.Context, rec backends.Record, marker string) error {
