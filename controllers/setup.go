@@ -51,8 +51,8 @@ type Options struct {
 	// AuditInterval is how often each pool is audited (default 10m).
 	AuditInterval time.Duration
 	// LateRecordWindow is the longest a create may still be applied after
-	// it was sent (default 2m): after a start, and after a create whose
-	// answer was lost, the audit sweeps for the duplicates such creates
+	// it was sent (default 2m): once this process leads, and after a
+	// create whose answer was lost, the audit sweeps for the duplicates such creates
 	// leave (poolstate.LateRecords).
 	LateRecordWindow time.Duration
 	// MaxRetryInterval caps every wait that no event is guaranteed to end,
@@ -106,7 +106,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err != nil {
 		return err
 	}
-	lateRecords := poolstate.NewLateRecords(opts.LateRecordWindow, time.Now())
+	// Its start is its first look at a pool, once this process leads: the
+	// process before released the lead only after its controllers stopped,
+	// and so sent its last create before (cmd exits once the manager does).
+	lateRecords := poolstate.NewLateRecords(opts.LateRecordWindow, time.Time{})
 	cache := &backendcache.Backends{
 		Client:           mgr.GetClient(),
 		APIReader:        mgr.GetAPIReader(),

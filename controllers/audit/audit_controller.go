@@ -190,7 +190,7 @@ func (r *AuditReconciler) untilDue(pool poolkind.Pool) time.Duration {
 	if t, ok := r.Tombstones.Next(pool.GetUID()); ok && t.Before(due) {
 		due = t
 	}
-	if t, ok := r.LateRecords.Next(pool.GetUID()); ok && t.Before(due) {
+	if t, ok := r.LateRecords.Next(pool); ok && t.Before(due) {
 		due = t
 	}
 	return time.Until(due)
@@ -229,7 +229,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool poolkind.Pool) (ctrl.R
 	}
 	now := time.Now()
 	a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: now, movedSeen: map[types.NamespacedName]string{},
-		sweep: r.LateRecords.Sweeping(pool.GetUID(), now), straysMaxAge: straysMaxAge(pool)}
+		sweep: r.LateRecords.Sweeping(pool, now), straysMaxAge: straysMaxAge(pool)}
 	if err := a.judge(ctx, records); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -240,7 +240,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool poolkind.Pool) (ctrl.R
 		return ctrl.Result{}, err
 	}
 	r.Tombstones.ForgetUntil(pool.GetUID(), a.now)
-	r.LateRecords.Swept(pool.GetUID(), a.now)
+	r.LateRecords.Swept(pool, a.now)
 	r.mu.Lock()
 	r.audited[pool.GetUID()] = true
 	r.mu.Unlock()
@@ -253,7 +253,7 @@ func (r *AuditReconciler) audit(ctx context.Context, pool poolkind.Pool) (ctrl.R
 	if a.pendingAt.After(a.now) {
 		next = min(next, a.pendingAt.Sub(a.now))
 	}
-	if t, ok := r.LateRecords.Next(pool.GetUID()); ok {
+	if t, ok := r.LateRecords.Next(pool); ok {
 		next = min(next, max(time.Until(t), time.Second))
 	}
 	return ctrl.Result{RequeueAfter: next}, nil

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -32,8 +33,8 @@ type LateRecords struct {
 	Window time.Duration
 
 	mu sync.Mutex
-	// started is when this process started: every create of its
-	// predecessor was sent before.
+	// started is when this process started to act as the leader: every
+	// create of its predecessor was sent before.
 	started time.Time
 	plans   map[types.UID]sweepPlan
 	wake    poolWake
@@ -43,8 +44,15 @@ type LateRecords struct {
 // last at until, when the last create that may land has landed.
 type sweepPlan struct{ next, until time.Time }
 
-// NewLateRecords returns the late records of a process started at started.
-// A nil *LateRecords plans no sweeps.
+// clockSkew is how far apart the API server's clock, which stamps a pool's
+// creation, and this process's may be.
+const clockSkew = 10 * time.Second
+
+// NewLateRecords returns the late records of a process that started to act
+// at started, or, when started is zero, at its first look at a pool: the
+// controllers look only once this process leads, and a standby replica
+// may take the lead long after it started. A nil *LateRecords plans no
+// sweeps.
 func NewLateRecords(window time.Duration, started time.Time) *LateRecords {
 	if window <= 0 {
 		window = DefaultLateRecordWindow
@@ -53,12 +61,19 @@ func NewLateRecords(window time.Duration, started time.Time) *LateRecords {
 }
 
 // plan is the pool's plan; the caller holds l.mu. A pool first seen
-// starts with the creates of the process before this one.
-func (l *LateRecords) plan(pool types.UID) sweepPlan {
-	p, ok := l.plans[pool]
+// starts with the creates of the process before this one, unless the API
+// server created it after this process started to act: none of its claims
+// was that process's.
+func (l *LateRecords) plan(pool metav1.Object) sweepPlan {
+	if l.started.IsZero() {
+		l.started = time.Now()
+	}
+	p, ok := l.plans[pool.GetUID()]
 	if !ok {
-		p = sweepPlan{next: l.started.Add(l.Window / 4), until: l.started.Add(l.Window)}
-		l.plans[pool] = p
+		if !pool.GetCreationTimestamp().After(l.started.Add(clockSkew)) {
+			p = sweepPlan{next: l.started.Add(l.Window / 4), until: l.started.Add(l.Window)}
+		}
+		l.plans[pool.GetUID()] = p
 	}
 	return p
 }
@@ -72,7 +87,7 @@ func (l *LateRecords) Uncertain(kind poolkind.Kind, pool poolkind.Pool) {
 	}
 	now := time.Now()
 	l.mu.Lock()
-	p := l.plan(pool.GetUID())
+	p := l.plan(pool)
 	sooner := p.next.IsZero() || p.next.After(now.Add(l.Window/4))
 	if sooner {
 		p.next = now.Add(l.Window / 4)
@@ -88,7 +103,7 @@ func (l *LateRecords) Uncertain(kind poolkind.Kind, pool poolkind.Pool) {
 }
 
 // Next is when the pool's next sweep is due.
-func (l *LateRecords) Next(pool types.UID) (time.Time, bool) {
+func (l *LateRecords) Next(pool metav1.Object) (time.Time, bool) {
 	if l == nil {
 		return time.Time{}, false
 	}
@@ -100,7 +115,7 @@ func (l *LateRecords) Next(pool types.UID) (time.Time, bool) {
 
 // Sweeping says whether an audit of the pool at now is a sweep: its next
 // sweep is due.
-func (l *LateRecords) Sweeping(pool types.UID, now time.Time) bool {
+func (l *LateRecords) Sweeping(pool metav1.Object, now time.Time) bool {
 	next, ok := l.Next(pool)
 	return ok && !next.After(now)
 }
@@ -108,7 +123,7 @@ func (l *LateRecords) Sweeping(pool types.UID, now time.Time) bool {
 // Swept notes that an audit that started at at swept the pool: the next
 // sweep is a quarter of the window later, or at the window's end, or none
 // once that has passed.
-func (l *LateRecords) Swept(pool types.UID, at time.Time) {
+func (l *LateRecords) Swept(pool metav1.Object, at time.Time) {
 	if l == nil {
 		return
 	}
@@ -125,7 +140,7 @@ func (l *LateRecords) Swept(pool types.UID, at time.Time) {
 	default:
 		p.next = p.until
 	}
-	l.plans[pool] = p
+	l.plans[pool.GetUID()] = p
 }
 
 // Forget drops a deleted pool.
