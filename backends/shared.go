@@ -2,6 +2,8 @@ package backends
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"time"
@@ -15,6 +17,17 @@ import (
 // answered the same costly listing once per pool. SharedListing lets the
 // pools of one system, credentials and prefix share one listing for a
 // short time.
+
+// SharedKey names a shared listing of system by parts, everything its
+// answer depends on: the credentials among them appear only hashed.
+func SharedKey(system string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return system + ":" + hex.EncodeToString(h.Sum(nil))
+}
 
 // sharedRetention is how long a finished listing is kept at most; no
 // caller is served one older, whatever it accepts.

@@ -2,8 +2,6 @@ package infoblox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -76,13 +74,9 @@ func (d *driver) listMarked(ctx context.Context, prefix, view string, keep func(
 func (d *driver) listEverywhere(ctx context.Context, types []string, prefix string, maxAge time.Duration) ([]object, error) {
 	var out []object
 	for _, t := range types {
-		h := sha256.New()
-		for _, part := range append([]string{d.hostCfg.Scheme, d.hostCfg.Host, d.hostCfg.Port, d.hostCfg.Version, d.cfg.Username, d.cfg.Password,
-			string(d.cfg.ClientCert), string(d.cfg.ClientKey), d.cfg.MarkerEA, prefix, t}, d.returnFieldsFor(t)...) {
-			h.Write([]byte(part))
-			h.Write([]byte{0})
-		}
-		found, err := backends.SharedListing(ctx, "infoblox:"+hex.EncodeToString(h.Sum(nil)), maxAge, func(ctx context.Context) ([]object, error) {
+		key := backends.SharedKey("infoblox", append([]string{d.hostCfg.Scheme, d.hostCfg.Host, d.hostCfg.Port, d.hostCfg.Version, d.cfg.Username, d.cfg.Password,
+			string(d.cfg.ClientCert), string(d.cfg.ClientKey), d.cfg.MarkerEA, prefix, t}, d.returnFieldsFor(t)...)...)
+		found, err := backends.SharedListing(ctx, key, maxAge, func(ctx context.Context) ([]object, error) {
 			var objects []object
 			_, err := d.listMarkedOf(ctx, []string{t}, prefix, "", func(o object) (backends.Record, bool) {
 				marker, _ := d.markerOf(o)

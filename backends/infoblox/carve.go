@@ -315,9 +315,10 @@ func (c *carver) Marked(ctx context.Context, containers []container, prefix stri
 	}
 	if scope != backends.InPool {
 		everywhere, err := c.ib.listEverywhere(ctx, c.types(), prefix, maxAge)
+		outside := read(func(o object) bool { return !c.InPool(containers, o) })
 		var out []backends.Record
 		for _, o := range everywhere {
-			if v, ok := read(func(o object) bool { return !c.InPool(containers, o) })(o); ok {
+			if v, ok := outside(o); ok {
 				out = append(out, v)
 			}
 		}

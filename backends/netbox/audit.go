@@ -2,8 +2,6 @@ package netbox
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,7 +117,7 @@ type markedObj[T any] struct {
 // (backends.SharedListing): every pool of a namespace lists the same for
 // its strays.
 func listEverywhere[T markedObject](ctx context.Context, d *driver, path, prefix string, maxAge time.Duration, read func(T) (T, backends.Record)) ([]markedObj[T], error) {
-	key := sharedKey(d.baseURL, d.auth, path, d.cfg.MarkerField, prefix)
+	key := backends.SharedKey("netbox", d.baseURL, d.auth, path, d.cfg.MarkerField, prefix)
 	return backends.SharedListing(ctx, key, maxAge, func(ctx context.Context) ([]markedObj[T], error) {
 		var out []markedObj[T]
 		err := eachMarked(ctx, d, path, prefix, url.Values{}, func(o T) {
@@ -141,17 +139,6 @@ func outside[T any](listing []markedObj[T], keep func(T) bool) []backends.Record
 		}
 	}
 	return out
-}
-
-// sharedKey names a shared listing by everything its answer depends on;
-// the credentials only by their hash.
-func sharedKey(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return "netbox:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // Mark sets the record's marker (NetBox's records serve no MAC); a

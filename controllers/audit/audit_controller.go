@@ -531,14 +531,10 @@ func (a *auditRun) findStrays(ctx context.Context) error {
 		return nil
 	}
 	for _, rec := range records {
-		if _, _, tombstone := backends.ParseTombstone(rec.Marker); tombstone {
-			continue
-		}
-		ns, name, ok := backends.ParseMarker(a.Identity, rec.Marker)
+		key, ok := a.claimOf(rec)
 		if !ok {
 			continue
 		}
-		key := types.NamespacedName{Namespace: ns, Name: name}
 		claim := &ipamv1.IPAddressClaim{}
 		err := a.Client.Get(ctx, key, claim)
 		if apierrors.IsNotFound(err) {
@@ -583,6 +579,16 @@ func (a *auditRun) findStrays(ctx context.Context) error {
 	return nil
 }
 
+// claimOf is the claim a record of this cluster's marks, unless it is a
+// tombstone.
+func (a *auditRun) claimOf(rec backends.Record) (types.NamespacedName, bool) {
+	if _, _, tombstone := backends.ParseTombstone(rec.Marker); tombstone {
+		return types.NamespacedName{}, false
+	}
+	ns, name, ok := backends.ParseMarker(a.Identity, rec.Marker)
+	return types.NamespacedName{Namespace: ns, Name: name}, ok
+}
+
 // strayPrefix is the marker prefix of the records the pool's strays are
 // listed from: this cluster's, of the pool's namespace for a namespaced
 // pool.
@@ -614,11 +620,8 @@ func (a *auditRun) movedTo(ctx context.Context, key types.NamespacedName) (strin
 		}
 		a.freshMoves = map[types.NamespacedName]string{}
 		for _, rec := range records {
-			if _, _, tombstone := backends.ParseTombstone(rec.Marker); tombstone {
-				continue
-			}
-			if ns, name, ok := backends.ParseMarker(a.Identity, rec.Marker); ok {
-				a.freshMoves[types.NamespacedName{Namespace: ns, Name: name}] = movedPlace(rec)
+			if key, ok := a.claimOf(rec); ok {
+				a.freshMoves[key] = movedPlace(rec)
 			}
 		}
 	}
