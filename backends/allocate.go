@@ -21,7 +21,9 @@ type pendingClaim struct {
 // allocation batcher's two stages (Batcher.Look): one marker search now,
 // then, once the batch before has made its records, one request per source
 // for the claims that hold no record yet. A claim alone takes the same
-// path and costs a search and a create.
+// path and costs a search and a create. Fresh claims (Claim.Fresh) that
+// take the next free address are searched for beside the request instead
+// (see searchBeside).
 func (p *Protocol[P, S, R, Q]) lookThenAllocate(ctx context.Context, claims []Claim) func() []Result[Allocation] {
 	unique, spread := deduplicate[Allocation](claims)
 	rest := p.lookThenAllocateUnique(ctx, unique)
@@ -32,28 +34,131 @@ func (p *Protocol[P, S, R, Q]) lookThenAllocate(ctx context.Context, claims []Cl
 // markers.
 func (p *Protocol[P, S, R, Q]) lookThenAllocateUnique(ctx context.Context, claims []Claim) func() []Result[Allocation] {
 	results := make([]Result[Allocation], len(claims))
-	pending := make([]pendingClaim, len(claims))
+	var pending, fresh []pendingClaim
 	for i, c := range claims {
-		pending[i] = pendingClaim{index: i, claim: c}
+		if c.Fresh && !c.Requested.IsValid() {
+			fresh = append(fresh, pendingClaim{index: i, claim: c})
+		} else {
+			pending = append(pending, pendingClaim{index: i, claim: c})
+		}
 	}
 	pool, err := p.Prepared(ctx)
 	var settle []adoptedClaim[R]
-	if err == nil {
+	if err == nil && len(pending) > 0 {
 		// Records may exist from earlier attempts whose answers were lost,
 		// or from before a crash or clusterctl move: reuse them.
 		pending, settle, err = p.findAdopted(ctx, pool, pending, results)
 	}
 	if err != nil {
-		failPending(pending, results, err)
+		failPending(append(pending, fresh...), results, err)
 		return func() []Result[Allocation] { return results }
 	}
 	return func() []Result[Allocation] {
 		// Settling a requested address reads who holds it, and may give
 		// it up: not while the batch before reserves requested addresses.
 		p.settleAdopted(ctx, pool, settle, results)
-		p.allocateNew(ctx, pool, pending, results)
+		earlier := p.searchBeside(ctx, fresh)
+		p.allocateNew(ctx, pool, append(pending, fresh...), results)
+		p.confirmFresh(ctx, pool, fresh, earlier, results)
 		return results
 	}
+}
+
+// searchBeside starts the marker search of the fresh claims, which runs
+// while the batch reserves: a fresh claim cannot hold a record unless
+// someone removed its finalizer by hand, and its reservation need not wait
+// for the answer that says so. It returns what waits for the search.
+func (p *Protocol[P, S, R, Q]) searchBeside(ctx context.Context, fresh []pendingClaim) func() (map[string][]R, error) {
+	if len(fresh) == 0 {
+		return func() (map[string][]R, error) { return nil, nil }
+	}
+	markers := make([]string, len(fresh))
+	for i, c := range fresh {
+		markers[i] = c.claim.Marker
+	}
+	type answer struct {
+		found map[string][]R
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		found, err := p.search(ctx, markers, InPool)
+		done <- answer{found, err}
+	}()
+	return func() (map[string][]R, error) {
+		a := <-done
+		return a.found, a.err
+	}
+}
+
+// confirmFresh holds the batch's answers to fresh claims against the
+// search made beside it. A claim the search found records of besides the
+// one the batch answered is answered as a search before the batch would
+// have answered it (see keepEarlier). Every fresh claim is answered an
+// error when the search failed: its next call is not fresh, searches
+// first, and keeps one of its records, the batch's included, as after a
+// lost answer.
+func (p *Protocol[P, S, R, Q]) confirmFresh(ctx context.Context, pool P, fresh []pendingClaim, earlier func() (map[string][]R, error), results []Result[Allocation]) {
+	found, err := earlier()
+	for _, c := range fresh {
+		res := &results[c.index]
+		if err != nil {
+			*res = Result[Allocation]{Err: fmt.Errorf("confirming that claim %s/%s held no record before: %w", c.claim.Namespace, c.claim.Name, err)}
+			continue
+		}
+		if slices.ContainsFunc(found[c.claim.Marker], func(r R) bool {
+			return res.Err != nil || p.d.View(r).Reference != res.Value.Reference
+		}) {
+			*res = p.keepEarlier(ctx, pool, c.claim.Marker, *res)
+		}
+	}
+}
+
+// keepEarlier answers a fresh claim whose marker other records carried
+// (a finalizer removed by hand left them, say) as the search before a
+// batch would have: the claim keeps the first of those records that the
+// pool could have given, the others being deleted (see keep), and when
+// they all lie outside the pool it is told so and gets nothing. What the
+// batch made for it is deleted either way. The records are looked up
+// again, now that the batch is done: the search beside it may have run
+// before the batch made or deleted some.
+func (p *Protocol[P, S, R, Q]) keepEarlier(ctx context.Context, pool P, marker string, answer Result[Allocation]) Result[Allocation] {
+	found, err := p.search(ctx, []string{marker}, InPool)
+	if err != nil {
+		return Result[Allocation]{Err: err}
+	}
+	var earlier []R
+	var made *R
+	for _, r := range found[marker] {
+		if answer.Err == nil && p.d.View(r).Reference == answer.Value.Reference {
+			made = &r
+			continue
+		}
+		earlier = append(earlier, r)
+	}
+	switch {
+	case answer.Err == nil && made == nil:
+		// Never hand out a record the search did not confirm: it may have
+		// been deleted since.
+		return Result[Allocation]{Err: fmt.Errorf("%w: %s is gone after the claim's reservation; retrying",
+			ErrUnavailable, answer.Value.Reference)}
+	case len(earlier) == 0:
+		// Gone since: duplicates the batch itself deleted after a lost
+		// answer, say.
+		return answer
+	}
+	kept, _, keepErr := p.keep(ctx, pool, marker, earlier)
+	if made != nil {
+		if err := p.d.Drop(ctx, *made); err != nil {
+			return Result[Allocation]{Err: fmt.Errorf("releasing %s, reserved for %s, which %s already carried: %w",
+				p.d.Describe(*made), p.d.Label(marker), p.d.Describe(earlier[0]), err)}
+		}
+	}
+	if keepErr != nil {
+		return Result[Allocation]{Err: keepErr}
+	}
+	alloc, err := p.allocation(pool, kept)
+	return Result[Allocation]{Value: alloc, Err: err}
 }
 
 // allocateNew reserves for the claims the marker search found nothing for.

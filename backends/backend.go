@@ -192,6 +192,15 @@ type Claim struct {
 	// reservations gives the claim's new record this MAC; one whose system
 	// refuses the MAC as another record's answers ErrMACAddressInUse.
 	MAC string
+	// Fresh says that the caller knows of no reservation the claim could
+	// hold: it has just persisted the claim's release finalizer on a
+	// version of the claim that had none, and nothing is reserved before
+	// that finalizer is. A fresh claim that takes the next free address is
+	// reserved at once, and the search for an earlier record carrying its
+	// marker (one left by a finalizer someone removed, say) runs beside
+	// the request instead of before it: a claim it finds one for is
+	// answered an error, and its next call, not fresh, keeps one record.
+	Fresh bool
 }
 
 // Allocation is an address reserved in the external system.

@@ -369,10 +369,15 @@ func Deduplicated[Out any](claims []Claim, run func([]Claim) []Result[Out]) []Re
 func deduplicate[Out any](claims []Claim) (unique []Claim, spread func([]Result[Out]) []Result[Out]) {
 	first := map[string]int{}
 	for _, c := range claims {
-		if _, seen := first[c.Marker]; !seen {
+		i, seen := first[c.Marker]
+		if !seen {
 			first[c.Marker] = len(unique)
 			unique = append(unique, c)
+			continue
 		}
+		// Fresh only if every call says so: one that does not may know
+		// of a reservation.
+		unique[i].Fresh = unique[i].Fresh && c.Fresh
 	}
 	return unique, func(uniqueResults []Result[Out]) []Result[Out] {
 		results := make([]Result[Out], len(claims))

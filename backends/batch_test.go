@@ -211,6 +211,33 @@ func TestDeduplicatedRunsEachMarkerOnce(t *testing.T) {
 	}
 }
 
+// A claim that calls twice in one batch is fresh only if both calls say
+// so: the one that does not may know of a reservation.
+func TestDeduplicatedClaimIsFreshOnlyIfEveryCallIs(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		fresh []bool
+		want  bool
+	}{
+		{name: "alone, fresh", fresh: []bool{true}, want: true},
+		{name: "both fresh", fresh: []bool{true, true}, want: true},
+		{name: "the second not", fresh: []bool{true, false}, want: false},
+		{name: "the first not", fresh: []bool{false, true}, want: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var claims []backends.Claim
+			for _, f := range tt.fresh {
+				claims = append(claims, backends.Claim{Marker: "a", Fresh: f})
+			}
+			backends.Deduplicated(claims, func(unique []backends.Claim) []backends.Result[string] {
+				require.Len(t, unique, 1)
+				assert.Equal(t, tt.want, unique[0].Fresh)
+				return make([]backends.Result[string], len(unique))
+			})
+		})
+	}
+}
+
 // stagedBatcher answers batches of two calls in two stages (Batcher.Look)
 // and records what happens: "look a b" when a batch looks, "rest a b" when
 // its second stage starts. A second stage waits until the test opens it.

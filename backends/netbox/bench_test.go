@@ -14,6 +14,8 @@ func BenchmarkAllocateRelease(b *testing.B) {
 	conformance.BenchAllocateRelease(b, harness(b))
 }
 
+func BenchmarkNewClaim(b *testing.B) { conformance.BenchNewClaim(b, harness) }
+
 func BenchmarkAudit(b *testing.B) { conformance.BenchAudit(b, harness) }
 
 func harness(t testing.TB) conformance.Harness {

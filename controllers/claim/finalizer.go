@@ -43,5 +43,10 @@ func (r *ClaimReconciler) finalizerFirst(ctx context.Context, s *scope) (step, e
 	case err != nil:
 		return stop(ctrl.Result{}), err
 	}
+	// The write's optimistic lock proves the finalizer was missing from
+	// the claim's latest version. A claim that says it was bound, or
+	// carries a reservation, lost its finalizer to someone and is not
+	// fresh.
+	s.fresh = s.claim.Status.AddressRef.Name == "" && reservation.Recorded(s.claim, nil).Reference == ""
 	return next, nil
 }

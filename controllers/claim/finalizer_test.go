@@ -21,6 +21,9 @@ import (
 // its reservation, unless the claim it read is not the claim there is: a
 // claim read from a stale cache writes nothing and is looked at again, and
 // a claim deleted meanwhile is let be. Either way nothing is reserved.
+// Only a claim that shows no sign of a reservation is fresh (see
+// backends.Claim.Fresh): one that says it was bound, or carries a kept
+// reservation, lost its finalizer to someone.
 func TestFinalizerIsWrittenBeforeTheReconcileGoesOn(t *testing.T) {
 	_, c := apitest.Server(t)
 	ctx := context.Background()
@@ -31,8 +34,21 @@ func TestFinalizerIsWrittenBeforeTheReconcileGoesOn(t *testing.T) {
 		meanwhile  func(t *testing.T, claim *ipamv1.IPAddressClaim)
 		wantStep   step
 		wantStored bool // the claim holds the finalizer afterwards
+		wantFresh  bool
 	}{
-		{name: "a new claim", claim: "new", wantStep: next, wantStored: true},
+		{name: "a new claim", claim: "new", wantStep: next, wantStored: true, wantFresh: true},
+		{name: "bound once, its finalizer removed by hand", claim: "was-bound", meanwhile: func(t *testing.T, claim *ipamv1.IPAddressClaim) {
+			claim.Status.AddressRef.Name = claim.Name
+			require.NoError(t, c.Status().Update(ctx, claim))
+		}, wantStep: next, wantStored: true},
+		{name: "carrying a kept reservation, its finalizer removed by hand", claim: "kept", meanwhile: func(t *testing.T, claim *ipamv1.IPAddressClaim) {
+			claim.Annotations = map[string]string{v1alpha1.ReservationRecordAnnotation: "record/7"}
+			require.NoError(t, c.Update(ctx, claim))
+		}, wantStep: next, wantStored: true},
+		{name: "holding the finalizer", claim: "finalized", meanwhile: func(t *testing.T, claim *ipamv1.IPAddressClaim) {
+			controllerutil.AddFinalizer(claim, reservation.ClaimFinalizer)
+			require.NoError(t, c.Update(ctx, claim))
+		}, wantStep: next, wantStored: true},
 		{name: "changed since it was read", claim: "changed", meanwhile: func(t *testing.T, claim *ipamv1.IPAddressClaim) {
 			changed := claim.DeepCopy()
 			changed.Labels = map[string]string{"changed": "meanwhile"}
@@ -55,6 +71,7 @@ func TestFinalizerIsWrittenBeforeTheReconcileGoesOn(t *testing.T) {
 			got, err := r.finalizerFirst(ctx, s)
 			require.NoError(t, err)
 			assert.Equal(t, tc.wantStep, got)
+			assert.Equal(t, tc.wantFresh, s.fresh, "fresh")
 			assert.Equal(t, tc.wantStored, controllerutil.ContainsFinalizer(claim, reservation.ClaimFinalizer),
 				"the claim the reconcile goes on with, or ends with, is the claim as written")
 			assert.Equal(t, patch.before.ObjectMeta, claim.ObjectMeta, "the patch the reconcile ends with has no metadata left to write")

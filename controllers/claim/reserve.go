@@ -74,6 +74,7 @@ func (r *ClaimReconciler) describeRequest(ctx context.Context, s *scope) (step, 
 		return next, err
 	}
 	s.request = r.backendClaim(s.claim)
+	s.request.Fresh = s.fresh && s.address == nil
 	s.requested = requestOf(s.claim, s.pool)
 	return r.macForAllocation(ctx, s)
 }

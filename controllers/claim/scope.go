@@ -36,6 +36,10 @@ type scope struct {
 	// requested is the address the claim requests, by its annotation or
 	// its pool's pre-allocations, or why that request cannot be read.
 	requested addressRequest
+	// fresh: this reconcile wrote the claim's release finalizer on a
+	// version of the claim that had none, nor any sign of a reservation,
+	// so nothing can have been reserved for it (see backends.Claim.Fresh).
+	fresh bool
 	// retain: the claim's record is to be kept for the IPAM team, unmarked,
 	// when it is deleted (see retains).
 	retain bool

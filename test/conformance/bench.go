@@ -32,6 +32,35 @@ func BenchAllocateRelease(b *testing.B, h Harness) {
 	b.ReportMetric(float64(h.Requests()-before)/float64(b.N), "requests/claim")
 }
 
+// BenchNewClaim measures the time a lone new claim's reservation takes,
+// through the batch's quiet and the requests it makes, with the system
+// answering each request after a latency: a claim seen for the first time
+// (backends.Claim.Fresh), searched for while it is reserved, against one
+// searched for first.
+func BenchNewClaim(b *testing.B, newHarness func(testing.TB) Harness) {
+	for _, latency := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond} {
+		for _, fresh := range []bool{false, true} {
+			name := map[bool]string{false: "searched first", true: "fresh"}[fresh]
+			b.Run(fmt.Sprintf("%v per request, %s", latency, name), func(b *testing.B) {
+				h := newHarness(b)
+				backend := h.Pool(b, "10.0.0.0/16")
+				validated(b, backend)
+				h.SetLatency(latency)
+				ctx := context.Background()
+				before := h.Requests()
+				for i := 0; b.Loop(); i++ {
+					c := claim(fmt.Sprintf("m-%d", i))
+					c.Fresh = fresh
+					if _, err := backend.Allocate(ctx, c); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(h.Requests()-before)/float64(b.N), "requests/claim")
+			})
+		}
+	}
+}
+
 // BenchAudit measures one audit's listing of a pool holding 1,000 and
 // 10,000 records of this management cluster (and a tenth as many of
 // another), each on a fresh system from newHarness: the requests it costs

@@ -202,6 +202,7 @@ func Run(t *testing.T, h Harness) {
 		{"DuplicateWhoseDeletionFailedIsNeverHandedOut", "10.201.18.0/28", duplicateWhoseDeletionFailedIsNeverHandedOut, core},
 		{"LostAnswersKeepTheOldestRecord", "10.201.30.0/24", lostAnswersKeepTheOldestRecord, core},
 		{"RecordsOfAnotherClusterAreNeverTouched", "10.201.31.0/28", recordsOfAnotherClusterAreNeverTouched, core},
+		{"FreshClaimsAnsweredAsASearchFirstWould", "10.201.33.0/27", freshClaimsAnsweredAsASearchFirstWould, core},
 		// Writes whose answer is lost, or that another writer overtakes (lostwrites.go).
 		{"LostDeletionNeverRemovesTheNextClaimsRecord", "10.201.32.0/29", lostDeletionNeverRemovesTheNextClaimsRecord, core},
 		{"LostBatchDeletionNeverRemovesTheNextClaimsRecord", "10.201.32.8/29", lostBatchDeletionNeverRemovesTheNextClaimsRecord, core},

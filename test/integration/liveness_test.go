@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -183,7 +184,8 @@ func TestPoolBeingDeletedGivesNothingOut(t *testing.T) {
 }
 
 // An IPAddress belongs to its claim by UID: a claim recreated under the same
-// name gets an IPAddress of its own, never its predecessor's.
+// name gets an IPAddress of its own, never its predecessor's. Its record is
+// the predecessor's, found by the claim's marker.
 func TestRecreatedClaimNeverTakesItsPredecessorsIPAddress(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.seedNetwork("10.65.0.0/24")
@@ -207,7 +209,39 @@ func TestRecreatedClaimNeverTakesItsPredecessorsIPAddress(t *testing.T) {
 			require.NotNil(c, owner)
 			assert.Equal(c, again.UID, owner.UID)
 			assert.True(c, conditions.IsTrue(f.getClaim(again), ipamv1.IPAddressClaimReadyCondition))
+			assert.Equal(c, old.Spec.Address, address.Spec.Address, "the predecessor's record")
 		}, waitTimeout, pollInterval)
+		assert.Len(t, f.markedRecords(), 1)
+	})
+}
+
+// A claim whose predecessor left nothing but its record (finalizers removed
+// by hand from both the claim and its IPAddress) is fresh: it is reserved
+// while its marker is searched for. The search finds the predecessor's
+// record, which the claim keeps; the record just made for it is deleted.
+func TestFreshClaimKeepsTheRecordItsPredecessorLeft(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.65.1.0/24")
+		f.createPool("pool", "10.65.1.0/24")
+		claim := f.createClaim("machine", "pool")
+		old := f.waitBound(claim)
+
+		got := f.getClaim(claim)
+		f.update(got, func() { controllerutil.RemoveFinalizer(got, reservation.ClaimFinalizer) })
+		require.NoError(t, k8s.Delete(f.ctx, got))
+		f.waitGone(claim)
+		// Its IPAddress, unless the manager removed it already.
+		patch := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`))
+		require.NoError(t, client.IgnoreNotFound(k8s.Patch(f.ctx, old, patch)))
+		require.NoError(t, client.IgnoreNotFound(k8s.Delete(f.ctx, old)))
+		f.waitGone(old)
+
+		again := f.createClaim("machine", "pool")
+		address := f.waitBound(again)
+		assert.Equal(t, old.Spec.Address, address.Spec.Address, "the predecessor's record")
+		records := f.markedRecords()
+		require.Len(t, records, 1, "the record made for the new claim is deleted")
+		assert.Equal(t, old.Spec.Address, records[0].Address.Addr().String())
 	})
 }
 

@@ -11,9 +11,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
 
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxtarget"
 )
 
@@ -60,7 +62,15 @@ func TestTwoManagersLeaveOneRecordPerClaim(t *testing.T) {
 		pool := f.createPool("replicas", "10.143.0.0/24")
 		f.waitPoolReady(pool)
 
-		claims := f.createClaimsAtOnce(20, pool.GetName())
+		// The claims carry the release finalizer already, as claims do
+		// that a manager took on before both started. A new claim's
+		// finalizer is written by one manager only (the other's write
+		// conflicts), and that one, its claim fresh, reserves before the
+		// other looks again: two writers on one claim need claims that
+		// neither manager sees as new.
+		claims := f.createClaimsAtOnce(20, pool.GetName(), func(c *ipamv1.IPAddressClaim) {
+			controllerutil.AddFinalizer(c, reservation.ClaimFinalizer)
+		})
 		bound := map[string]string{}
 		for _, c := range claims {
 			bound[f.marker(c.Name)] = f.waitBound(c).Spec.Address

@@ -372,12 +372,12 @@ func (f *fixture) createClaim(name, pool string, opts ...claimOption) *ipamv1.IP
 
 // createClaimsAtOnce creates n claims on pool, machine-00 onwards, all at
 // once, as a scale-out does.
-func (f *fixture) createClaimsAtOnce(n int, pool string) []*ipamv1.IPAddressClaim {
+func (f *fixture) createClaimsAtOnce(n int, pool string, opts ...claimOption) []*ipamv1.IPAddressClaim {
 	f.t.Helper()
 	claims := make([]*ipamv1.IPAddressClaim, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), pool)
+		claims[i] = f.newClaim(fmt.Sprintf("machine-%02d", i), pool, opts...)
 		wg.Go(func() { assert.NoError(f.t, k8s.Create(f.ctx, claims[i])) })
 	}
 	wg.Wait()
