@@ -22,8 +22,8 @@ type pendingClaim struct {
 // then, once the batch before has made its records, one request per source
 // for the claims that hold no record yet. A claim alone takes the same
 // path and costs a search and a create. Fresh claims (Claim.Fresh) that
-// take the next free address are searched for beside the request instead
-// (see searchBeside).
+// take the next free address are searched for beside the request instead,
+// where the driver searches oldest first (see searchBeside).
 func (p *Protocol[P, S, R, Q]) lookThenAllocate(ctx context.Context, claims []Claim) func() []Result[Allocation] {
 	unique, spread := deduplicate[Allocation](claims)
 	rest := p.lookThenAllocateUnique(ctx, unique)
@@ -36,7 +36,7 @@ func (p *Protocol[P, S, R, Q]) lookThenAllocateUnique(ctx context.Context, claim
 	results := make([]Result[Allocation], len(claims))
 	var pending, fresh []pendingClaim
 	for i, c := range claims {
-		if c.Fresh && !c.Requested.IsValid() {
+		if c.Fresh && !c.Requested.IsValid() && p.oldestFirst {
 			fresh = append(fresh, pendingClaim{index: i, claim: c})
 		} else {
 			pending = append(pending, pendingClaim{index: i, claim: c})
@@ -94,34 +94,54 @@ func (p *Protocol[P, S, R, Q]) searchBeside(ctx context.Context, fresh []pending
 // confirmFresh holds the batch's answers to fresh claims against the
 // search made beside it. A claim the search found records of besides the
 // one the batch answered is answered as a search before the batch would
-// have answered it (see keepEarlier). Every fresh claim is answered an
-// error when the search failed: its next call is not fresh, searches
-// first, and keeps one of its records, the batch's included, as after a
-// lost answer.
+// have answered it (see keepEarlier). When the search failed, what the
+// batch made for a fresh claim is deleted and the claim answered an
+// error: its next call, not fresh, searches first, and finds what a search
+// first would have found.
 func (p *Protocol[P, S, R, Q]) confirmFresh(ctx context.Context, pool P, fresh []pendingClaim, earlier func() (map[string][]R, error), results []Result[Allocation]) {
 	found, err := earlier()
 	for _, c := range fresh {
 		res := &results[c.index]
-		if err != nil {
-			*res = Result[Allocation]{Err: fmt.Errorf("confirming that claim %s/%s held no record before: %w", c.claim.Namespace, c.claim.Name, err)}
-			continue
-		}
-		if slices.ContainsFunc(found[c.claim.Marker], func(r R) bool {
+		switch {
+		case err != nil && res.Err == nil:
+			*res = Result[Allocation]{Err: p.unconfirmed(ctx, c.claim, res.Value, err)}
+		case err != nil:
+			// Nothing was made for it: its own error stands, and its next
+			// call searches first.
+		case slices.ContainsFunc(found[c.claim.Marker], func(r R) bool {
 			return res.Err != nil || p.d.View(r).Reference != res.Value.Reference
-		}) {
+		}):
 			*res = p.keepEarlier(ctx, pool, c.claim.Marker, *res)
 		}
 	}
 }
 
-// keepEarlier answers a fresh claim whose marker other records carried
-// (a finalizer removed by hand left them, say) as the search before a
-// batch would have: the claim keeps the first of those records that the
-// pool could have given, the others being deleted (see keep), and when
-// they all lie outside the pool it is told so and gets nothing. What the
-// batch made for it is deleted either way. The records are looked up
-// again, now that the batch is done: the search beside it may have run
-// before the batch made or deleted some.
+// unconfirmed deletes what the batch made for a fresh claim whose search
+// failed, and returns the error the claim is answered.
+func (p *Protocol[P, S, R, Q]) unconfirmed(ctx context.Context, claim Claim, made Allocation, searchErr error) error {
+	err := fmt.Errorf("confirming that claim %s/%s held no record before: %w", claim.Namespace, claim.Name, searchErr)
+	r, found, getErr := p.d.Get(ctx, made.Reference)
+	if getErr == nil && found {
+		getErr = p.d.Drop(ctx, r)
+	}
+	if getErr != nil {
+		// Left to the claim's next call, whose keep keeps the oldest.
+		return fmt.Errorf("%w; releasing %s, reserved for it meanwhile: %v", err, made.Reference, getErr)
+	}
+	return err
+}
+
+// keepEarlier answers a fresh claim whose marker other records carried (a
+// finalizer removed by hand left them, or a second writer, a replica
+// without leader election, made one meanwhile) as a search before the
+// batch would have. When they all lie outside the pool, the claim is told
+// so and gets nothing, and what the batch made for it is deleted.
+// Otherwise it gets the oldest of its records in the pool, the one keep
+// keeps, and the batch's, if newer, is deleted. The others are left alone:
+// a second writer may bind one of them, and deletes its own if it loses;
+// the audit deletes what is left over. The records are looked up again,
+// now that the batch is done: the search beside it may have run before the
+// batch made or deleted some.
 func (p *Protocol[P, S, R, Q]) keepEarlier(ctx context.Context, pool P, marker string, answer Result[Allocation]) Result[Allocation] {
 	found, err := p.search(ctx, []string{marker}, InPool)
 	if err != nil {
@@ -147,15 +167,22 @@ func (p *Protocol[P, S, R, Q]) keepEarlier(ctx context.Context, pool P, marker s
 		// answer, say.
 		return answer
 	}
-	kept, _, keepErr := p.keep(ctx, pool, marker, earlier)
-	if made != nil {
+	if _, err := p.own(pool, marker, earlier); err != nil {
+		if made != nil {
+			if dropErr := p.d.Drop(ctx, *made); dropErr != nil {
+				return Result[Allocation]{Err: fmt.Errorf("%w; releasing %s, reserved for the claim meanwhile: %v", err, p.d.Describe(*made), dropErr)}
+			}
+		}
+		return Result[Allocation]{Err: err}
+	}
+	// Oldest first (OldestFirst): the first in the pool is keep's choice.
+	i := slices.IndexFunc(found[marker], func(r R) bool { return p.d.InPool(pool, r) })
+	kept := found[marker][i]
+	if made != nil && p.d.View(kept).Reference != p.d.View(*made).Reference {
 		if err := p.d.Drop(ctx, *made); err != nil {
 			return Result[Allocation]{Err: fmt.Errorf("releasing %s, reserved for %s, which %s already carried: %w",
-				p.d.Describe(*made), p.d.Label(marker), p.d.Describe(earlier[0]), err)}
+				p.d.Describe(*made), p.d.Label(marker), p.d.Describe(kept), err)}
 		}
-	}
-	if keepErr != nil {
-		return Result[Allocation]{Err: keepErr}
 	}
 	alloc, err := p.allocation(pool, kept)
 	return Result[Allocation]{Value: alloc, Err: err}

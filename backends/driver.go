@@ -116,6 +116,17 @@ type AddressRequester[P any, S Source, R any] interface {
 	CreateAt(ctx context.Context, pool P, claim Claim, src S, addr netip.Addr) (R, error)
 }
 
+// OldestFirst is the role of a driver whose Search lists each marker's
+// records in the order they were made, as NetBox's IDs do. Only such a
+// driver's pools reserve fresh claims (Claim.Fresh) before their marker
+// search answers: a record made for a fresh claim then comes after any
+// record the claim held before, so that keep, whoever calls it, keeps the
+// earlier one. A driver that orders records otherwise (Infoblox, by
+// address) searches for every claim first.
+type OldestFirst interface {
+	SearchesOldestFirst() bool
+}
+
 // PlanAdopter is the role of a driver that adopts the records the IPAM
 // team planned for a claim (planned.go, Options.Plans). A pool that adopts
 // plans cannot be built on a driver without it.

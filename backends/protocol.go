@@ -22,6 +22,9 @@ type Protocol[P any, S Source, R, Q any] struct {
 	planner   PlanAdopter[R]
 	lister    AuditLister[P]
 	macWriter MACWriter
+	// oldestFirst: the driver's Search lists records in the order they
+	// were made (OldestFirst).
+	oldestFirst bool
 
 	o           Options
 	preparation Prepared[P]
@@ -60,6 +63,9 @@ func New[P any, S Source, R, Q any](d Driver[P, S, R, Q], o Options) (*Protocol[
 	p.planner, _ = any(d).(PlanAdopter[R])
 	p.lister, _ = any(d).(AuditLister[P])
 	p.macWriter, _ = any(d).(MACWriter)
+	if o, ok := any(d).(OldestFirst); ok {
+		p.oldestFirst = o.SearchesOldestFirst()
+	}
 	if o.Plans && p.planner == nil {
 		return nil, fmt.Errorf("%w: %s adopts no planned records", ErrInvalidConfig, d.Name())
 	}
@@ -86,6 +92,7 @@ const (
 	RolePlanAdopter      Role = "PlanAdopter"
 	RoleAuditLister      Role = "AuditLister"
 	RoleMACWriter        Role = "MACWriter"
+	RoleOldestFirst      Role = "OldestFirst"
 )
 
 // Offers says whether the driver offers role.
@@ -99,6 +106,8 @@ func (p *Protocol[P, S, R, Q]) Offers(role Role) bool {
 		return p.lister != nil
 	case RoleMACWriter:
 		return p.macWriter != nil
+	case RoleOldestFirst:
+		return p.oldestFirst
 	}
 	return false
 }

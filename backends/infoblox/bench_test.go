@@ -14,10 +14,6 @@ func BenchmarkAllocateRelease(b *testing.B) {
 	conformance.BenchAllocateRelease(b, conformance.InfobloxHarness(b, infoblox.FixedAddress))
 }
 
-func BenchmarkNewClaim(b *testing.B) {
-	conformance.BenchNewClaim(b, func(t testing.TB) conformance.Harness { return conformance.InfobloxHarness(t, infoblox.FixedAddress) })
-}
-
 func BenchmarkAudit(b *testing.B) {
 	conformance.BenchAudit(b, func(t testing.TB) conformance.Harness { return conformance.InfobloxHarness(t, infoblox.FixedAddress) })
 }

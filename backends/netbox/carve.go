@@ -272,6 +272,10 @@ func (c *carver) Search(ctx context.Context, markers []string, _ backends.Scope)
 	return found, err
 }
 
+// SearchesOldestFirst: Search orders children by ID, as it does
+// addresses.
+func (c *carver) SearchesOldestFirst() bool { return true }
+
 func (c *carver) Get(ctx context.Context, ref string) (childPrefix, bool, error) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(ref, childRefPrefix), 10, 32)
 	if err != nil || !strings.HasPrefix(ref, childRefPrefix) || id <= 0 {

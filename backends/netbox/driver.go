@@ -161,6 +161,10 @@ func (d *driver) Holders(ctx context.Context, src resolvedSource, addr netip.Add
 	return p.Results, nil
 }
 
+// SearchesOldestFirst: Search orders by ID, and NetBox's IDs grow with
+// every record made.
+func (d *driver) SearchesOldestFirst() bool { return true }
+
 // CreationOrdered: NetBox's IDs grow with every record made.
 func (d *driver) CreationOrdered() bool { return true }
 

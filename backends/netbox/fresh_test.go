@@ -19,9 +19,9 @@ import (
 // is when NetBox is asked.
 
 // A fresh claim (backends.Claim.Fresh) is reserved while its marker search
-// runs: here the search waits for the reservation to arrive, which a
-// search made first waits for in vain. Either way the claim costs the
-// search and the reservation, and holds one record.
+// runs: here the search and the reservation each wait for the other to
+// arrive, which a search made first waits for in vain. Either way the
+// claim costs the search and the reservation, and holds one record.
 func TestFreshClaimIsReservedWhileItsSearchRuns(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -39,22 +39,31 @@ func TestFreshClaimIsReservedWhileItsSearchRuns(t *testing.T) {
 			require.NoError(t, err)
 			sim.ResetCalls()
 
-			reserving := make(chan struct{})
-			sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodPost, PathContains: "/available-ips/", Then: func() { close(reserving) }})
-			var searchWaitedInVain atomic.Bool
-			sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodGet, PathContains: "/api/ipam/ip-addresses/", Then: func() {
-				select {
-				case <-reserving:
-				case <-time.After(2 * time.Second):
-					searchWaitedInVain.Store(true)
+			// Each request waits, up to 2 s, for the other to arrive: sent
+			// one after the other, the first waits in vain.
+			reserving, searching := make(chan struct{}), make(chan struct{})
+			var searchWaitedInVain, reservationWaitedInVain atomic.Bool
+			meet := func(mine, theirs chan struct{}, inVain *atomic.Bool) func() {
+				return func() {
+					close(mine)
+					select {
+					case <-theirs:
+					case <-time.After(2 * time.Second):
+						inVain.Store(true)
+					}
 				}
-			}})
+			}
+			sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodPost, PathContains: "/available-ips/",
+				Then: meet(reserving, searching, &reservationWaitedInVain)})
+			sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodGet, PathContains: "/api/ipam/ip-addresses/",
+				Then: meet(searching, reserving, &searchWaitedInVain)})
 
 			c := claim("m0")
 			c.Fresh = tc.fresh
 			alloc, err := b.Allocate(ctx, c)
 			require.NoError(t, err)
 			assert.Equal(t, tc.searchFirst, searchWaitedInVain.Load(), "the search ran before the reservation")
+			assert.False(t, reservationWaitedInVain.Load(), "the reservation ran before the search")
 			assert.Len(t, sim.Calls(), 2, "the marker search and the reservation")
 			records := marked(sim, c.Marker)
 			require.Len(t, records, 1)
@@ -64,30 +73,53 @@ func TestFreshClaimIsReservedWhileItsSearchRuns(t *testing.T) {
 }
 
 // A fresh claim whose search beside the reservation fails is answered an
-// error, though the reservation was made: nothing confirmed that the claim
-// held no record before. Its next call, not fresh, finds the reservation
-// by its marker and makes none.
-func TestFreshClaimWhoseSearchFailedGetsItsRecordOnItsNextCall(t *testing.T) {
-	sim := newSim(t, "10.0.0.0/24")
-	b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
-	ctx := context.Background()
-	_, err := b.Validate(ctx)
-	require.NoError(t, err)
-	sim.InjectFault(netboxsim.Fault{Kind: httpfault.Status, Status: http.StatusBadGateway, Method: http.MethodGet, PathContains: "/api/ipam/ip-addresses/", Times: 100})
+// error, and what was reserved for it meanwhile is deleted: nothing
+// confirmed that the claim held no record before. Its next call, not
+// fresh, finds what a search first would have found: the record it held
+// before, at an address above the one just reserved, or none.
+func TestFreshClaimWhoseSearchFailedIsAnsweredOnItsNextCall(t *testing.T) {
+	for _, tc := range []struct {
+		name, held, want string
+	}{
+		{name: "held nothing", want: "10.0.0.2/24"},
+		{name: "held a record", held: "10.0.0.50/24", want: "10.0.0.50/24"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := newSim(t, "10.0.0.0/24")
+			b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
+			ctx := context.Background()
+			_, err := b.Validate(ctx)
+			require.NoError(t, err)
+			c := claim("m0")
+			if tc.held != "" {
+				sim.AddIPAddress(tc.held, netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": c.Marker}})
+			}
+			// The search fails; reading and deleting one record do not.
+			sim.InjectFault(netboxsim.Fault{Kind: httpfault.Status, Status: http.StatusBadGateway, Times: 100,
+				Match: func(method, path string, _ []byte) bool {
+					return method == http.MethodGet && path == "/api/ipam/ip-addresses/"
+				}})
 
-	c := claim("m0")
-	c.Fresh = true
-	_, err = b.Allocate(ctx, c)
-	require.ErrorIs(t, err, backends.ErrUnavailable)
-	assert.Contains(t, err.Error(), "held no record before")
-	require.Len(t, marked(sim, c.Marker), 1, "the reservation was made")
-	assert.Equal(t, 1, sim.CountCalls(http.MethodPost, "/api/ipam/prefixes/"))
+			c.Fresh = true
+			_, err = b.Allocate(ctx, c)
+			require.ErrorIs(t, err, backends.ErrUnavailable)
+			assert.Contains(t, err.Error(), "held no record before")
+			assert.Equal(t, 1, sim.CountCalls(http.MethodPost, "/api/ipam/prefixes/"), "reserved beside the search")
+			left := marked(sim, c.Marker)
+			if tc.held == "" {
+				assert.Empty(t, left, "what was reserved beside the search is deleted")
+			} else if assert.Len(t, left, 1, "what was reserved beside the search is deleted") {
+				assert.Equal(t, tc.held, left[0].Address)
+			}
 
-	sim.ClearFaults()
-	c.Fresh = false
-	alloc, err := b.Allocate(ctx, c)
-	require.NoError(t, err)
-	assert.Equal(t, "10.0.0.2/24", alloc.Address.String())
-	assert.Equal(t, 1, sim.CountCalls(http.MethodPost, "/api/ipam/prefixes/"), "no second reservation")
-	assert.Len(t, marked(sim, c.Marker), 1)
+			sim.ClearFaults()
+			c.Fresh = false
+			alloc, err := b.Allocate(ctx, c)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, alloc.Address.String())
+			records := marked(sim, c.Marker)
+			require.Len(t, records, 1)
+			assert.Equal(t, tc.want, records[0].Address)
+		})
+	}
 }

@@ -12,9 +12,9 @@ import (
 )
 
 // Fresh claims (backends.Claim.Fresh) are reserved while their markers are
-// searched for, not after. A fresh claim that held a record all the same
-// (its finalizer removed by hand, say) is answered as a search first would
-// have answered it.
+// searched for, not after, where the driver searches oldest first. A fresh
+// claim that held a record all the same (its finalizer removed by hand,
+// say) is answered as a search first would have answered it.
 
 // freshClaimsAnsweredAsASearchFirstWould: three fresh claims in one batch,
 // the second of which held a record before. Within the pool, it keeps that
@@ -56,7 +56,11 @@ func freshClaimsAnsweredAsASearchFirstWould(t *testing.T, h Harness, cidr string
 			before := h.Requests()
 
 			allocs, errs := allocateAll(b, cs)
-			assert.Equal(t, 4, h.Requests()-before, "a search beside the batch's request, the request, and for the claim that held a record, a search once the batch is done and the deletion of the batch's record for it")
+			if backends.Offers(b, backends.RoleOldestFirst) {
+				assert.Equal(t, 4, h.Requests()-before, "a search beside the batch's request, the request, and for the claim that held a record, a search once the batch is done and the deletion of the batch's record for it")
+			} else {
+				assert.Equal(t, 2, h.Requests()-before, "a driver that does not search oldest first searches for fresh claims first: the search, and the request for the two others")
+			}
 			for _, i := range []int{0, 2} {
 				require.NoError(t, errs[i])
 				assert.Equal(t, []Reservation{{Address: allocs[i].Address.Addr(), Marker: cs[i].Marker, Reference: allocs[i].Reference}},

@@ -216,9 +216,10 @@ func TestRecreatedClaimNeverTakesItsPredecessorsIPAddress(t *testing.T) {
 }
 
 // A claim whose predecessor left nothing but its record (finalizers removed
-// by hand from both the claim and its IPAddress) is fresh: it is reserved
-// while its marker is searched for. The search finds the predecessor's
-// record, which the claim keeps; the record just made for it is deleted.
+// by hand from both the claim and its IPAddress) is fresh: on NetBox it is
+// reserved while its marker is searched for. The search finds the
+// predecessor's record, which the claim keeps; the record just made for it
+// is deleted.
 func TestFreshClaimKeepsTheRecordItsPredecessorLeft(t *testing.T) {
 	forEachSystem(t, func(t *testing.T, f *fixture) {
 		f.seedNetwork("10.65.1.0/24")
@@ -236,9 +237,15 @@ func TestFreshClaimKeepsTheRecordItsPredecessorLeft(t *testing.T) {
 		require.NoError(t, client.IgnoreNotFound(k8s.Delete(f.ctx, old)))
 		f.waitGone(old)
 
+		requests := f.sys.allocationRequests()
 		again := f.createClaim("machine", "pool")
 		address := f.waitBound(again)
 		assert.Equal(t, old.Spec.Address, address.Spec.Address, "the predecessor's record")
+		if f.sys.name() == "NetBox" {
+			assert.Equal(t, requests+1, f.sys.allocationRequests(), "fresh: reserved while its search ran")
+		} else {
+			assert.Equal(t, requests, f.sys.allocationRequests(), "Infoblox, which lists records by address, searches first")
+		}
 		records := f.markedRecords()
 		require.Len(t, records, 1, "the record made for the new claim is deleted")
 		assert.Equal(t, old.Spec.Address, records[0].Address.Addr().String())
