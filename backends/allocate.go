@@ -36,7 +36,9 @@ func (p *Protocol[P, S, R, Q]) lookThenAllocateUnique(ctx context.Context, claim
 	results := make([]Result[Allocation], len(claims))
 	var pending, fresh []pendingClaim
 	for i, c := range claims {
-		if c.Fresh && !c.Requested.IsValid() && p.oldestFirst {
+		// Not in a pool that adopts plans: what a fresh claim is answered
+		// may be the IPAM team's plan, which is given back, never deleted.
+		if c.Fresh && !c.Requested.IsValid() && p.oldestFirst && !p.o.Plans {
 			fresh = append(fresh, pendingClaim{index: i, claim: c})
 		} else {
 			pending = append(pending, pendingClaim{index: i, claim: c})
@@ -94,41 +96,26 @@ func (p *Protocol[P, S, R, Q]) searchBeside(ctx context.Context, fresh []pending
 // confirmFresh holds the batch's answers to fresh claims against the
 // search made beside it. A claim the search found records of besides the
 // one the batch answered is answered as a search before the batch would
-// have answered it (see keepEarlier). When the search failed, what the
-// batch made for a fresh claim is deleted and the claim answered an
-// error: its next call, not fresh, searches first, and finds what a search
-// first would have found.
+// have answered it (see keepEarlier). When the search failed, every fresh
+// claim is answered an error, and what it was answered stays: its next
+// call, not fresh, searches first and keeps the oldest of its records
+// (OldestFirst), which is the batch's only if it held none before.
 func (p *Protocol[P, S, R, Q]) confirmFresh(ctx context.Context, pool P, fresh []pendingClaim, earlier func() (map[string][]R, error), results []Result[Allocation]) {
 	found, err := earlier()
 	for _, c := range fresh {
 		res := &results[c.index]
 		switch {
 		case err != nil && res.Err == nil:
-			*res = Result[Allocation]{Err: p.unconfirmed(ctx, c.claim, res.Value, err)}
+			*res = Result[Allocation]{Err: fmt.Errorf("confirming that claim %s/%s held no record before %s was reserved for it: %w",
+				c.claim.Namespace, c.claim.Name, res.Value.Reference, err)}
 		case err != nil:
-			// Nothing was made for it: its own error stands, and its next
-			// call searches first.
+			// Its own error stands.
 		case slices.ContainsFunc(found[c.claim.Marker], func(r R) bool {
 			return res.Err != nil || p.d.View(r).Reference != res.Value.Reference
 		}):
 			*res = p.keepEarlier(ctx, pool, c.claim.Marker, *res)
 		}
 	}
-}
-
-// unconfirmed deletes what the batch made for a fresh claim whose search
-// failed, and returns the error the claim is answered.
-func (p *Protocol[P, S, R, Q]) unconfirmed(ctx context.Context, claim Claim, made Allocation, searchErr error) error {
-	err := fmt.Errorf("confirming that claim %s/%s held no record before: %w", claim.Namespace, claim.Name, searchErr)
-	r, found, getErr := p.d.Get(ctx, made.Reference)
-	if getErr == nil && found {
-		getErr = p.d.Drop(ctx, r)
-	}
-	if getErr != nil {
-		// Left to the claim's next call, whose keep keeps the oldest.
-		return fmt.Errorf("%w; releasing %s, reserved for it meanwhile: %v", err, made.Reference, getErr)
-	}
-	return err
 }
 
 // keepEarlier answers a fresh claim whose marker other records carried (a

@@ -73,16 +73,23 @@ func TestFreshClaimIsReservedWhileItsSearchRuns(t *testing.T) {
 }
 
 // A fresh claim whose search beside the reservation fails is answered an
-// error, and what was reserved for it meanwhile is deleted: nothing
-// confirmed that the claim held no record before. Its next call, not
-// fresh, finds what a search first would have found: the record it held
-// before, at an address above the one just reserved, or none.
+// error: nothing confirmed that the claim held no record before. What was
+// reserved for it stays, for it may be a record the claim held, adopted
+// after a resent request. Its next call, not fresh, searches first and
+// keeps the oldest of the claim's records: the one it held before, at an
+// address above the one just reserved, or else the one just reserved.
 func TestFreshClaimWhoseSearchFailedIsAnsweredOnItsNextCall(t *testing.T) {
 	for _, tc := range []struct {
 		name, held, want string
+		// resent: the reservation's first answer is lost, and the request
+		// resent.
+		resent bool
+		// left is how many records carry the marker after the first call.
+		left int
 	}{
-		{name: "held nothing", want: "10.0.0.2/24"},
-		{name: "held a record", held: "10.0.0.50/24", want: "10.0.0.50/24"},
+		{name: "held nothing", want: "10.0.0.2/24", left: 1},
+		{name: "held a record", held: "10.0.0.50/24", want: "10.0.0.50/24", left: 2},
+		{name: "held a record, the reservation resent", held: "10.0.0.50/24", want: "10.0.0.50/24", resent: true, left: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sim := newSim(t, "10.0.0.0/24")
@@ -100,22 +107,23 @@ func TestFreshClaimWhoseSearchFailedIsAnsweredOnItsNextCall(t *testing.T) {
 					return method == http.MethodGet && path == "/api/ipam/ip-addresses/"
 				}})
 
+			if tc.resent {
+				sim.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: http.MethodPost, PathContains: "/available-ips/"})
+			}
 			c.Fresh = true
 			_, err = b.Allocate(ctx, c)
 			require.ErrorIs(t, err, backends.ErrUnavailable)
-			assert.Contains(t, err.Error(), "held no record before")
-			assert.Equal(t, 1, sim.CountCalls(http.MethodPost, "/api/ipam/prefixes/"), "reserved beside the search")
-			left := marked(sim, c.Marker)
-			if tc.held == "" {
-				assert.Empty(t, left, "what was reserved beside the search is deleted")
-			} else if assert.Len(t, left, 1, "what was reserved beside the search is deleted") {
-				assert.Equal(t, tc.held, left[0].Address)
+			if !tc.resent {
+				assert.Contains(t, err.Error(), "held no record before")
 			}
+			assert.Len(t, marked(sim, c.Marker), tc.left, "nothing is deleted on an unconfirmed answer: what was reserved, and what the claim held, stay")
+			posts := sim.CountCalls(http.MethodPost, "/api/ipam/prefixes/")
 
 			sim.ClearFaults()
 			c.Fresh = false
 			alloc, err := b.Allocate(ctx, c)
 			require.NoError(t, err)
+			assert.Equal(t, posts, sim.CountCalls(http.MethodPost, "/api/ipam/prefixes/"), "no further reservation")
 			assert.Equal(t, tc.want, alloc.Address.String())
 			records := marked(sim, c.Marker)
 			require.Len(t, records, 1)
