@@ -154,24 +154,27 @@ func (p *Protocol[P, S, R, Q]) keepEarlier(ctx context.Context, pool P, marker s
 		// answer, say.
 		return answer
 	}
-	if _, err := p.own(pool, marker, earlier); err != nil {
-		if made != nil {
-			if dropErr := p.d.Drop(ctx, *made); dropErr != nil {
-				return Result[Allocation]{Err: fmt.Errorf("%w; releasing %s, reserved for the claim meanwhile: %v", err, p.d.Describe(*made), dropErr)}
-			}
-		}
-		return Result[Allocation]{Err: err}
-	}
 	// Oldest first (OldestFirst): the first in the pool is keep's choice.
-	i := slices.IndexFunc(found[marker], func(r R) bool { return p.d.InPool(pool, r) })
-	kept := found[marker][i]
-	if made != nil && p.d.View(kept).Reference != p.d.View(*made).Reference {
+	// None when every other record lies outside the pool (own's error).
+	_, outside := p.own(pool, marker, earlier)
+	var kept *R
+	if outside == nil {
+		kept = &found[marker][slices.IndexFunc(found[marker], func(r R) bool { return p.d.InPool(pool, r) })]
+	}
+	if made != nil && (kept == nil || p.d.View(*kept).Reference != p.d.View(*made).Reference) {
 		if err := p.d.Drop(ctx, *made); err != nil {
-			return Result[Allocation]{Err: fmt.Errorf("releasing %s, reserved for %s, which %s already carried: %w",
-				p.d.Describe(*made), p.d.Label(marker), p.d.Describe(kept), err)}
+			err = fmt.Errorf("releasing %s, reserved for %s, which %s already carried: %w",
+				p.d.Describe(*made), p.d.Label(marker), p.d.Describe(earlier[0]), err)
+			if kept == nil {
+				err = fmt.Errorf("%w; %v", outside, err)
+			}
+			return Result[Allocation]{Err: err}
 		}
 	}
-	alloc, err := p.allocation(pool, kept)
+	if kept == nil {
+		return Result[Allocation]{Err: outside}
+	}
+	alloc, err := p.allocation(pool, *kept)
 	return Result[Allocation]{Value: alloc, Err: err}
 }
 
