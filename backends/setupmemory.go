@@ -29,8 +29,15 @@ const SetupMemoryTime = time.Minute
 
 // NewSetupMemory returns an empty memory.
 func NewSetupMemory[V any]() *SetupMemory[V] {
-	m := &SetupMemory[V]{confirmed: expirable.NewLRU[string, V](1024, nil, SetupMemoryTime)}
-	memories = append(memories, m.confirmed.Purge)
+	return &SetupMemory[V]{confirmed: NewMemory[string, V](1024, SetupMemoryTime)}
+}
+
+// NewMemory returns a memory of up to size entries, each kept for ttl, that
+// ForgetConfirmedSetups forgets with the confirmed setups: what a driver
+// learnt of a system's setup outside a SetupMemory.
+func NewMemory[K comparable, V any](size int, ttl time.Duration) *expirable.LRU[K, V] {
+	m := expirable.NewLRU[K, V](size, nil, ttl)
+	memories = append(memories, m.Purge)
 	return m
 }
 
@@ -63,7 +70,7 @@ func (m *SetupMemory[V]) Confirm(ctx context.Context, key string, check func(con
 	}
 }
 
-// memories purges every SetupMemory (ForgetConfirmedSetups).
+// memories purges every SetupMemory and NewMemory (ForgetConfirmedSetups).
 var memories []func()
 
 // ForgetConfirmedSetups forgets every confirmed setup. A test that starts

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	netbox "github.com/netbox-community/go-netbox/v4"
 	"golang.org/x/sync/errgroup"
@@ -183,33 +184,77 @@ const searchChunksAtOnce = 4
 // searchChunk finds the objects whose marker starts with one of chunk's
 // values, by exact values where NetBox ignores the lookup.
 func searchChunk[T markedObject](ctx context.Context, d *driver, path string, base url.Values, line, prefixField, exactField string, chunk []string) ([]T, error) {
-	q := maps.Clone(base)
-	q[prefixField] = chunk
-	var p page[T]
-	if err := d.getJSON(ctx, path, q, &p); err != nil {
-		return nil, err
-	}
-	if slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
-		// The lookup was ignored: search by exact values.
-		var values []string
-		for _, m := range chunk {
-			values = append(values, m, backends.PlannedMarker(m))
+	if !d.lookupIgnored() {
+		q := maps.Clone(base)
+		q[prefixField] = chunk
+		var p page[T]
+		if err := d.getJSON(ctx, path, q, &p); err != nil {
+			return nil, err
 		}
-		var out []T
-		for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
-			objects, err := searchAll[T](ctx, d, path, base, exactField, exact)
-			if err != nil {
-				return nil, err
+		if !slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
+			if p.Count > int64(len(p.Results)) {
+				// More objects than a page: page through this chunk's.
+				return searchAll[T](ctx, d, path, base, prefixField, chunk)
 			}
-			out = append(out, objects...)
+			return p.Results, nil
 		}
-		return out, nil
+		// The lookup was ignored.
+		d.rememberFilterLogic(filterLogicLoose)
 	}
-	if p.Count > int64(len(p.Results)) {
-		// More objects than a page: page through this chunk's.
-		return searchAll[T](ctx, d, path, base, prefixField, chunk)
+	return searchExact[T](ctx, d, path, base, line, exactField, chunk)
+}
+
+// searchExact finds the objects whose marker is one of markers or its
+// planned form. It needs no lookup: a field of loose filter logic matches
+// these values as parts of the marker, one of exact logic as the whole.
+func searchExact[T markedObject](ctx context.Context, d *driver, path string, base url.Values, line, exactField string, markers []string) ([]T, error) {
+	var values []string
+	for _, m := range markers {
+		values = append(values, m, backends.PlannedMarker(m))
 	}
-	return p.Results, nil
+	var out []T
+	for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
+		objects, err := searchAll[T](ctx, d, path, base, exactField, exact)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objects...)
+	}
+	return out, nil
+}
+
+// filterLogicLoose is the filter logic of a custom field that NetBox gives
+// no lookups: its filter matches any part of a value. It is the default of
+// a field created in NetBox's UI.
+const filterLogicLoose = "loose"
+
+// ignoredLookups remembers, by NetBox and marker field, the marker fields
+// whose "starts with" lookup NetBox ignores (filter logic loose): their
+// searches go by exact values at once, not after a page of every marked
+// object, which is what the ignored filter answers. Exact values find the
+// same records whatever the field's logic, so a field the IPAM team sets
+// to exact meanwhile is still searched right, and the next setup check,
+// which reads the field's logic, forgets it.
+var ignoredLookups = backends.NewMemory[string, bool](1024, ignoredLookupTime)
+
+// ignoredLookupTime is how long a field is searched by exact values after
+// its lookup was last found ignored.
+const ignoredLookupTime = 10 * time.Minute
+
+func (d *driver) lookupKey() string { return d.baseURL + "\x00" + d.cfg.MarkerField }
+
+// lookupIgnored says whether NetBox was last found to ignore the marker
+// field's "starts with" lookup.
+func (d *driver) lookupIgnored() bool { return ignoredLookups.Contains(d.lookupKey()) }
+
+// rememberFilterLogic remembers whether NetBox ignores the marker field's
+// lookups, from its filter logic.
+func (d *driver) rememberFilterLogic(logic string) {
+	if logic == filterLogicLoose {
+		ignoredLookups.Add(d.lookupKey(), true)
+		return
+	}
+	ignoredLookups.Remove(d.lookupKey())
 }
 
 // searchAll pages through the objects at path whose field matches one of

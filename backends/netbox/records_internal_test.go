@@ -117,6 +117,93 @@ func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
 	}
 }
 
+// NetBox ignores the "starts with" lookup of a loose marker field. Once the
+// driver knows, from the pool's setup check, which reads the field, or from
+// a search that found the lookup ignored, it searches by exact values at
+// once, without the page of unrelated objects the ignored lookup answers.
+// A field set to exact meanwhile is still searched right, and the next
+// setup check brings the lookup back.
+func TestSearchesOfALooseFieldSkipTheIgnoredLookup(t *testing.T) {
+	setUp := func(t *testing.T, b *driver) {
+		_, err := b.Prepare(context.Background())
+		require.NoError(t, err)
+	}
+	search := func(t *testing.T, b *driver) {
+		_, err := b.Search(context.Background(), []string{"id/ns/a"}, backends.InPool)
+		require.NoError(t, err)
+	}
+	for _, tc := range []struct {
+		name  string
+		logic string
+		// learn is what the driver did before the search looked at.
+		learn []func(*testing.T, *driver)
+		// exactSince: the IPAM team set the field to exact after learn.
+		exactSince bool
+		// then runs after exactSince.
+		then       []func(*testing.T, *driver)
+		wantLookup bool
+	}{
+		{name: "an exact field", logic: "exact", learn: []func(*testing.T, *driver){setUp}, wantLookup: true},
+		{name: "a loose field read at set-up", logic: "loose", learn: []func(*testing.T, *driver){setUp}},
+		{name: "a loose field a search found", logic: "loose", learn: []func(*testing.T, *driver){search}},
+		{name: "a loose field set to exact since", logic: "loose", learn: []func(*testing.T, *driver){search}, exactSince: true},
+		{name: "a loose field set to exact, then set up", logic: "loose", learn: []func(*testing.T, *driver){search}, exactSince: true,
+			then: []func(*testing.T, *driver){setUp}, wantLookup: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			backends.ForgetConfirmedSetups()
+			t.Cleanup(backends.ForgetConfirmedSetups)
+			sim := netboxsim.New()
+			t.Cleanup(sim.Close)
+			sim.AddToken(internalToken, true)
+			field := sim.AddCustomField("capi_ipam_claim", tc.logic)
+			sim.AddPrefix("10.0.0.0/24", netboxsim.PrefixOptions{})
+			b, _, err := newDriver(Config{
+				URL: sim.URL(), Token: internalToken,
+				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+			})
+			require.NoError(t, err)
+			own := sim.AddIPAddress("10.0.0.2/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a"}})
+			adopted := sim.AddIPAddress("10.0.0.3/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker("id/ns/b")}})
+			sim.AddIPAddress("10.0.0.4/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a-longer"}})
+			for _, learn := range tc.learn {
+				learn(t, b)
+			}
+			if tc.exactSince {
+				sim.SetCustomFieldFilterLogic(field, "exact")
+			}
+			for _, then := range tc.then {
+				then(t, b)
+			}
+			sim.ResetCalls()
+
+			found, err := b.Search(context.Background(), []string{"id/ns/a", "id/ns/b"}, backends.InPool)
+			require.NoError(t, err)
+			ids := map[string][]int32{}
+			for m, records := range found {
+				for _, r := range records {
+					ids[m] = append(ids[m], r.ID)
+				}
+			}
+			assert.Equal(t, map[string][]int32{"id/ns/a": {own}, "id/ns/b": {adopted}}, ids)
+			var lookups int
+			for _, c := range sim.Calls() {
+				if strings.Contains(c.Query, "__isw") {
+					lookups++
+				}
+			}
+			if tc.wantLookup {
+				assert.Equal(t, 1, lookups, "the search asks the lookup")
+				assert.Len(t, sim.Calls(), 1, "and nothing else")
+			} else {
+				assert.Zero(t, lookups, "the search skips the ignored lookup")
+				assert.NotEmpty(t, sim.Calls())
+			}
+		})
+	}
+}
+
 // A write that follows a read of a record sends the record's ETag as
 // If-Match (NetBox 4.6 and later): a record whose marker changed between
 // the read and the write is never written, and one whose other fields

@@ -181,6 +181,7 @@ func (d *driver) ensureCustomFields(ctx context.Context) error {
 			// NetBox would ignore the cf_ filter and return every address.
 			return fmt.Errorf("%w: marker field %q has filtering disabled; set its filter logic to exact", backends.ErrSetupRequired, name)
 		}
+		d.rememberFilterLogic(cf.FilterLogic.Value)
 	}
 	return nil
 }

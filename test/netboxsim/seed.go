@@ -129,6 +129,22 @@ func (s *Server) AddCustomField(name, filterLogic string) int32 {
 	return cf.id
 }
 
+// SetCustomFieldFilterLogic changes a custom field's filter logic, as the
+// IPAM team does in NetBox's UI.
+func (s *Server) SetCustomFieldFilterLogic(id int32, filterLogic string) {
+	if _, ok := filterLogicLabels[filterLogic]; !ok {
+		panic(fmt.Sprintf("netboxsim: invalid filter logic %q", filterLogic))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cf, ok := s.db.cfs[id]
+	if !ok {
+		panic(fmt.Sprintf("netboxsim: no custom field %d", id))
+	}
+	cf.filterLogic = filterLogic
+	cf.updated = now()
+}
+
 // AddPrefix creates a prefix; host bits are cleared as NetBox does on save.
 func (s *Server) AddPrefix(cidr string, o PrefixOptions) int32 {
 	p, err := netip.ParsePrefix(cidr)
