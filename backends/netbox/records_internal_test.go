@@ -86,35 +86,65 @@ func TestMarkerSearchFindsAnAdoptedRecordOnceWhenAPageOverflows(t *testing.T) {
 func TestMarkerSearchOfALooseFieldFallsBackToExactValues(t *testing.T) {
 	for _, logic := range []string{"exact", "loose"} {
 		t.Run(logic, func(t *testing.T) {
-			sim := netboxsim.New()
-			t.Cleanup(sim.Close)
-			sim.AddToken(internalToken, true)
-			sim.AddCustomField("capi_ipam_claim", logic)
-			b, _, err := newDriver(Config{
-				URL: sim.URL(), Token: internalToken,
-				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
-				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
-			})
-			require.NoError(t, err)
-			own := sim.AddIPAddress("10.0.0.2/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a"}})
-			adopted := sim.AddIPAddress("10.0.0.3/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker("id/ns/b")}})
-			sim.AddIPAddress("10.0.0.4/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a-longer"}})
-			sim.AddIPAddress("10.0.0.5/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.TombstoneMarker("id/ns/a", time.Unix(0, 0))}})
-			sim.AddIPAddress("10.0.0.6/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/other"}})
-			sim.AddIPAddress("10.0.0.7/24", netboxsim.IPOptions{})
+			_, b, seeded := markerSearchSim(t, logic)
 
 			found, err := b.Search(context.Background(), []string{"id/ns/a", "id/ns/b"}, backends.InPool)
 			require.NoError(t, err)
-			ids := map[string][]int32{}
-			for m, records := range found {
-				for _, r := range records {
-					ids[m] = append(ids[m], r.ID)
-				}
-			}
-			assert.Equal(t, map[string][]int32{"id/ns/a": {own}, "id/ns/b": {adopted}}, ids)
+			assert.Equal(t, map[string][]int32{"id/ns/a": {seeded.own}, "id/ns/b": {seeded.adopted}}, foundIDs(found))
 			assert.True(t, found["id/ns/b"][0].planned)
 		})
 	}
+}
+
+// markerSearchSeed names the records markerSearchSim seeds that a search
+// of claims a and b finds.
+type markerSearchSeed struct {
+	field        int32
+	own, adopted int32
+}
+
+// markerSearchSim starts a simulator whose marker field has the filter
+// logic, holding the prefix 10.0.0.0/24 and, in it, claim id/ns/a's record,
+// the plan claim id/ns/b adopted, and records a search of the two must not
+// find (a longer marker, a's tombstone, another claim's, an unmarked one);
+// and a driver of a pool of that prefix. Confirmed setups are forgotten
+// before and after.
+func markerSearchSim(t *testing.T, logic string) (*netboxsim.Server, *driver, markerSearchSeed) {
+	t.Helper()
+	backends.ForgetConfirmedSetups()
+	t.Cleanup(backends.ForgetConfirmedSetups)
+	sim := netboxsim.New()
+	t.Cleanup(sim.Close)
+	sim.AddToken(internalToken, true)
+	seed := markerSearchSeed{field: sim.AddCustomField("capi_ipam_claim", logic)}
+	sim.AddPrefix("10.0.0.0/24", netboxsim.PrefixOptions{})
+	b, _, err := newDriver(Config{
+		URL: sim.URL(), Token: internalToken,
+		HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
+		Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+	})
+	require.NoError(t, err)
+	marked := func(addr, marker string) int32 {
+		return sim.AddIPAddress(addr, netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": marker}})
+	}
+	seed.own = marked("10.0.0.2/24", "id/ns/a")
+	seed.adopted = marked("10.0.0.3/24", backends.PlannedMarker("id/ns/b"))
+	marked("10.0.0.4/24", "id/ns/a-longer")
+	marked("10.0.0.5/24", backends.TombstoneMarker("id/ns/a", time.Unix(0, 0)))
+	marked("10.0.0.6/24", "id/ns/other")
+	sim.AddIPAddress("10.0.0.7/24", netboxsim.IPOptions{})
+	return sim, b, seed
+}
+
+// foundIDs is what a search found, as record IDs by marker.
+func foundIDs(found map[string][]ipRecord) map[string][]int32 {
+	ids := map[string][]int32{}
+	for m, records := range found {
+		for _, r := range records {
+			ids[m] = append(ids[m], r.ID)
+		}
+	}
+	return ids
 }
 
 // NetBox ignores the "starts with" lookup of a loose marker field. Once the
@@ -151,27 +181,12 @@ func TestSearchesOfALooseFieldSkipTheIgnoredLookup(t *testing.T) {
 			then: []func(*testing.T, *driver){setUp}, wantLookup: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			backends.ForgetConfirmedSetups()
-			t.Cleanup(backends.ForgetConfirmedSetups)
-			sim := netboxsim.New()
-			t.Cleanup(sim.Close)
-			sim.AddToken(internalToken, true)
-			field := sim.AddCustomField("capi_ipam_claim", tc.logic)
-			sim.AddPrefix("10.0.0.0/24", netboxsim.PrefixOptions{})
-			b, _, err := newDriver(Config{
-				URL: sim.URL(), Token: internalToken,
-				HTTP:    HTTPOptions{RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
-				Sources: []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
-			})
-			require.NoError(t, err)
-			own := sim.AddIPAddress("10.0.0.2/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a"}})
-			adopted := sim.AddIPAddress("10.0.0.3/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": backends.PlannedMarker("id/ns/b")}})
-			sim.AddIPAddress("10.0.0.4/24", netboxsim.IPOptions{CustomFields: map[string]any{"capi_ipam_claim": "id/ns/a-longer"}})
+			sim, b, seeded := markerSearchSim(t, tc.logic)
 			for _, learn := range tc.learn {
 				learn(t, b)
 			}
 			if tc.exactSince {
-				sim.SetCustomFieldFilterLogic(field, "exact")
+				sim.SetCustomFieldFilterLogic(seeded.field, "exact")
 			}
 			for _, then := range tc.then {
 				then(t, b)
@@ -180,13 +195,7 @@ func TestSearchesOfALooseFieldSkipTheIgnoredLookup(t *testing.T) {
 
 			found, err := b.Search(context.Background(), []string{"id/ns/a", "id/ns/b"}, backends.InPool)
 			require.NoError(t, err)
-			ids := map[string][]int32{}
-			for m, records := range found {
-				for _, r := range records {
-					ids[m] = append(ids[m], r.ID)
-				}
-			}
-			assert.Equal(t, map[string][]int32{"id/ns/a": {own}, "id/ns/b": {adopted}}, ids)
+			assert.Equal(t, map[string][]int32{"id/ns/a": {seeded.own}, "id/ns/b": {seeded.adopted}}, foundIDs(found))
 			var lookups int
 			for _, c := range sim.Calls() {
 				if strings.Contains(c.Query, "__isw") {
