@@ -34,7 +34,8 @@ func NewSetupMemory[V any]() *SetupMemory[V] {
 
 // NewMemory returns a memory of up to size entries, each kept for ttl, that
 // ForgetConfirmedSetups forgets with the confirmed setups: what a driver
-// learnt of a system's setup outside a SetupMemory.
+// learnt of a system's setup outside a SetupMemory. Call it when a package
+// is initialised: the list of memories to forget is not locked.
 func NewMemory[K comparable, V any](size int, ttl time.Duration) *expirable.LRU[K, V] {
 	m := expirable.NewLRU[K, V](size, nil, ttl)
 	memories = append(memories, m.Purge)

@@ -90,7 +90,7 @@ func eachMarked[T markedObject](ctx context.Context, d *driver, path, prefix str
 	q.Set("cf_"+d.cfg.MarkerField+"__isw", prefix)
 	q.Set("ordering", "id")
 	q.Set("limit", strconv.Itoa(maxPage))
-	for offset := 0; ; offset += maxPage {
+	for offset := 0; ; {
 		q.Set("offset", strconv.Itoa(offset))
 		var p page[T]
 		if err := d.getJSON(ctx, path, q, &p); err != nil {
@@ -99,9 +99,11 @@ func eachMarked[T markedObject](ctx context.Context, d *driver, path, prefix str
 		for _, o := range p.Results {
 			each(o)
 		}
-		if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
+		next, more := nextPage(offset, p)
+		if !more {
 			return nil
 		}
+		offset = next
 	}
 }
 

@@ -110,10 +110,11 @@ const (
 // One "starts with" value per claim (the lookup NetBox gives an exact text
 // custom field) finds both at the cost of the exact search, without the
 // tag; the values are compared exactly here, as the lookup also matches
-// the claim's tombstones and longer markers. A field whose filter logic an
-// administrator set to "loose" has no lookups and NetBox ignores the filter:
-// the answer then holds records the lookup would not, and the chunk is
-// searched again by exact values, the marker and its planned form.
+// the claim's tombstones and longer markers. A field whose filter logic is
+// "loose" has no lookups and NetBox ignores the filter: the answer then
+// holds records the lookup would not, and the chunk is searched again by
+// exact values, the marker and its planned form. Such a field is searched
+// by exact values at once while the driver remembers it (lookupIgnored).
 func (d *driver) Search(ctx context.Context, markers []string, _ backends.Scope) (map[string][]ipRecord, error) {
 	found, err := searchMarked[ipRecord](ctx, d, "/api/ipam/ip-addresses/", markers)
 	for _, records := range found {
@@ -154,13 +155,22 @@ func searchMarked[T markedObject](ctx context.Context, d *driver, path string, m
 	}
 	// The chunks are independent reads: sent together (up to
 	// searchChunksAtOnce), a batch's search costs about one round trip.
+	search := func(ctx context.Context, chunk []string) ([]T, error) {
+		return searchChunk[T](ctx, d, path, base, line, prefixField, exactField, chunk)
+	}
 	chunks := markerChunks(line, base, prefixField, claimValues(markers))
+	if d.lookupIgnored() {
+		search = func(ctx context.Context, chunk []string) ([]T, error) {
+			return searchAll[T](ctx, d, path, base, exactField, chunk)
+		}
+		chunks = markerChunks(line, base, exactField, claimValues(exactValues(markers)))
+	}
 	results := make([][]T, len(chunks))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(searchChunksAtOnce)
 	for i, chunk := range chunks {
 		g.Go(func() error {
-			objects, err := searchChunk[T](gctx, d, path, base, line, prefixField, exactField, chunk)
+			objects, err := search(gctx, chunk)
 			results[i] = objects
 			return err
 		})
@@ -184,36 +194,23 @@ const searchChunksAtOnce = 4
 // searchChunk finds the objects whose marker starts with one of chunk's
 // values, by exact values where NetBox ignores the lookup.
 func searchChunk[T markedObject](ctx context.Context, d *driver, path string, base url.Values, line, prefixField, exactField string, chunk []string) ([]T, error) {
-	if !d.lookupIgnored() {
-		q := maps.Clone(base)
-		q[prefixField] = chunk
-		var p page[T]
-		if err := d.getJSON(ctx, path, q, &p); err != nil {
-			return nil, err
-		}
-		if !slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
-			if p.Count > int64(len(p.Results)) {
-				// More objects than a page: page through this chunk's.
-				return searchAll[T](ctx, d, path, base, prefixField, chunk)
-			}
-			return p.Results, nil
-		}
-		// The lookup was ignored.
-		d.rememberFilterLogic(filterLogicLoose)
+	q := maps.Clone(base)
+	q[prefixField] = chunk
+	var p page[T]
+	if err := d.getJSON(ctx, path, q, &p); err != nil {
+		return nil, err
 	}
-	return searchExact[T](ctx, d, path, base, line, exactField, chunk)
-}
-
-// searchExact finds the objects whose marker is one of markers or its
-// planned form. It needs no lookup: a field of loose filter logic matches
-// these values as parts of the marker, one of exact logic as the whole.
-func searchExact[T markedObject](ctx context.Context, d *driver, path string, base url.Values, line, exactField string, markers []string) ([]T, error) {
-	var values []string
-	for _, m := range markers {
-		values = append(values, m, backends.PlannedMarker(m))
+	if !slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
+		if p.Count > int64(len(p.Results)) {
+			// More objects than a page: page through this chunk's.
+			return searchAll[T](ctx, d, path, base, prefixField, chunk)
+		}
+		return p.Results, nil
 	}
+	// The lookup was ignored: so it will be for the searches that follow.
+	d.rememberFilterLogic(filterLogicLoose)
 	var out []T
-	for _, exact := range markerChunks(line, base, exactField, claimValues(values)) {
+	for _, exact := range markerChunks(line, base, exactField, claimValues(exactValues(chunk))) {
 		objects, err := searchAll[T](ctx, d, path, base, exactField, exact)
 		if err != nil {
 			return nil, err
@@ -221,6 +218,17 @@ func searchExact[T markedObject](ctx context.Context, d *driver, path string, ba
 		out = append(out, objects...)
 	}
 	return out, nil
+}
+
+// exactValues are the values an exact search of markers asks for: each
+// marker and its planned form. They need no lookup: a field of loose filter
+// logic matches them as parts of a marker, one of exact logic as the whole.
+func exactValues(markers []string) []string {
+	values := make([]string, 0, 2*len(markers))
+	for _, m := range markers {
+		values = append(values, m, backends.PlannedMarker(m))
+	}
+	return values
 }
 
 // filterLogicLoose is the filter logic of a custom field that NetBox gives
@@ -261,7 +269,7 @@ func (d *driver) rememberFilterLogic(logic string) {
 // values.
 func searchAll[T any](ctx context.Context, d *driver, path string, base url.Values, field string, values []string) ([]T, error) {
 	var out []T
-	for offset := 0; ; offset += maxPage {
+	for offset := 0; ; {
 		q := maps.Clone(base)
 		q[field] = values
 		q.Set("offset", strconv.Itoa(offset))
@@ -270,10 +278,20 @@ func searchAll[T any](ctx context.Context, d *driver, path string, base url.Valu
 			return nil, err
 		}
 		out = append(out, p.Results...)
-		if len(p.Results) < maxPage || int64(offset+len(p.Results)) >= p.Count {
+		next, more := nextPage(offset, p)
+		if !more {
 			return out, nil
 		}
+		offset = next
 	}
+}
+
+// nextPage is the offset of the page after p, read at offset, if there is
+// one. A page may hold fewer objects than the limit asked: an administrator
+// may set NetBox's MAX_PAGE_SIZE below maxPage.
+func nextPage[T any](offset int, p page[T]) (int, bool) {
+	offset += len(p.Results)
+	return offset, len(p.Results) > 0 && int64(offset) < p.Count
 }
 
 // startsWithAny says whether value begins with one of prefixes, as NetBox's

@@ -155,6 +155,7 @@ func (d *driver) ensureCustomFields(ctx context.Context) error {
 		switch {
 		case !ok && name == d.cfg.MarkerField:
 			err := d.createMarkerField(ctx)
+			created := err == nil
 			if errors.Is(err, backends.ErrInvalidConfig) {
 				// Another replica or pool may have created it meanwhile.
 				var again page[customFieldObject]
@@ -164,6 +165,10 @@ func (d *driver) ensureCustomFields(ctx context.Context) error {
 			}
 			if err != nil {
 				return err
+			}
+			if created {
+				// A field of this name searched by exact values before it was deleted.
+				d.rememberFilterLogic("exact")
 			}
 			continue
 		case !ok:

@@ -101,24 +101,27 @@ const (
 	maxPageSize   = 1000
 )
 
-func pageLimit(q url.Values) int {
+func pageLimit(q url.Values, maxPage int) int {
+	if maxPage <= 0 {
+		maxPage = maxPageSize
+	}
 	v, ok := q["limit"]
 	if !ok {
-		return paginateCount
+		return min(paginateCount, maxPage)
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(v[0]))
 	switch {
 	case err != nil || n < 0:
-		return paginateCount
+		return min(paginateCount, maxPage)
 	case n == 0:
-		return maxPageSize
+		return maxPage
 	}
-	return min(n, maxPageSize)
+	return min(n, maxPage)
 }
 
 func paginate[T any](c *reqCtx, items []T, render func(T) any) response {
 	q := c.r.URL.Query()
-	limit := pageLimit(q)
+	limit := pageLimit(q, c.s.maxPageSize)
 	offset, err := strconv.Atoi(q.Get("offset"))
 	if err != nil || offset < 0 {
 		offset = 0

@@ -112,12 +112,7 @@ func (s *Server) SetDescriptionValidator(re *regexp.Regexp) {
 // filter logic ("exact", "loose" or "disabled"; "" means NetBox's default
 // "loose"). It is a shortcut for POST /api/extras/custom-fields/.
 func (s *Server) AddCustomField(name, filterLogic string) int32 {
-	if filterLogic == "" {
-		filterLogic = "loose"
-	}
-	if _, ok := filterLogicLabels[filterLogic]; !ok {
-		panic(fmt.Sprintf("netboxsim: invalid filter logic %q", filterLogic))
-	}
+	filterLogic = seededFilterLogic(filterLogic)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cf := &customFieldObj{
@@ -130,11 +125,9 @@ func (s *Server) AddCustomField(name, filterLogic string) int32 {
 }
 
 // SetCustomFieldFilterLogic changes a custom field's filter logic, as the
-// IPAM team does in NetBox's UI.
+// IPAM team does in NetBox's UI ("" means NetBox's default "loose").
 func (s *Server) SetCustomFieldFilterLogic(id int32, filterLogic string) {
-	if _, ok := filterLogicLabels[filterLogic]; !ok {
-		panic(fmt.Sprintf("netboxsim: invalid filter logic %q", filterLogic))
-	}
+	filterLogic = seededFilterLogic(filterLogic)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cf, ok := s.db.cfs[id]
@@ -143,6 +136,18 @@ func (s *Server) SetCustomFieldFilterLogic(id int32, filterLogic string) {
 	}
 	cf.filterLogic = filterLogic
 	cf.updated = now()
+}
+
+// seededFilterLogic is the filter logic a seed gives, "" being NetBox's
+// default; it panics on one NetBox does not have.
+func seededFilterLogic(filterLogic string) string {
+	if filterLogic == "" {
+		return "loose"
+	}
+	if _, ok := filterLogicLabels[filterLogic]; !ok {
+		panic(fmt.Sprintf("netboxsim: invalid filter logic %q", filterLogic))
+	}
+	return filterLogic
 }
 
 // AddPrefix creates a prefix; host bits are cleared as NetBox does on save.

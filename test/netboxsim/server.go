@@ -47,9 +47,20 @@ type Server struct {
 	onCarve func([]Prefix)
 	// allocCost is how long an allocation holds its parent's lock.
 	allocCost allocationCost
+	// maxPageSize is MAX_PAGE_SIZE; 0 is NetBox's default.
+	maxPageSize int
 
 	throttle httpfault.Throttle // has its own lock
 	parents  parentLocks        // has its own lock
+}
+
+// SetMaxPageSize sets NetBox's MAX_PAGE_SIZE, the most objects a list
+// answers whatever the limit asked (1000 by default, which an administrator
+// may lower).
+func (s *Server) SetMaxPageSize(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxPageSize = n
 }
 
 // Call is one request to a known endpoint that passed authentication
