@@ -161,7 +161,7 @@ func searchMarked[T markedObject](ctx context.Context, d *driver, path string, m
 	chunks := markerChunks(line, base, prefixField, claimValues(markers))
 	if d.lookupIgnored() {
 		search = func(ctx context.Context, chunk []string) ([]T, error) {
-			return searchAll[T](ctx, d, path, base, exactField, chunk)
+			return searchAll[T](ctx, d, path, base, exactField, chunk, nil)
 		}
 		chunks = markerChunks(line, base, exactField, claimValues(exactValues(markers)))
 	}
@@ -203,7 +203,7 @@ func searchChunk[T markedObject](ctx context.Context, d *driver, path string, ba
 	if !slices.ContainsFunc(p.Results, func(o T) bool { return !startsWithAny(markerValue(o.fields(), d.cfg.MarkerField), chunk) }) {
 		if p.Count > int64(len(p.Results)) {
 			// More objects than a page: page through this chunk's.
-			return searchAll[T](ctx, d, path, base, prefixField, chunk)
+			return searchAll[T](ctx, d, path, base, prefixField, chunk, p.Results)
 		}
 		return p.Results, nil
 	}
@@ -211,7 +211,7 @@ func searchChunk[T markedObject](ctx context.Context, d *driver, path string, ba
 	d.rememberFilterLogic(filterLogicLoose)
 	var out []T
 	for _, exact := range markerChunks(line, base, exactField, claimValues(exactValues(chunk))) {
-		objects, err := searchAll[T](ctx, d, path, base, exactField, exact)
+		objects, err := searchAll[T](ctx, d, path, base, exactField, exact, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -232,9 +232,13 @@ func exactValues(markers []string) []string {
 }
 
 // filterLogicLoose is the filter logic of a custom field that NetBox gives
-// no lookups: its filter matches any part of a value. It is the default of
-// a field created in NetBox's UI.
+// no lookups: its filter matches any part of a value. It is NetBox's
+// default.
 const filterLogicLoose = "loose"
+
+// filterLogicExact is the filter logic of the marker field the provider
+// creates: whole values, and lookups such as "starts with".
+const filterLogicExact = "exact"
 
 // ignoredLookups remembers, by NetBox and marker field, the marker fields
 // whose "starts with" lookup NetBox ignores (filter logic loose): their
@@ -266,10 +270,10 @@ func (d *driver) rememberFilterLogic(logic string) {
 }
 
 // searchAll pages through the objects at path whose field matches one of
-// values.
-func searchAll[T any](ctx context.Context, d *driver, path string, base url.Values, field string, values []string) ([]T, error) {
-	var out []T
-	for offset := 0; ; {
+// values, after read, the first of them, already read.
+func searchAll[T any](ctx context.Context, d *driver, path string, base url.Values, field string, values []string, read []T) ([]T, error) {
+	out := read
+	for offset := len(read); ; {
 		q := maps.Clone(base)
 		q[field] = values
 		q.Set("offset", strconv.Itoa(offset))
@@ -303,8 +307,7 @@ func startsWithAny(value string, prefixes []string) bool {
 }
 
 // claimValues groups the searched values by claim: a marker and its
-// planned form stay in one request, so that a page too full to read (which
-// the search repeats claim by claim) covers each claim whole.
+// planned form stay in one request.
 func claimValues(values []string) [][]string {
 	var groups [][]string
 	for _, v := range values {

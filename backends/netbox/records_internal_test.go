@@ -119,9 +119,44 @@ func TestSearchesPageWhereNetBoxAnswersShorterPages(t *testing.T) {
 			require.NoError(t, err)
 			listed, err := b.Marked(context.Background(), pool, "id/ns/", backends.InPool, 0)
 			require.NoError(t, err)
-			assert.Len(t, listed, len(want)+4, "the audit's listing: every marked record (a's, b's plan, a longer marker, a's tombstone, another claim's)")
+			var refs []string
+			for _, r := range listed {
+				refs = append(refs, r.Reference)
+			}
+			var wantRefs []string
+			for _, id := range append(want, seeded.adopted, seeded.longer, seeded.tombstone, seeded.other) {
+				wantRefs = append(wantRefs, fmt.Sprintf("%s%d", recordRefPrefix, id))
+			}
+			assert.ElementsMatch(t, wantRefs, refs, "the audit's listing: every marked record")
 		})
 	}
+}
+
+// A field known to ignore the lookup is searched by exact values split at
+// the top: markers that one lookup request holds need two by exact values,
+// and the two go out together, as the lookup's chunks do.
+func TestSearchOfAKnownLooseFieldSendsItsRequestsTogether(t *testing.T) {
+	sim, b, _ := markerSearchSim(t, "loose")
+	_, err := b.Prepare(context.Background())
+	require.NoError(t, err)
+	var markers []string
+	for i := range 60 {
+		markers = append(markers, fmt.Sprintf("id/ns/m-%05d", i))
+	}
+	path := "/api/ipam/ip-addresses/"
+	line := http.MethodGet + " " + b.baseURL + path + "? HTTP/1.1"
+	base := url.Values{"limit": {strconv.Itoa(maxPage)}, "ordering": {"id"}}
+	require.Len(t, markerChunks(line, base, "cf_capi_ipam_claim__isw", claimValues(markers)), 1, "one lookup request holds them")
+	exact := markerChunks(line, base, "cf_capi_ipam_claim", claimValues(exactValues(markers)))
+	require.Len(t, exact, 2, "exact values need two")
+
+	together := httpfault.NewGathering(2, 2*time.Second)
+	sim.InjectFault(netboxsim.Fault{Kind: httpfault.Gather, Method: http.MethodGet, PathContains: path, Gathering: together})
+	sim.ResetCalls()
+	_, err = b.Search(context.Background(), markers, backends.InPool)
+	require.NoError(t, err)
+	assert.Len(t, sim.Calls(), 2, "the two requests by exact values")
+	assert.True(t, together.Complete(), "sent together")
 }
 
 // markerSearchSeed names the records markerSearchSim seeds that a search
@@ -129,6 +164,9 @@ func TestSearchesPageWhereNetBoxAnswersShorterPages(t *testing.T) {
 type markerSearchSeed struct {
 	field        int32
 	own, adopted int32
+	// longer, tombstone and other carry markers a search of a and b must
+	// not find: a longer one, a's tombstone, another claim's.
+	longer, tombstone, other int32
 }
 
 // markerSearchSim starts a simulator whose marker field has the filter
@@ -157,9 +195,9 @@ func markerSearchSim(t *testing.T, logic string) (*netboxsim.Server, *driver, ma
 	}
 	seed.own = marked("10.0.0.2/24", "id/ns/a")
 	seed.adopted = marked("10.0.0.3/24", backends.PlannedMarker("id/ns/b"))
-	marked("10.0.0.4/24", "id/ns/a-longer")
-	marked("10.0.0.5/24", backends.TombstoneMarker("id/ns/a", time.Unix(0, 0)))
-	marked("10.0.0.6/24", "id/ns/other")
+	seed.longer = marked("10.0.0.4/24", "id/ns/a-longer")
+	seed.tombstone = marked("10.0.0.5/24", backends.TombstoneMarker("id/ns/a", time.Unix(0, 0)))
+	seed.other = marked("10.0.0.6/24", "id/ns/other")
 	sim.AddIPAddress("10.0.0.7/24", netboxsim.IPOptions{})
 	return sim, b, seed
 }

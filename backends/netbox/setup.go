@@ -155,21 +155,19 @@ func (d *driver) ensureCustomFields(ctx context.Context) error {
 		switch {
 		case !ok && name == d.cfg.MarkerField:
 			err := d.createMarkerField(ctx)
-			created := err == nil
+			logic := filterLogicExact
 			if errors.Is(err, backends.ErrInvalidConfig) {
 				// Another replica or pool may have created it meanwhile.
 				var again page[customFieldObject]
 				if d.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": {name}}, &again) == nil && len(again.Results) == 1 {
-					err = nil
+					err, logic = nil, again.Results[0].FilterLogic.Value
 				}
 			}
 			if err != nil {
 				return err
 			}
-			if created {
-				// A field of this name searched by exact values before it was deleted.
-				d.rememberFilterLogic("exact")
-			}
+			// An earlier field of this name may have been loose.
+			d.rememberFilterLogic(logic)
 			continue
 		case !ok:
 			return fmt.Errorf("%w: custom field %q does not exist in NetBox", backends.ErrNotFound, name)
