@@ -150,7 +150,7 @@ func TestSearchOfAKnownLooseFieldSendsItsRequestsTogether(t *testing.T) {
 	exact := markerChunks(line, base, "cf_capi_ipam_claim", claimValues(exactValues(markers)))
 	require.Len(t, exact, 2, "exact values need two")
 
-	together := httpfault.NewGathering(2, 2*time.Second)
+	together := httpfault.NewGathering(2, 10*time.Second)
 	sim.InjectFault(netboxsim.Fault{Kind: httpfault.Gather, Method: http.MethodGet, PathContains: path, Gathering: together})
 	sim.ResetCalls()
 	_, err = b.Search(context.Background(), markers, backends.InPool)

@@ -39,11 +39,13 @@ const (
 
 // Gathering is the meeting point of a Gather fault's requests.
 type Gathering struct {
-	n        int
-	wait     time.Duration
-	mu       sync.Mutex
-	arrived  int
-	done     int
+	n       int
+	wait    time.Duration
+	mu      sync.Mutex
+	arrived int
+	done    int
+	// gaveUp: a request stopped waiting before all had arrived.
+	gaveUp   bool
 	all      chan struct{}
 	finished chan struct{}
 }
@@ -58,9 +60,11 @@ func NewGathering(n int, wait time.Duration) *Gathering {
 // Complete says whether all the requests arrived before any stopped
 // waiting: they raced.
 func (g *Gathering) Complete() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	select {
 	case <-g.all:
-		return true
+		return !g.gaveUp
 	default:
 		return false
 	}
@@ -83,6 +87,10 @@ func (g *Gathering) Arrive() {
 	select {
 	case <-g.all:
 	case <-time.After(g.wait):
+		g.mu.Lock()
+		// Requests that arrive now were not gathered: they took turns.
+		g.gaveUp = g.gaveUp || g.arrived < g.n
+		g.mu.Unlock()
 	}
 }
 
