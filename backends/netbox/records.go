@@ -163,7 +163,7 @@ func searchMarked[T markedObject](ctx context.Context, d *driver, path string, m
 		search = func(ctx context.Context, chunk []string) ([]T, error) {
 			return searchAll[T](ctx, d, path, base, exactField, chunk, nil)
 		}
-		chunks = markerChunks(line, base, exactField, claimValues(exactValues(markers)))
+		chunks = exactChunks(line, base, exactField, markers)
 	}
 	results := make([][]T, len(chunks))
 	g, gctx := errgroup.WithContext(ctx)
@@ -210,7 +210,7 @@ func searchChunk[T markedObject](ctx context.Context, d *driver, path string, ba
 	// The lookup was ignored: so it will be for the searches that follow.
 	d.rememberFilterLogic(filterLogicLoose)
 	var out []T
-	for _, exact := range markerChunks(line, base, exactField, claimValues(exactValues(chunk))) {
+	for _, exact := range exactChunks(line, base, exactField, chunk) {
 		objects, err := searchAll[T](ctx, d, path, base, exactField, exact, nil)
 		if err != nil {
 			return nil, err
@@ -218,6 +218,12 @@ func searchChunk[T markedObject](ctx context.Context, d *driver, path string, ba
 		out = append(out, objects...)
 	}
 	return out, nil
+}
+
+// exactChunks splits the exact values of markers (exactValues) into
+// requests, as markerChunks does.
+func exactChunks(line string, base url.Values, exactField string, markers []string) [][]string {
+	return markerChunks(line, base, exactField, claimValues(exactValues(markers)))
 }
 
 // exactValues are the values an exact search of markers asks for: each
@@ -242,8 +248,8 @@ const filterLogicExact = "exact"
 
 // ignoredLookups remembers, by NetBox and marker field, the marker fields
 // whose "starts with" lookup NetBox ignores (filter logic loose): their
-// searches go by exact values at once, not after a page of every marked
-// object, which is what the ignored filter answers. Exact values find the
+// searches go by exact values at once, not after a page of every object
+// at the path, which is what the ignored filter answers. Exact values find the
 // same records whatever the field's logic, so a field the IPAM team sets
 // to exact meanwhile is still searched right, and the next setup check,
 // which reads the field's logic, forgets it.

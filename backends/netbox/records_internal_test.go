@@ -147,7 +147,7 @@ func TestSearchOfAKnownLooseFieldSendsItsRequestsTogether(t *testing.T) {
 	line := http.MethodGet + " " + b.baseURL + path + "? HTTP/1.1"
 	base := url.Values{"limit": {strconv.Itoa(maxPage)}, "ordering": {"id"}}
 	require.Len(t, markerChunks(line, base, "cf_capi_ipam_claim__isw", claimValues(markers)), 1, "one lookup request holds them")
-	exact := markerChunks(line, base, "cf_capi_ipam_claim", claimValues(exactValues(markers)))
+	exact := exactChunks(line, base, "cf_capi_ipam_claim", markers)
 	require.Len(t, exact, 2, "exact values need two")
 
 	together := httpfault.NewGathering(2, 10*time.Second)
