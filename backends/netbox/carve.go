@@ -310,12 +310,12 @@ func (c *carver) AtAddress(ctx context.Context, pool carving, addr netip.Addr) (
 		return nil, nil
 	}
 	q := url.Values{"prefix": {netip.PrefixFrom(addr, c.length).Masked().String()}, "ordering": {"id"}, "limit": {strconv.Itoa(maxPage)}}
-	var p page[childPrefix]
-	if err := c.nb.getJSON(ctx, prefixesPath, q, &p); err != nil {
+	children, err := listAll[childPrefix](ctx, c.nb, prefixesPath, q, nil)
+	if err != nil {
 		return nil, fmt.Errorf("looking up prefix %s/%d: %w", addr, c.length, err)
 	}
 	var held []childPrefix
-	for _, child := range p.Results {
+	for _, child := range children {
 		if c.InPool(pool, child) {
 			c.readMarker(&child)
 			held = append(held, child)

@@ -151,14 +151,14 @@ func (d *driver) Holders(ctx context.Context, src resolvedSource, addr netip.Add
 	q.Set("vrf_id", vrfFilter(src.vrfID))
 	q.Set("ordering", "id")
 	q.Set("limit", strconv.Itoa(maxPage))
-	var p page[ipRecord]
-	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+	records, err := listAll[ipRecord](ctx, d, "/api/ipam/ip-addresses/", q, nil)
+	if err != nil {
 		return nil, err
 	}
-	for i := range p.Results {
-		d.readMarker(&p.Results[i])
+	for i := range records {
+		d.readMarker(&records[i])
 	}
-	return p.Results, nil
+	return records, nil
 }
 
 // SearchesOldestFirst: Search orders by ID, and NetBox's IDs grow with
@@ -189,14 +189,14 @@ func (d *driver) Planned(ctx context.Context, claim backends.Claim) ([]ipRecord,
 	}
 	q.Set("ordering", "id")
 	q.Set("limit", strconv.Itoa(maxPage))
-	var p page[ipRecord]
-	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+	records, err := listAll[ipRecord](ctx, d, "/api/ipam/ip-addresses/", q, nil)
+	if err != nil {
 		return nil, fmt.Errorf("looking up IP addresses planned as %q: %w", name, err)
 	}
-	for i := range p.Results {
-		d.readMarker(&p.Results[i])
+	for i := range records {
+		d.readMarker(&records[i])
 	}
-	return p.Results, nil
+	return records, nil
 }
 
 // Adopt writes the claim's marker, noting that the record was planned, and

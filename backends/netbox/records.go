@@ -278,10 +278,17 @@ func (d *driver) rememberFilterLogic(logic string) {
 // searchAll pages through the objects at path whose field matches one of
 // values, after read, the first of them, already read.
 func searchAll[T any](ctx context.Context, d *driver, path string, base url.Values, field string, values []string, read []T) ([]T, error) {
+	q := maps.Clone(base)
+	q[field] = values
+	return listAll(ctx, d, path, q, read)
+}
+
+// listAll pages through the objects at path that q selects, after read, the
+// first of them, already read. q sets the page's limit and an ordering.
+func listAll[T any](ctx context.Context, d *driver, path string, q url.Values, read []T) ([]T, error) {
 	out := read
+	q = maps.Clone(q)
 	for offset := len(read); ; {
-		q := maps.Clone(base)
-		q[field] = values
 		q.Set("offset", strconv.Itoa(offset))
 		var p page[T]
 		if err := d.getJSON(ctx, path, q, &p); err != nil {
@@ -364,15 +371,15 @@ func (d *driver) AtAddress(ctx context.Context, pool preparation, addr netip.Add
 	if len(sources) == 0 {
 		return nil, nil
 	}
-	q := url.Values{}
-	q.Set("address", addr.String())
-	q.Set("limit", strconv.Itoa(maxPage))
-	var p page[ipRecord]
-	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+	// Every VRF's records at addr, a page at a time: a space reused in
+	// many VRFs may hold more of them than one page.
+	q := url.Values{"address": {addr.String()}, "ordering": {"id"}, "limit": {strconv.Itoa(maxPage)}}
+	records, err := listAll[ipRecord](ctx, d, "/api/ipam/ip-addresses/", q, nil)
+	if err != nil {
 		return nil, fmt.Errorf("looking up address %s: %w", addr, err)
 	}
 	var held []ipRecord
-	for _, r := range p.Results {
+	for _, r := range records {
 		for _, s := range sources {
 			if s.vrfID == vrfIDOf(r.VRF) && s.Contains(addr) {
 				d.readMarker(&r)

@@ -457,3 +457,102 @@ func TestAConditionalWriteOfARecordDeletedMeanwhile(t *testing.T) {
 		assert.Empty(t, sim.IPAddresses())
 	})
 }
+
+// Reads of the records at one address, of planned records and of a source's
+// gateways page as searches do: with MAX_PAGE_SIZE 2, what they look for
+// lies beyond the first page (an address space reused in many VRFs, a
+// team's duplicates, many gateways).
+func TestReadsByAddressPageWhereNetBoxAnswersShorterPages(t *testing.T) {
+	ctx := context.Background()
+	sim, d, _ := markerSearchSim(t, "exact")
+	sim.SetMaxPageSize(2)
+	var vrfs []int32
+	for i := range 5 {
+		vrfs = append(vrfs, sim.AddVRF(fmt.Sprintf("tenant-%d", i), ""))
+	}
+	pool, err := d.Prepare(ctx)
+	require.NoError(t, err)
+
+	t.Run("holders", func(t *testing.T) {
+		var want []int32
+		for range 5 {
+			want = append(want, sim.AddIPAddress("10.0.0.9/24", netboxsim.IPOptions{}))
+		}
+		holders, err := d.Holders(ctx, pool.sources[0], netip.MustParseAddr("10.0.0.9"))
+		require.NoError(t, err)
+		assert.Equal(t, want, recordIDs(holders))
+	})
+	t.Run("at an address reused in other VRFs", func(t *testing.T) {
+		for _, vrf := range vrfs {
+			sim.AddIPAddress("10.0.0.10/24", netboxsim.IPOptions{VRF: vrf})
+		}
+		ours := sim.AddIPAddress("10.0.0.10/24", netboxsim.IPOptions{})
+		held, err := d.AtAddress(ctx, pool, netip.MustParseAddr("10.0.0.10"))
+		require.NoError(t, err)
+		assert.Equal(t, []int32{ours}, recordIDs(held), "the pool's VRF's record, on the last page")
+	})
+	t.Run("gateways", func(t *testing.T) {
+		var gws []netip.Addr
+		for i := range 5 {
+			gw := netip.MustParseAddr(fmt.Sprintf("10.0.0.%d", 30+i))
+			sim.AddIPAddress(gw.String()+"/24", netboxsim.IPOptions{})
+			gws = append(gws, gw)
+		}
+		unheld, err := d.Unheld(ctx, pool.sources[0], append(gws, netip.MustParseAddr("10.0.0.40")))
+		require.NoError(t, err)
+		assert.Equal(t, []netip.Addr{netip.MustParseAddr("10.0.0.40")}, unheld, "every recorded gateway found")
+	})
+	t.Run("planned", func(t *testing.T) {
+		planned, _, err := newDriver(Config{
+			URL: sim.URL(), Token: internalToken,
+			Sources:     []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.0.0.0/24")}},
+			Reservation: Reservation{DNSNamePattern: "{{ .ClaimName }}.example.com"},
+			Planned:     &Planned{Status: "reserved"},
+		})
+		require.NoError(t, err)
+		var want []int32
+		for i := range 5 {
+			want = append(want, sim.AddIPAddress(fmt.Sprintf("10.0.0.%d/24", 50+i), netboxsim.IPOptions{Status: "reserved", DNSName: "m-1.example.com"}))
+		}
+		found, err := planned.Planned(ctx, backends.Claim{Namespace: "ns", Name: "m-1"})
+		require.NoError(t, err)
+		assert.Equal(t, want, recordIDs(found))
+	})
+	t.Run("children at a carving pool's block", func(t *testing.T) {
+		// A simulator of its own: the carving pool makes its marker field,
+		// for prefixes too.
+		sim := netboxsim.New()
+		t.Cleanup(sim.Close)
+		sim.AddToken(internalToken, true)
+		sim.SetMaxPageSize(2)
+		sim.AddPrefix("10.9.0.0/16", netboxsim.PrefixOptions{Status: "container"})
+		for i := range 5 {
+			sim.AddPrefix("10.9.4.0/24", netboxsim.PrefixOptions{VRF: sim.AddVRF(fmt.Sprintf("tenant-%d", i), "")})
+		}
+		ours := sim.AddPrefix("10.9.4.0/24", netboxsim.PrefixOptions{})
+		c, _, err := newCarver(Config{
+			URL: sim.URL(), Token: internalToken,
+			Sources:           []Source{{Kind: SourcePrefix, CIDR: netip.MustParsePrefix("10.9.0.0/16")}},
+			ChildPrefixLength: 24,
+		})
+		require.NoError(t, err)
+		carving, err := c.Prepare(ctx)
+		require.NoError(t, err)
+		held, err := c.AtAddress(ctx, carving, netip.MustParseAddr("10.9.4.0"))
+		require.NoError(t, err)
+		var ids []int32
+		for _, p := range held {
+			ids = append(ids, p.ID)
+		}
+		assert.Equal(t, []int32{ours}, ids, "the parent's VRF's child, on the last page")
+	})
+}
+
+// recordIDs are the records' IDs, in order.
+func recordIDs(records []ipRecord) []int32 {
+	var ids []int32
+	for _, r := range records {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}

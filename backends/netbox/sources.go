@@ -197,16 +197,16 @@ func (d *driver) resolveRange(ctx context.Context, s Source, vrfID int32) (resol
 // source's VRF: its address filter takes several values, and matches the
 // host whatever the mask.
 func (d *driver) Unheld(ctx context.Context, s resolvedSource, gws []netip.Addr) ([]netip.Addr, error) {
-	q := url.Values{"vrf_id": {vrfFilter(s.vrfID)}, "limit": {strconv.Itoa(maxPage)}}
+	q := url.Values{"vrf_id": {vrfFilter(s.vrfID)}, "ordering": {"id"}, "limit": {strconv.Itoa(maxPage)}}
 	for _, gw := range gws {
 		q.Add("address", gw.String())
 	}
-	var p page[ipRecord]
-	if err := d.getJSON(ctx, "/api/ipam/ip-addresses/", q, &p); err != nil {
+	records, err := listAll[ipRecord](ctx, d, "/api/ipam/ip-addresses/", q, nil)
+	if err != nil {
 		return nil, err
 	}
 	recorded := map[netip.Addr]bool{}
-	for _, r := range p.Results {
+	for _, r := range records {
 		if a, err := netip.ParsePrefix(r.Address); err == nil {
 			recorded[a.Addr()] = true
 		}

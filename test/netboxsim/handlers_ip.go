@@ -77,7 +77,7 @@ func listIPs(c *reqCtx) response {
 	if resp, bad := f.failed(); bad {
 		return resp
 	}
-	return paginate(c, filter(st.ipList(), preds), func(ip *ipObj) any { return c.rend.ip(ip) })
+	return paginate(c, ordered(c, filter(st.ipList(), preds), func(ip *ipObj) int32 { return ip.id }), func(ip *ipObj) any { return c.rend.ip(ip) })
 }
 
 // customFieldFilters builds the cf_<name> filters NetBox generates for each

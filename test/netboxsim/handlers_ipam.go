@@ -76,7 +76,7 @@ func listPrefixes(c *reqCtx) response {
 	if resp, bad := f.failed(); bad {
 		return resp
 	}
-	return paginate(c, filter(st.prefixList(), preds), func(p *prefixObj) any { return c.rend.prefix(p) })
+	return paginate(c, ordered(c, filter(st.prefixList(), preds), func(p *prefixObj) int32 { return p.id }), func(p *prefixObj) any { return c.rend.prefix(p) })
 }
 
 func getPrefix(c *reqCtx) response {
@@ -116,7 +116,7 @@ func listRanges(c *reqCtx) response {
 	if resp, bad := f.failed(); bad {
 		return resp
 	}
-	return paginate(c, filter(st.rangeList(), preds), func(g *rangeObj) any { return c.rend.ipRange(g) })
+	return paginate(c, ordered(c, filter(st.rangeList(), preds), func(g *rangeObj) int32 { return g.id }), func(g *rangeObj) any { return c.rend.ipRange(g) })
 }
 
 func getRange(c *reqCtx) response {

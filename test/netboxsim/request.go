@@ -2,6 +2,7 @@ package netboxsim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -117,6 +119,19 @@ func pageLimit(q url.Values, maxPage int) int {
 		return maxPage
 	}
 	return min(n, maxPage)
+}
+
+// ordered applies the list's ordering parameter where it orders by ID
+// ("id" or "-id"), as DRF's OrderingFilter does; without it, or for other
+// fields, the model's own ordering stands.
+func ordered[T any](c *reqCtx, items []T, id func(T) int32) []T {
+	switch c.r.URL.Query().Get("ordering") {
+	case "id":
+		slices.SortStableFunc(items, func(a, b T) int { return cmp.Compare(id(a), id(b)) })
+	case "-id":
+		slices.SortStableFunc(items, func(a, b T) int { return cmp.Compare(id(b), id(a)) })
+	}
+	return items
 }
 
 func paginate[T any](c *reqCtx, items []T, render func(T) any) response {
