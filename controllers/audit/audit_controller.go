@@ -637,9 +637,10 @@ func movedPlace(rec backends.Record) string {
 // listing lacks. Each candidate is confirmed by a marker search, so a claim
 // bound after the listing is not misjudged.
 func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) error {
-	held := map[string]netip.Addr{}
+	held := map[string][]backends.Record{}
 	for _, rec := range records {
-		held[rec.Marker+"|"+rec.Address.Addr().String()] = rec.Address.Addr()
+		key := rec.Marker + "|" + rec.Address.Addr().String()
+		held[key] = append(held[key], rec)
 	}
 	ref := ipamv1.IPPoolReference{APIGroup: v1alpha1.GroupVersion.Group, Kind: a.Kind.Kind, Name: a.pool.GetName()}
 	addresses := &ipamv1.IPAddressList{}
@@ -657,7 +658,7 @@ func (a *auditRun) findDrift(ctx context.Context, records []backends.Record) err
 
 // checkBound checks one bound claim's IPAddress against the records the
 // listing held, by marker and address.
-func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, held map[string]netip.Addr) error {
+func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, held map[string][]backends.Record) error {
 	p, err := reservation.AddressPrefix(address)
 	marker := backends.Marker(a.Identity, address.Namespace, address.Spec.ClaimRef.Name)
 	if err != nil || !address.DeletionTimestamp.IsZero() {
@@ -668,7 +669,8 @@ func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, he
 		// it here would put a second record in another system.
 		return nil
 	}
-	if _, ok := held[marker+"|"+p.Addr().String()]; !ok {
+	records, ok := held[marker+"|"+p.Addr().String()]
+	if !ok {
 		return a.drifted(ctx, address, p)
 	}
 	// Held, but a record of the claim was moved: the claim names it even
@@ -690,8 +692,19 @@ func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, he
 	if note, noted := address.Annotations[v1alpha1.RecordMovedAnnotation]; noted {
 		return a.reportHeldAgain(ctx, address, p, note)
 	}
-	// An IPAddress from before markers were recorded learns the marker its
-	// record carries: a clusterctl move takes it along.
+	// An IPAddress learns the record that holds its address, with the
+	// marker it carries, when it names another: one from before markers
+	// were recorded, or whose record was restored or handed over by a
+	// manager that stopped before it noted so. A clusterctl move takes the
+	// note along.
+	recorded := address.Annotations[v1alpha1.ReservationRecordAnnotation]
+	if !slices.ContainsFunc(records, func(r backends.Record) bool { return r.Reference == recorded }) {
+		rec := records[0]
+		alloc := backends.Allocation{Reference: rec.Reference, Endpoint: a.backend.Endpoint(), Planned: rec.Planned}
+		if err := reservation.NoteRecord(ctx, a.Client, address, alloc, marker); err != nil {
+			return err
+		}
+	}
 	if err := reservation.NoteMarker(ctx, a.Client, address, marker); err != nil {
 		return err
 	}
@@ -771,9 +784,10 @@ func (a *auditRun) drifted(ctx context.Context, address *ipamv1.IPAddress, p net
 	}
 	alloc, err := a.backend.Restore(ctx, claim, p)
 	if err == nil {
-		// Marked with this cluster's marker now (after a clusterctl move,
-		// say): a move back must know it by that marker.
-		if err := reservation.NoteMarker(ctx, a.Client, address, claim.Marker); err != nil {
+		// The record the machine's address is held by now, marked with this
+		// cluster's marker (after a clusterctl move, say): a release, or a
+		// move back, must know it by both.
+		if err := reservation.NoteRecord(ctx, a.Client, address, alloc, claim.Marker); err != nil {
 			return err
 		}
 	}

@@ -328,7 +328,8 @@ func (m *restoringAuditor) Restore(_ context.Context, claim backends.Claim, addr
 
 // An audit that restores a deleted record and stops before it says so
 // leaves the claim saying so: the next audit, which finds the record held,
-// reports the deletion instead of saying nothing.
+// reports the deletion instead of saying nothing, and notes the record on
+// the IPAddress.
 func TestAuditReportsARestoreItStoppedBeforeSaying(t *testing.T) {
 	_, c := apitest.Server(t)
 	ctx := context.Background()
@@ -340,9 +341,10 @@ func TestAuditReportsARestoreItStoppedBeforeSaying(t *testing.T) {
 	r := testAuditReconciler(c, c)
 	audit := func() {
 		t.Helper()
-		held := map[string]netip.Addr{}
+		held := map[string][]backends.Record{}
 		for _, rec := range backend.records {
-			held[rec.Marker+"|"+rec.Address.Addr().String()] = rec.Address.Addr()
+			key := rec.Marker + "|" + rec.Address.Addr().String()
+			held[key] = append(held[key], rec)
 		}
 		a := &auditRun{AuditReconciler: r, pool: pool, backend: backend, now: time.Now(), movedSeen: map[types.NamespacedName]string{}}
 		require.NoError(t, a.checkBound(ctx, address, held))
@@ -368,4 +370,9 @@ func TestAuditReportsARestoreItStoppedBeforeSaying(t *testing.T) {
 	assert.Equal(t, v1alpha1.RecordDeletedReason, cond.Reason, "the claim still says why it holds a new record")
 	assert.Contains(t, cond.Message, "10.0.0.5")
 	assert.Len(t, backend.records, 1, "held once")
+	got := &ipamv1.IPAddress{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(address), got))
+	assert.Equal(t, "ipam.ipaddress/7", got.Annotations[v1alpha1.ReservationRecordAnnotation],
+		"the IPAddress names the restored record, which a release after a clusterctl move or under Retain goes by")
+	assert.Equal(t, backend.records[0].Marker, got.Annotations[v1alpha1.ReservationMarkerAnnotation])
 }

@@ -131,9 +131,9 @@ func TestAnAuditActsOnlyOnMovesItSeesNow(t *testing.T) {
 			if tc.fresh {
 				auditor.fresh = []backends.Record{moved}
 			}
-			held := map[string]netip.Addr{}
+			held := map[string][]backends.Record{}
 			if tc.held {
-				held[marker+"|10.0.0.5"] = netip.MustParseAddr("10.0.0.5")
+				held[marker+"|10.0.0.5"] = []backends.Record{{Address: netip.MustParsePrefix("10.0.0.5/24"), Marker: marker, Reference: "ipam.ipaddress/5"}}
 			}
 			pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: apitest.PoolRef.Name, UID: types.UID(ns)}}
 			a := &auditRun{AuditReconciler: testAuditReconciler(c, c), pool: pool, backend: auditor, now: time.Now(),

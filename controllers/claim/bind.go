@@ -17,6 +17,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 )
 
 // bind writes the IPAddress of the address the backend reserved for the
@@ -51,7 +52,7 @@ func (r *ClaimReconciler) bind(ctx context.Context, s *scope, answer allocationA
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	recordReservation(address, alloc, r.backendClaim(s.claim).Marker)
+	reservation.Record(address, alloc, r.backendClaim(s.claim).Marker)
 	if err := r.Client.Create(ctx, address); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return r.lostToAnotherWriter(ctx, s.claim, backend, alloc)

@@ -127,6 +127,12 @@ func (r *ClaimReconciler) giveToHolder(ctx context.Context, backend backends.Res
 		return nil, err
 	}
 	if live != nil && live.DeletionTimestamp.IsZero() {
+		// The holder's release, after a clusterctl move or under Retain,
+		// goes by the record its IPAddress names: this one now.
+		handedTo := backends.Allocation{Reference: rec.Reference, Endpoint: backend.Endpoint()}
+		if err := reservation.NoteRecord(ctx, r.Client, holder, handedTo, holderMarker); err != nil {
+			return nil, err
+		}
 		return holderClaim, nil
 	}
 	back := rec

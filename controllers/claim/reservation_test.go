@@ -21,7 +21,7 @@ func TestReservationAnnotationsFollowTheAddressToItsClaimAndBack(t *testing.T) {
 	claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: types.UID("c1")}}
 	address := &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "m"},
 		Spec: ipamv1.IPAddressSpec{Address: "10.0.0.7", Prefix: ptr.To[int32](24)}}
-	recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Scope: "vrf/global"}, "mgmt-a/ns/m")
+	reservation.Record(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Scope: "vrf/global"}, "mgmt-a/ns/m")
 	assert.Equal(t, map[string]string{
 		v1alpha1.ReservationEndpointAnnotation: "https://netbox",
 		v1alpha1.ReservationRecordAnnotation:   "ipam.ipaddress/7",
@@ -52,7 +52,7 @@ func TestReservationOfAPlanSaysItWasPlanned(t *testing.T) {
 			claim := &ipamv1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Name: "m", UID: types.UID("c1")}}
 			address := &ipamv1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "m"},
 				Spec: ipamv1.IPAddressSpec{Address: "10.0.0.7", Prefix: ptr.To[int32](24)}}
-			recordReservation(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Planned: planned}, "mgmt-a/ns/m")
+			reservation.Record(address, backends.Allocation{Endpoint: "https://netbox", Reference: "ipam.ipaddress/7", Planned: planned}, "mgmt-a/ns/m")
 			assert.Equal(t, planned, reservation.Recorded(claim, address).Planned, "read from the IPAddress")
 
 			keepReservation(claim, address)

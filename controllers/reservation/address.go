@@ -3,6 +3,7 @@ package reservation
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/patch"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
 // NoteMarker records on an IPAddress the marker its claim's record carries,
@@ -21,6 +23,24 @@ func NoteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress,
 		return nil
 	}
 	return annotateAddress(ctx, c, address, v1alpha1.ReservationMarkerAnnotation, marker, "the marker of its record")
+}
+
+// NoteRecord records on an IPAddress the record that holds its address
+// now, as Record does when its claim is bound, unless it says so already:
+// the audit restored the record, or the guard handed the claim another.
+// The release finds the record by this note after a clusterctl move (the
+// record still carries the source's marker), and keeps this one under
+// reclaimPolicy Retain.
+func NoteRecord(ctx context.Context, c client.Client, address *ipamv1.IPAddress, alloc backends.Allocation, marker string) error {
+	base := address.DeepCopy()
+	Record(address, alloc, marker)
+	if maps.Equal(base.Annotations, address.Annotations) {
+		return nil
+	}
+	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("noting on IPAddress %s its record %s: %w", address.Name, alloc.Reference, err)
+	}
+	return nil
 }
 
 // MarkRecordMoved notes on an IPAddress where its claim's record was moved.

@@ -9,11 +9,35 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 )
 
-// Annotations are what recordReservation notes, and what a
+// Annotations are what Record notes, and what a
 // claim takes over from its IPAddress (keepReservation).
 var Annotations = []string{
 	v1alpha1.ReservationRecordAnnotation, v1alpha1.ReservationEndpointAnnotation,
 	v1alpha1.ReservationPlannedAnnotation, v1alpha1.ReservationMarkerAnnotation,
+}
+
+// Record notes on the IPAddress where the claim's address lives, and the
+// marker its record carries, so that a release finds that record whatever
+// becomes of the pool's spec, and after a clusterctl move knows it from
+// another cluster's; the claim takes the note over if the IPAddress is let
+// go before it.
+func Record(obj metav1.Object, alloc backends.Allocation, marker string) {
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[v1alpha1.ReservationEndpointAnnotation] = alloc.Endpoint
+	a[v1alpha1.ReservationRecordAnnotation] = alloc.Reference
+	a[v1alpha1.ReservationMarkerAnnotation] = marker
+	if alloc.Scope != "" {
+		a[v1alpha1.ReservationScopeAnnotation] = alloc.Scope
+	}
+	if alloc.Planned {
+		a[v1alpha1.ReservationPlannedAnnotation] = "true"
+	} else {
+		delete(a, v1alpha1.ReservationPlannedAnnotation)
+	}
+	obj.SetAnnotations(a)
 }
 
 // Recorded is where the claim's address was reserved: from its

@@ -260,10 +260,48 @@ func TestAuditRestoresARecordDeletedInTheIPAMSystem(t *testing.T) {
 
 		after := &ipamv1.IPAddress{}
 		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), after))
-		assert.Equal(t, address.ResourceVersion, after.ResourceVersion, "the IPAddress is never changed")
+		assert.Equal(t, address.Spec, after.Spec, "the IPAddress's address is never changed")
+		assert.Equal(t, records[0].reference(), after.Annotations[v1alpha1.ReservationRecordAnnotation],
+			"it names the restored record, which its release goes by after a clusterctl move")
 
 		report = f.audit(pool)
 		assert.Zero(t, report.Drifted, "nothing left to restore")
+		again := &ipamv1.IPAddress{}
+		require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(address), again))
+		assert.Equal(t, after.ResourceVersion, again.ResourceVersion, "an audit that finds the noted record held writes nothing")
+	})
+}
+
+// The IPAM team moves a bound claim's record (NetBox keeps its ID), the
+// audit holds the machine's address again with a new record, and the claim
+// is deleted under reclaimPolicy Retain: the record kept for the IPAM team
+// is the one at the machine's address, which the IPAddress names since the
+// restore, and no record keeps the claim's marker.
+func TestARetainedClaimKeepsTheRecordItsMachineUsesAfterARestore(t *testing.T) {
+	forEachSystem(t, func(t *testing.T, f *fixture) {
+		f.seedNetwork("10.148.0.0/24")
+		pool := f.createPool("pool", "10.148.0.0/24")
+		f.setAuditSpec(pool, noMinAge, v1alpha1.ReleaseSettings{})
+		claim := f.createClaim("machine", "pool", func(c *ipamv1.IPAddressClaim) {
+			c.Annotations = map[string]string{v1alpha1.ReclaimPolicyAnnotation: string(v1alpha1.ReclaimRetain)}
+		})
+		address := f.waitBound(claim)
+		machine := netip.MustParseAddr(address.Spec.Address)
+		f.audit(pool)
+		records := f.recordsWithMarker(f.marker("machine"))
+		require.Len(t, records, 1)
+		moved := netip.MustParseAddr("10.148.0.200")
+		f.sys.moveRecord(records[0], moved)
+		report := f.audit(pool)
+		require.Len(t, findings(report, v1alpha1.FindingMoved), 1, "%+v", report.Findings)
+		require.Len(t, f.recordsWithMarker(f.marker("machine")), 2, "the machine's address held again beside the moved record")
+
+		require.NoError(t, k8s.Delete(f.ctx, claim))
+		f.waitGone(claim)
+		assert.Empty(t, f.recordsWithMarker(f.marker("machine")), "no record keeps the claim's marker")
+		assert.True(t, f.sys.holds(machine), "the record at the machine's address is kept for the IPAM team")
+		assert.False(t, f.sys.holds(moved), "the moved record, a second of the claim's, is released")
+		f.waitEvent(f.ns, claim.Name, reasons.AddressRetainedReason)
 	})
 }
 

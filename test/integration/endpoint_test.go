@@ -404,6 +404,15 @@ func (f *fixture) claimPool(claim *ipamv1.IPAddressClaim) string {
 	return got.Spec.PoolRef.Name
 }
 
+// reference is the record's reference as the backend gives it
+// (backends.Record.Reference), which an IPAddress's record note holds.
+func (r record) reference() string {
+	if r.ref != "" {
+		return r.ref
+	}
+	return fmt.Sprintf("ipam/ip-addresses/%d", r.id)
+}
+
 // name is how the IPAM system names a record: its reference, or NetBox's
 // IP address ID.
 func (r record) name() string {

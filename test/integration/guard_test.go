@@ -54,7 +54,12 @@ func TestAnAddressHeldInTheClusterIsNeverBoundAgain(t *testing.T) {
 		// address for b.
 		var aHolds, bHolds bool
 		for _, r := range f.markedRecords() {
-			aHolds = aHolds || (r.Marker == f.marker(a.Name) && r.Address.Addr() == held)
+			if r.Marker == f.marker(a.Name) && r.Address.Addr() == held {
+				aHolds = true
+				require.NoError(t, k8s.Get(f.ctx, client.ObjectKeyFromObject(a), aAddress))
+				assert.Equal(t, r.reference(), aAddress.Annotations[v1alpha1.ReservationRecordAnnotation],
+					"a's IPAddress names the record handed to it, which its release goes by after a clusterctl move")
+			}
 			bHolds = bHolds || (r.Marker == f.marker(b.Name) && r.Address.Addr().String() == bAddress.Spec.Address)
 		}
 		assert.True(t, aHolds, "no record holds %s for a", held)
