@@ -34,6 +34,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/notfound"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/macaddress"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
@@ -1018,6 +1019,10 @@ func (a *auditRun) report(ctx context.Context) error {
 	pool.GetPoolStatus().Audit = &a.status
 	conditions.Set(pool, cond)
 	if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AuditedCondition}}); err != nil {
+		if notfound.Ignore(err) == nil {
+			// The pool was deleted during its audit: nothing to report to.
+			return nil
+		}
 		return fmt.Errorf("writing the audit's status: %w", err)
 	}
 	metrics.SetAuditFindings(a.Kind.Kind, pool, s)
@@ -1045,7 +1050,7 @@ func (r *AuditReconciler) setAuditFailed(ctx context.Context, pool poolkind.Pool
 	conditions.Set(pool, metav1.Condition{Type: v1alpha1.AuditedCondition, Status: metav1.ConditionFalse,
 		Reason: v1alpha1.AuditFailedReason, Message: err.Error()})
 	r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, v1alpha1.AuditFailedReason, "Audit", "%v", err)
-	if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AuditedCondition}}); err != nil {
+	if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{v1alpha1.AuditedCondition}}); notfound.Ignore(err) != nil {
 		return fmt.Errorf("writing the audit's status: %w", err)
 	}
 	return nil

@@ -34,6 +34,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/backendcache"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/index"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/notfound"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/metrics"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/poolstate"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
@@ -173,6 +174,12 @@ func (r *PoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctr
 		if err := patchHelper.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
 			v1alpha1.ReadyCondition, v1alpha1.AddressesCountedCondition, v1alpha1.ConnectionSecureCondition, clusterv1.PausedCondition,
 		}}); err != nil {
+			if notfound.Ignore(err) == nil {
+				// Deleted while it was reconciled, before its finalizer was
+				// written: no reconcile of its deletion will forget it.
+				r.forget(pool)
+				return
+			}
 			reterr = kerrors.NewAggregate([]error{reterr, err})
 		}
 	}()
@@ -404,6 +411,14 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool poolkind.Pool
 		return waitFor(fmt.Sprintf("waiting for %d claims of the pool to be deleted and release what they hold: %s",
 			len(holding), namesOf(holding)))
 	}
+	r.forget(pool)
+	controllerutil.RemoveFinalizer(pool, v1alpha1.PoolFinalizer)
+	return ctrl.Result{}, nil
+}
+
+// forget drops what the manager keeps of a pool that goes: its backend,
+// alarms, validation, counts and metric series.
+func (r *PoolReconciler) forget(pool poolkind.Pool) {
 	r.Backends.Forget(r.Kind, pool)
 	r.Alarms.Forget(pool)
 	r.forgetValidation(pool)
@@ -412,8 +427,6 @@ func (r *PoolReconciler) reconcileDelete(ctx context.Context, pool poolkind.Pool
 	r.mu.Unlock()
 	r.recovered(pool)
 	metrics.ForgetPoolAddresses(r.Kind.Kind, pool)
-	controllerutil.RemoveFinalizer(pool, v1alpha1.PoolFinalizer)
-	return ctrl.Result{}, nil
 }
 
 // untilRefresh is how long the pool's counts are still fresh.

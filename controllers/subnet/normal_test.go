@@ -1,17 +1,12 @@
 package subnet
 
 import (
-	"errors"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/utils/ptr"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
@@ -61,22 +56,4 @@ func TestNodesPoolIsNamedForTheCluster(t *testing.T) {
 	assert.Equal(t, "prod-a-nodes", nodesPoolName(s))
 	s.Spec.Pool.Name = "workers"
 	assert.Equal(t, "workers", nodesPoolName(s))
-}
-
-func TestAPatchOfASubnetThatIsGoneIsNoError(t *testing.T) {
-	gone := apierrors.NewNotFound(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "clustersubnets"}, "c-1")
-	conflict := apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "clustersubnets"}, "c-1", errors.New("changed"))
-	// As sigs.k8s.io/cluster-api/util/patch wraps them.
-	helper := func(errs ...error) error {
-		for i, err := range errs {
-			errs[i] = fmt.Errorf("failed to patch spec and metadata: %w", err)
-		}
-		return fmt.Errorf("failed to patch ClusterSubnet ns/c-1: %w", kerrors.NewAggregate(errs))
-	}
-	assert.NoError(t, ignoreNotFound(helper(gone)))
-	assert.NoError(t, ignoreNotFound(helper(gone, gone)))
-	assert.NoError(t, ignoreNotFound(gone))
-	assert.Error(t, ignoreNotFound(helper(gone, conflict)))
-	assert.Error(t, ignoreNotFound(helper(conflict)))
-	assert.Error(t, ignoreNotFound(conflict))
 }

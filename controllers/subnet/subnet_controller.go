@@ -2,7 +2,6 @@ package subnet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -30,6 +29,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/predicates"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/notfound"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
@@ -221,7 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() {
 		subnet.Status.ObservedGeneration = subnet.Generation
 		if err := patchHelper.Patch(ctx, subnet, patch.WithOwnedConditions{Conditions: []string{v1alpha1.ReadyCondition}}); err != nil {
-			reterr = kerrors.NewAggregate([]error{reterr, ignoreNotFound(err)})
+			reterr = kerrors.NewAggregate([]error{reterr, notfound.Ignore(err)})
 		}
 	}()
 
@@ -307,19 +307,4 @@ func (r *Reconciler) event(s *scope, related client.Object, kind, reason, format
 
 func (r *Reconciler) warn(s *scope, reason, format string, args ...any) {
 	r.event(s, nil, corev1.EventTypeWarning, reason, format, args...)
-}
-
-// ignoreNotFound drops the patch helper's error when all it says is that
-// the subnet is gone, as it is once a reconcile read from a cache behind
-// the finalizer's removal lets it go again. client.IgnoreNotFound does not
-// see through the aggregate the helper wraps its errors in.
-func ignoreNotFound(err error) error {
-	var agg kerrors.Aggregate
-	if errors.As(err, &agg) {
-		if kerrors.FilterOut(agg, apierrors.IsNotFound) == nil {
-			return nil
-		}
-		return err
-	}
-	return client.IgnoreNotFound(err)
 }
