@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends/netbox"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/netboxsim"
 )
 
@@ -356,6 +359,41 @@ func TestMarkerFieldWithFilteringDisabledNeedsSetup(t *testing.T) {
 	_, err := b.Validate(context.Background())
 	require.ErrorIs(t, err, backends.ErrSetupRequired)
 	assert.Contains(t, err.Error(), "filter logic to exact")
+}
+
+// A marker field that someone else creates while the pool's setup creates
+// it is checked as a field found at first: one with filtering disabled is
+// refused, and the refusal is not remembered as a setup done.
+func TestMarkerFieldCreatedMeanwhileIsCheckedAsOneFound(t *testing.T) {
+	tests := []struct {
+		logic   string
+		refused bool
+	}{
+		{"disabled", true},
+		{"exact", false},
+		{"loose", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.logic, func(t *testing.T) {
+			sim := newSim(t, "10.0.0.0/24")
+			sim.InjectFault(netboxsim.Fault{Kind: httpfault.Before, Method: http.MethodPost, PathContains: "/api/extras/custom-fields/", Times: 1,
+				Then: func() { sim.AddCustomField("capi_ipam_claim", tt.logic) }})
+			b := newBackend(t, sim, withSources(prefixSources("10.0.0.0/24")...))
+			_, err := b.Validate(context.Background())
+			if !tt.refused {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, backends.ErrSetupRequired)
+			assert.Contains(t, err.Error(), "filter logic to exact")
+
+			sim.ResetCalls()
+			_, err = b.Validate(context.Background())
+			require.ErrorIs(t, err, backends.ErrSetupRequired, "refused again")
+			assert.True(t, slices.ContainsFunc(sim.Calls(), func(c netboxsim.Call) bool { return strings.Contains(c.Path, "/api/extras/custom-fields/") }),
+				"the next check reads the field again")
+		})
+	}
 }
 
 func TestAuthentication(t *testing.T) {

@@ -152,23 +152,23 @@ func (d *driver) ensureCustomFields(ctx context.Context) error {
 	}
 	for _, name := range names {
 		cf, ok := found[name]
-		switch {
-		case !ok && name == d.cfg.MarkerField:
+		if !ok && name == d.cfg.MarkerField {
 			err := d.createMarkerField(ctx)
-			logic := filterLogicExact
-			if errors.Is(err, backends.ErrInvalidConfig) {
-				// Another replica or pool may have created it meanwhile.
-				var again page[customFieldObject]
-				if d.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": {name}}, &again) == nil && len(again.Results) == 1 {
-					err, logic = nil, again.Results[0].FilterLogic.Value
-				}
+			if err == nil {
+				// An earlier field of this name may have been loose.
+				d.rememberFilterLogic(filterLogicExact)
+				continue
 			}
-			if err != nil {
+			// Another replica or pool, or someone by hand, may have created
+			// it meanwhile: it is checked as one found at first.
+			var again page[customFieldObject]
+			if !errors.Is(err, backends.ErrInvalidConfig) ||
+				d.getJSON(ctx, "/api/extras/custom-fields/", url.Values{"name": {name}}, &again) != nil || len(again.Results) != 1 {
 				return err
 			}
-			// An earlier field of this name may have been loose.
-			d.rememberFilterLogic(logic)
-			continue
+			cf, ok = again.Results[0], true
+		}
+		switch {
 		case !ok:
 			return fmt.Errorf("%w: custom field %q does not exist in NetBox", backends.ErrNotFound, name)
 		case !slices.Contains(cf.ObjectTypes, d.markedType):
