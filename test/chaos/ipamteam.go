@@ -12,6 +12,7 @@ import (
 
 	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,21 +40,39 @@ const (
 	editRescope edit = "rescoped"
 	// editDelete: the record is gone.
 	editDelete edit = "deleted"
+	// editDeleteChild: a carved child is gone. The provider never carves
+	// that very block again (only the system's atomic request carves), so
+	// it reports the child and holds nothing, unless the guard hands the
+	// block back from a claim the system carved it for meanwhile.
+	editDeleteChild edit = "child deleted"
+	// editDisownChild: a carved child lost its marker: it is the IPAM
+	// team's now, kept when its claim goes, and holds the block.
+	editDisownChild edit = "child disowned"
 )
 
-// reportsOf are the reasons of a claim's AddressReserved condition that
-// report an edit. A record handed back by the guard (the IPAM system
-// answered the freed address to another claim first) is reported as
-// AddressHeldInCluster, whatever the edit.
-var reportsOf = map[edit][]string{
-	editReaddress: {v1alpha1.RecordMovedReason, reasons.AddressHeldInClusterReason},
-	editRescope:   {v1alpha1.RecordMovedReason, reasons.AddressHeldInClusterReason},
-	editDelete:    {v1alpha1.RecordDeletedReason, reasons.AddressHeldInClusterReason},
+// report is a claim's AddressReserved condition that reports an edit.
+type report struct {
+	status metav1.ConditionStatus
+	reason string
+}
+
+// reportsOf are the conditions that report an edit. A record handed back
+// by the guard (the IPAM system answered the freed address to another
+// claim first) is reported as AddressHeldInCluster, whatever the edit.
+var reportsOf = map[edit][]report{
+	editReaddress:   {{metav1.ConditionTrue, v1alpha1.RecordMovedReason}, {metav1.ConditionTrue, reasons.AddressHeldInClusterReason}},
+	editRescope:     {{metav1.ConditionTrue, v1alpha1.RecordMovedReason}, {metav1.ConditionTrue, reasons.AddressHeldInClusterReason}},
+	editDelete:      {{metav1.ConditionTrue, v1alpha1.RecordDeletedReason}, {metav1.ConditionTrue, reasons.AddressHeldInClusterReason}},
+	editDeleteChild: {{metav1.ConditionFalse, v1alpha1.RecordDeletedReason}, {metav1.ConditionTrue, reasons.AddressHeldInClusterReason}},
+	editDisownChild: {{metav1.ConditionFalse, v1alpha1.AddressTakenOverReason}},
 }
 
 // ipamTeam is the phase's state within one run.
 type ipamTeam struct {
-	edited   map[types.NamespacedName]edit
+	edited map[types.NamespacedName]edit
+	// disowned are the IDs of the children whose marker the team cleared:
+	// the team's records now, never leaks.
+	disowned map[string]bool
 	rotated  bool
 	editedAt int
 	// samples counts the observations checked for an address held twice.
@@ -68,10 +87,9 @@ func (r *run) editsPerKind() int { return max(2, len(r.claimKeys)/100) }
 // observation of the allocation burst.
 func (r *run) ipamTeamActs(ctx context.Context, st *state, done int, rng *rand.Rand) {
 	total := len(r.claimKeys)
-	// A carving run's records are children, which the team's address
-	// edits do not fit; it still rotates the credentials.
-	if r.team.edited == nil && done >= total/2 && r.s.carve == 0 {
+	if r.team.edited == nil && done >= total/2 {
 		r.team.edited = map[types.NamespacedName]edit{}
+		r.team.disowned = map[string]bool{}
 		r.team.editedAt = done
 		if err := r.editRecords(st, rng); err != nil {
 			r.res.err = fmt.Errorf("the IPAM team's edits: %w", err)
@@ -122,6 +140,19 @@ func (r *run) editRecords(st *state, rng *rand.Rand) error {
 		rec := byClaim[key][0]
 		var kind edit
 		switch {
+		case r.s.carve > 0 && counts[editDeleteChild] < n:
+			kind = editDeleteChild
+			if err := r.sys.deleteChild(rec); err != nil {
+				return fmt.Errorf("deleting child %s of %s: %w", rec.ID, key, err)
+			}
+		case r.s.carve > 0 && counts[editDisownChild] < n:
+			kind = editDisownChild
+			if err := r.sys.disownChild(rec); err != nil {
+				return fmt.Errorf("clearing the marker of child %s of %s: %w", rec.ID, key, err)
+			}
+			r.team.disowned[rec.ID] = true
+		case r.s.carve > 0:
+			continue
 		case counts[editReaddress] < n:
 			kind = editReaddress
 			to, ok := r.freeAddress(rec.Address, held)
@@ -147,6 +178,11 @@ func (r *run) editRecords(st *state, rng *rand.Rand) error {
 		}
 		counts[kind]++
 		r.team.edited[key] = kind
+	}
+	if r.s.carve > 0 {
+		r.mgr.Note("IPAM team: deleted %d and cleared the marker of %d bound children", counts[editDeleteChild], counts[editDisownChild])
+		r.logf("IPAM team: deleted %d and cleared the marker of %d bound children", counts[editDeleteChild], counts[editDisownChild])
+		return nil
 	}
 	r.mgr.Note("IPAM team: readdressed %d, rescoped %d and deleted %d bound records",
 		counts[editReaddress], counts[editRescope], counts[editDelete])
@@ -233,7 +269,7 @@ func (r *run) checkEditsReported(ctx context.Context) error {
 			continue // counted as stuck
 		}
 		cond := conditions.Get(claim, v1alpha1.AddressReservedCondition)
-		if cond == nil || cond.Status != "True" || !slices.Contains(reportsOf[kind], cond.Reason) {
+		if cond == nil || !slices.Contains(reportsOf[kind], report{cond.Status, cond.Reason}) {
 			got := "no AddressReserved condition"
 			if cond != nil {
 				got = fmt.Sprintf("AddressReserved=%s %s: %s", cond.Status, cond.Reason, cond.Message)
@@ -252,6 +288,20 @@ func (r *run) expectedRecords(key types.NamespacedName) int {
 	switch r.team.edited[key] {
 	case editReaddress, editRescope:
 		return 2
+	case editDisownChild:
+		// Its child is the IPAM team's now.
+		return 0
 	}
 	return 1
+}
+
+// mayHoldNone says whether a bound claim may hold no record: the IPAM team
+// deleted its child or cleared its marker, which the provider reports and
+// never repairs by carving.
+func (r *run) mayHoldNone(key types.NamespacedName) bool {
+	switch r.team.edited[key] {
+	case editDeleteChild, editDisownChild:
+		return true
+	}
+	return false
 }

@@ -66,8 +66,8 @@ func chaos() int {
 		requestedShare = flag.Float64("requested-share", 0.1, "share of claims that request an address (by annotation), from the top of their pool's network")
 		plannedShare   = flag.Float64("planned-share", 0.1, "share of claims that adopt a record the IPAM team planned for them before the run")
 		lateWindow     = flag.Duration("late-record-window", poolstate.DefaultLateRecordWindow, "the manager's --late-record-window: once all claims are bound, records that creates of killed managers left must be gone within it and a minute")
-		carve          = flag.Int("carve", 0, "length of the child prefix each claim is carved from its pool's parent (a prefix per machine, from a container prefix or network container) instead of an address; 0 for addresses. Carving runs plan and request nothing, and the IPAM team only rotates the credentials")
-		ipamTeam       = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records, and rotate the credentials (see docs/chaos.md)")
+		carve          = flag.Int("carve", 0, "length of the child prefix each claim is carved from its pool's parent (a prefix per machine, from a container prefix or network container) instead of an address; 0 for addresses. Carving runs plan and request nothing, and the IPAM team deletes and disowns children instead of editing records")
+		ipamTeam       = flag.Bool("ipam-team", true, "while claims bind, readdress, move into another VRF or network view, and delete a few bound records (in a carving run, delete and disown a few bound children), and rotate the credentials (see docs/chaos.md)")
 	)
 	flag.Parse()
 	if *carve != 0 && (*carve < 1 || *carve > 30) {

@@ -113,6 +113,9 @@ func (r *result) teamSummary() string {
 	if r.rotated {
 		rotated = "yes"
 	}
+	if r.edits[editDeleteChild]+r.edits[editDisownChild] > 0 {
+		return fmt.Sprintf("children %d deleted/%d disowned, %s", r.edits[editDeleteChild], r.edits[editDisownChild], rotated)
+	}
 	return fmt.Sprintf("%d/%d/%d, %s", r.edits[editReaddress], r.edits[editRescope], r.edits[editDelete], rotated)
 }
 
@@ -810,6 +813,9 @@ func (r *run) checkBound(ctx context.Context) error {
 		if r.isPlannedSeed(rec) {
 			continue // not adopted: its claim says so
 		}
+		if r.team.disowned[rec.ID] {
+			continue // the IPAM team's now
+		}
 		key, ok := claimOfMarker(rec.Marker)
 		if _, exists := st.claims[key]; !ok || !exists {
 			r.res.violate(&r.res.leaks, "record %s (%s) with marker %q belongs to no claim", rec.ID, rec.Address, rec.Marker)
@@ -834,6 +840,8 @@ func (r *run) checkBound(ctx context.Context) error {
 			return rec.Address.Addr().String() == address.Spec.Address && int32(rec.Address.Bits()) == ptr.Deref(address.Spec.Prefix, -1)
 		})
 		switch {
+		case len(held) == 0 && r.mayHoldNone(key):
+			// Reported on its claim (checkEditsReported).
 		case len(held) == 0:
 			r.res.violate(&r.res.mismatches, "claim %s has IPAddress %s but no record in the IPAM system", key, address.Spec.Address)
 		case !holdsIt:
@@ -929,6 +937,9 @@ func (r *run) checkReleased(ctx context.Context) error {
 	for _, rec := range recs {
 		if r.isPlannedSeed(rec) {
 			continue // back as planned
+		}
+		if r.team.disowned[rec.ID] {
+			continue // the IPAM team's
 		}
 		key, _ := claimOfMarker(rec.Marker)
 		if _, exists := st.claims[key]; exists {

@@ -68,6 +68,10 @@ type system interface {
 	readdress(rec record, to netip.Addr) error
 	rescope(rec record) error
 	deleteRecord(rec record) error
+	// deleteChild and disownChild edit a carved child (see children) as
+	// the IPAM team does: delete it, or clear its marker.
+	deleteChild(rec record) error
+	disownChild(rec record) error
 	// plan creates, as the IPAM team would, the record of addr planned for
 	// the claim whose pool renders name, and returns its ID.
 	plan(addr netip.Prefix, name string) (string, error)
@@ -249,6 +253,14 @@ func (s *netboxSystem) deleteRecord(rec record) error {
 	return s.edit(rec, func(id int32) { s.target.DeleteIPAddress(id) })
 }
 
+func (s *netboxSystem) deleteChild(rec record) error {
+	return s.edit(rec, func(id int32) { s.target.DeletePrefix(id) })
+}
+
+func (s *netboxSystem) disownChild(rec record) error {
+	return s.edit(rec, func(id int32) { s.target.SetPrefixCustomField(id, netbox.DefaultMarkerField, nil) })
+}
+
 // plan creates a reserved IP address with the DNS name the pools render.
 func (s *netboxSystem) plan(addr netip.Prefix, name string) (id string, err error) {
 	if s.tb != nil {
@@ -410,6 +422,13 @@ func (s *wapiSystem) deleteRecord(rec record) error {
 	if !s.sim.DeleteObject(rec.ID) {
 		return fmt.Errorf("no object %s", rec.ID)
 	}
+	return nil
+}
+
+func (s *wapiSystem) deleteChild(rec record) error { return s.deleteRecord(rec) }
+
+func (s *wapiSystem) disownChild(rec record) error {
+	s.sim.RemoveEA(rec.ID, infoblox.DefaultMarkerEA)
 	return nil
 }
 
