@@ -49,7 +49,7 @@ func (p *Protocol[P, S, R, Q]) lookThenAllocateUnique(ctx context.Context, claim
 	if err == nil && len(pending) > 0 {
 		// Records may exist from earlier attempts whose answers were lost,
 		// or from before a crash or clusterctl move: reuse them.
-		pending, settle, err = p.findAdopted(ctx, pool, pending, results)
+		pending, settle, err = p.findAdopted(ctx, pool, pending, results, nil)
 	}
 	if err != nil {
 		failPending(append(pending, fresh...), results, err)
@@ -238,15 +238,16 @@ func (p *Protocol[P, S, R, Q]) adoptAllPlanned(ctx context.Context, pool P, pend
 // adopt finds, with one search, the records carrying the pending claims'
 // markers; claims that have one keep it (see keep). It returns the claims
 // that have none.
-func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) ([]pendingClaim, error) {
-	left, requested, err := p.findAdopted(ctx, pool, pending, results)
+func (p *Protocol[P, S, R, Q]) adopt(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation], made []R) ([]pendingClaim, error) {
+	left, requested, err := p.findAdopted(ctx, pool, pending, results, made)
 	p.settleAdopted(ctx, pool, requested, results)
 	return left, err
 }
 
 // findAdopted is adopt but for the settling of the records that claims
-// requesting an address adopted: it returns those, to be settled.
-func (p *Protocol[P, S, R, Q]) findAdopted(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation]) ([]pendingClaim, []adoptedClaim[R], error) {
+// requesting an address adopted: it returns those, to be settled. made are
+// the records the caller's request was answered (see keep).
+func (p *Protocol[P, S, R, Q]) findAdopted(ctx context.Context, pool P, pending []pendingClaim, results []Result[Allocation], made []R) ([]pendingClaim, []adoptedClaim[R], error) {
 	markers := make([]string, len(pending))
 	for i, c := range pending {
 		markers[i] = c.claim.Marker
@@ -258,7 +259,7 @@ func (p *Protocol[P, S, R, Q]) findAdopted(ctx context.Context, pool P, pending 
 	var left []pendingClaim
 	var requested []adoptedClaim[R]
 	for _, c := range pending {
-		kept, ok, err := p.keep(ctx, pool, c.claim.Marker, found[c.claim.Marker])
+		kept, ok, err := p.keep(ctx, pool, c.claim.Marker, found[c.claim.Marker], made)
 		switch {
 		case err != nil:
 			results[c.index].Err = err
@@ -298,7 +299,7 @@ func (p *Protocol[P, S, R, Q]) allocatePending(ctx context.Context, pool P, pend
 			// An attempt may have been applied though its answer was lost
 			// or unreadable: the markers decide, nothing is allocated again.
 			p.uncertain()
-			left, adoptErr := p.adopt(ctx, pool, pending, results)
+			left, adoptErr := p.adopt(ctx, pool, pending, results, created)
 			switch {
 			case adoptErr != nil:
 				failPending(pending, results, fmt.Errorf("allocating from %s: resolving a resent request: %w", src, adoptErr))
@@ -415,8 +416,8 @@ func (p *Protocol[P, S, R, Q]) allocateFromSources(ctx context.Context, pool P, 
 // allocateFrom creates the claim's record at the next free address of src
 // and returns the record the claim keeps. A request that took more than one
 // attempt, or whose answer may have been lost, may have been applied (even
-// twice): then the marker search decides which record the claim keeps and
-// releases the others.
+// twice): then the marker search decides which record the claim keeps, and
+// the duplicate the answered attempt made is released (see keep).
 func (p *Protocol[P, S, R, Q]) allocateFrom(ctx context.Context, pool P, claim Claim, src S) (R, error) {
 	var zero R
 	request, err := p.d.Request(pool, claim, src)
@@ -428,7 +429,7 @@ func (p *Protocol[P, S, R, Q]) allocateFrom(ctx context.Context, pool P, claim C
 	verdict := p.verdict(err)
 	if tries.Load() > 1 || verdict == Unanswered {
 		p.uncertain()
-		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker)
+		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker, created)
 		switch {
 		case lookupErr == nil && found:
 			return kept, nil

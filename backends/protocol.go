@@ -287,29 +287,46 @@ func (p *Protocol[P, S, R, Q]) search(ctx context.Context, markers []string, sco
 	return nil, fmt.Errorf("looking up the markers of %d claims: %w", len(markers), err)
 }
 
-// adoptOne finds the claim's records and keeps one (see keep).
-func (p *Protocol[P, S, R, Q]) adoptOne(ctx context.Context, pool P, marker string) (R, bool, error) {
+// adoptOne finds the claim's records and keeps one (see keep); made are
+// the records the caller's request was answered.
+func (p *Protocol[P, S, R, Q]) adoptOne(ctx context.Context, pool P, marker string, made []R) (R, bool, error) {
 	found, err := p.search(ctx, []string{marker}, InPool)
 	if err != nil {
 		var zero R
 		return zero, false, err
 	}
-	return p.keep(ctx, pool, marker, found[marker])
+	return p.keep(ctx, pool, marker, found[marker], made)
 }
 
 // keep keeps the first of the records carrying the marker that the pool
-// could have given, and deletes the others: only a retried request can
-// have made them. Records elsewhere are neither adopted nor deleted.
-func (p *Protocol[P, S, R, Q]) keep(ctx context.Context, pool P, marker string, records []R) (R, bool, error) {
+// could have given, the claim's oldest where the driver searches in the
+// order records were made. Of the others it deletes those in made, the
+// records the caller's own request was answered (a resend's duplicates):
+// any other may be the record a second writer made and bound (a replica
+// without leader election, or a leader paused past its lease), and its
+// machine uses that address. They are left to the late-record sweep, which
+// knows the record the claim is bound to, and the system is told it is
+// uncertain so that a sweep comes. Records elsewhere are neither adopted
+// nor deleted.
+func (p *Protocol[P, S, R, Q]) keep(ctx context.Context, pool P, marker string, records, made []R) (R, bool, error) {
 	var zero R
 	own, err := p.own(pool, marker, records)
 	if err != nil || len(own) == 0 {
 		return zero, false, err
 	}
+	left := false
 	for _, extra := range own[1:] {
+		ref := p.d.View(extra).Reference
+		if !slices.ContainsFunc(made, func(r R) bool { return p.d.View(r).Reference == ref }) {
+			left = true
+			continue
+		}
 		if err := p.d.Drop(ctx, extra); err != nil {
 			return zero, false, fmt.Errorf("releasing duplicate reservation %s: %w", p.d.Describe(extra), err)
 		}
+	}
+	if left {
+		p.uncertain()
 	}
 	return own[0], true, nil
 }

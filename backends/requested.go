@@ -155,7 +155,11 @@ func (p *Protocol[P, S, R, Q]) createRequested(ctx context.Context, pool P, clai
 		p.uncertain()
 		// A resent create is refused as a duplicate of the first attempt's
 		// record, whose answer was lost.
-		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker)
+		var made []R
+		if err == nil {
+			made = []R{created}
+		}
+		kept, found, lookupErr := p.adoptOne(ctx, pool, claim.Marker, made)
 		switch {
 		case lookupErr == nil && found:
 			return kept, nil

@@ -51,6 +51,7 @@ func (h *infobloxHarness) config(t testing.TB, password string, o PoolOptions, c
 		Reservation:  infoblox.Reservation{ObjectType: h.objectType},
 		PrefixLength: o.PrefixLength,
 		Batch:        o.Batch,
+		Uncertain:    o.Uncertain,
 		HTTP:         infoblox.HTTPOptions{RetryMax: o.RetryMax, RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 	}
 	for _, cidr := range cidrs {
@@ -172,7 +173,14 @@ func (h *infobloxHarness) Disown(t testing.TB, addr netip.Addr) {
 // next available address: a lone claim's create, or a batch's request
 // object (whose searches ask for none).
 func (h *infobloxHarness) LoseAllocationAnswers(_ testing.TB, n int) {
-	h.sim.InjectFault(wapisim.Fault{Kind: wapisim.FaultLoseResponse, Method: "POST", BodyContains: "func:nextavailableip", Times: n})
+	f := h.AllocationWrite()
+	f.Kind, f.Times = wapisim.FaultLoseResponse, n
+	h.sim.InjectFault(f)
+}
+
+// AllocationWrite matches the POSTs that create at the next available IP.
+func (h *infobloxHarness) AllocationWrite() httpfault.Fault {
+	return httpfault.Fault{Method: "POST", BodyContains: "func:nextavailableip"}
 }
 
 // LoseRequestedAnswers loses the answers of the next POSTs of the pool's

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/test/httpfault"
 )
 
 // Writes to a record the provider read (a deletion, a marker written) must
@@ -195,4 +198,60 @@ func lostMarkingNeverLandsOnTheNextClaimsRecord(t *testing.T, h Harness, cidr st
 	mine := markedWith(rs, next.Marker)
 	require.Len(t, mine, 1, "the next claim's record keeps its marker")
 	assert.Equal(t, allocNext.Address.Addr(), mine[0].Address)
+}
+
+// resentCreateNeverDeletesAnotherWritersRecord: two writers of one claim (a
+// replica without leader election, or a leader paused past its lease).
+// Writer A's allocation is applied but its answer lost; writer B, which
+// searched before A's was applied, makes the claim's record and is answered
+// it, so B binds it; then A's client resends. A keeps the claim's oldest
+// record and deletes only the duplicate its own answered attempt made: B's
+// record, whose address B's machine uses, stays (the system would give it
+// to the next claim), a duplicate for the late-record sweep, which knows
+// the record the claim is bound to.
+func resentCreateNeverDeletesAnotherWritersRecord(t *testing.T, h Harness, cidr string) {
+	ctx := context.Background()
+	validated(t, h.Pool(t, cidr))
+	var uncertain atomic.Int32
+	a := h.PoolOver(t, PoolOptions{Batch: batchOf(1).Batch, Uncertain: func() { uncertain.Add(1) }}, cidr)
+	b := h.PoolOver(t, PoolOptions{Batch: batchOf(1).Batch, SecondWriter: true}, cidr)
+	validated(t, a)
+	validated(t, b)
+	c := claim("two-writers")
+
+	bWaits, aApplied, bDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	held := h.AllocationWrite()
+	held.Kind, held.Times = httpfault.Before, 1
+	held.Then = func() { close(bWaits); <-aApplied }
+	h.Server().InjectFault(held)
+	var bAlloc backends.Allocation
+	var bErr error
+	go func() {
+		defer close(bDone)
+		bAlloc, bErr = b.Allocate(ctx, c)
+	}()
+	select {
+	case <-bWaits:
+	case <-time.After(raceWait):
+		t.Fatal("B never sent its allocation")
+	}
+	lost := h.AllocationWrite()
+	lost.Kind, lost.Times = httpfault.LoseResponse, 1
+	// A's record is applied; B's create goes on and is answered before A
+	// learns that its answer is lost and resends.
+	lost.Then = func() { close(aApplied); <-bDone }
+	h.Server().InjectFault(lost)
+	aAlloc, aErr := a.Allocate(ctx, c)
+	<-bDone
+	require.NoError(t, bErr)
+	require.NoError(t, aErr)
+	require.NotEqual(t, aAlloc.Address, bAlloc.Address, "B searched before A's record was applied, and made its own")
+
+	records := markedWith(h.Reservations(t, cidr), c.Marker)
+	assert.Contains(t, records, Reservation{Address: bAlloc.Address.Addr(), Marker: c.Marker, Reference: bAlloc.Reference},
+		"B's record, which B was answered and binds, is kept")
+	assert.Contains(t, records, Reservation{Address: aAlloc.Address.Addr(), Marker: c.Marker, Reference: aAlloc.Reference},
+		"A's answer, the claim's oldest record")
+	assert.Len(t, records, 2, "the duplicate of A's resend is deleted at once")
+	assert.Positive(t, uncertain.Load(), "the late-record sweep is told")
 }

@@ -49,7 +49,7 @@ func (h *netboxHarness) url(t testing.TB, o PoolOptions) string {
 
 func (h *netboxHarness) backend(t testing.TB, token string, o PoolOptions, cidrs ...string) backends.Backend {
 	cfg := netbox.Config{
-		URL: h.url(t, o), Token: token, PrefixLength: o.PrefixLength, ChildPrefixLength: o.childLength, Batch: o.Batch,
+		URL: h.url(t, o), Token: token, PrefixLength: o.PrefixLength, ChildPrefixLength: o.childLength, Batch: o.Batch, Uncertain: o.Uncertain,
 		HTTP: netbox.HTTPOptions{RetryMax: o.RetryMax, RetryWaitMin: time.Millisecond, RetryWaitMax: 5 * time.Millisecond},
 	}
 	for _, cidr := range cidrs {
@@ -138,7 +138,14 @@ func (h *netboxHarness) Disown(t testing.TB, addr netip.Addr) {
 }
 
 func (h *netboxHarness) LoseAllocationAnswers(_ testing.TB, n int) {
-	h.target.InjectFault(netboxsim.Fault{Kind: netboxsim.FaultLoseResponse, Method: "POST", PathContains: "/available-ips/", Times: n})
+	f := h.AllocationWrite()
+	f.Kind, f.Times = netboxsim.FaultLoseResponse, n
+	h.target.InjectFault(f)
+}
+
+// AllocationWrite matches the POSTs to a prefix's available IPs.
+func (h *netboxHarness) AllocationWrite() httpfault.Fault {
+	return httpfault.Fault{Method: "POST", PathContains: "/available-ips/"}
 }
 
 // LoseRequestedAnswers loses the answers of the next creations of an IP
