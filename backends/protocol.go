@@ -301,12 +301,13 @@ func (p *Protocol[P, S, R, Q]) adoptOne(ctx context.Context, pool P, marker stri
 // keep keeps the first of the records carrying the marker that the pool
 // could have given, the claim's oldest where the driver searches in the
 // order records were made. Of the others it deletes those in made, the
-// records the caller's own request was answered (a resend's duplicates):
-// any other may be the record a second writer made and bound (a replica
-// without leader election, or a leader paused past its lease), and its
-// machine uses that address. They are left to the late-record sweep, which
-// knows the record the claim is bound to, and the system is told it is
-// uncertain so that a sweep comes. Records elsewhere are neither adopted
+// records the caller's own request was answered (a resend's duplicates),
+// and those at the kept record's address, which stays held whoever binds
+// which: any other may be the record a second writer made and bound (a
+// replica without leader election, or a leader paused past its lease), and
+// its machine uses that address. They are left to the late-record sweep,
+// which knows the record the claim is bound to, and the system is told it
+// is uncertain so that a sweep comes. Records elsewhere are neither adopted
 // nor deleted.
 func (p *Protocol[P, S, R, Q]) keep(ctx context.Context, pool P, marker string, records, made []R) (R, bool, error) {
 	var zero R
@@ -314,10 +315,11 @@ func (p *Protocol[P, S, R, Q]) keep(ctx context.Context, pool P, marker string, 
 	if err != nil || len(own) == 0 {
 		return zero, false, err
 	}
+	kept := p.d.View(own[0]).Address.Addr()
 	left := false
 	for _, extra := range own[1:] {
-		ref := p.d.View(extra).Reference
-		if !slices.ContainsFunc(made, func(r R) bool { return p.d.View(r).Reference == ref }) {
+		v := p.d.View(extra)
+		if v.Address.Addr() != kept && !slices.ContainsFunc(made, func(r R) bool { return p.d.View(r).Reference == v.Reference }) {
 			left = true
 			continue
 		}

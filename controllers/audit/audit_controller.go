@@ -674,6 +674,19 @@ func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, he
 	if !ok {
 		return a.drifted(ctx, address, p)
 	}
+	// An IPAddress learns the record that holds its address, with the
+	// marker it carries, when it names another: one from before markers
+	// were recorded, or whose record was restored or handed over (a moved
+	// record's case, below) by a manager that stopped before it noted so.
+	// A clusterctl move takes the note along.
+	recorded := address.Annotations[v1alpha1.ReservationRecordAnnotation]
+	if !slices.ContainsFunc(records, func(r backends.Record) bool { return r.Reference == recorded }) {
+		rec := records[0]
+		alloc := backends.Allocation{Reference: rec.Reference, Endpoint: a.backend.Endpoint(), Planned: rec.Planned}
+		if err := reservation.NoteRecord(ctx, a.Client, address, alloc, marker); err != nil {
+			return err
+		}
+	}
 	// Held, but a record of the claim was moved: the claim names it even
 	// when the guard held its address again before this audit.
 	claimKey := types.NamespacedName{Namespace: address.Namespace, Name: address.Spec.ClaimRef.Name}
@@ -692,19 +705,6 @@ func (a *auditRun) checkBound(ctx context.Context, address *ipamv1.IPAddress, he
 	// IPAddress's note, written first, says so.
 	if note, noted := address.Annotations[v1alpha1.RecordMovedAnnotation]; noted {
 		return a.reportHeldAgain(ctx, address, p, note)
-	}
-	// An IPAddress learns the record that holds its address, with the
-	// marker it carries, when it names another: one from before markers
-	// were recorded, or whose record was restored or handed over by a
-	// manager that stopped before it noted so. A clusterctl move takes the
-	// note along.
-	recorded := address.Annotations[v1alpha1.ReservationRecordAnnotation]
-	if !slices.ContainsFunc(records, func(r backends.Record) bool { return r.Reference == recorded }) {
-		rec := records[0]
-		alloc := backends.Allocation{Reference: rec.Reference, Endpoint: a.backend.Endpoint(), Planned: rec.Planned}
-		if err := reservation.NoteRecord(ctx, a.Client, address, alloc, marker); err != nil {
-			return err
-		}
 	}
 	if err := reservation.NoteMarker(ctx, a.Client, address, marker); err != nil {
 		return err

@@ -24,6 +24,7 @@ import (
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/api/v1alpha1"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/backends"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/internal/apitest"
+	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reasons"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/controllers/reservation"
 	"github.com/ipam-bridge/cluster-api-ipam-provider-bridge/pkg/poolkind"
 )
@@ -375,4 +376,37 @@ func TestAuditReportsARestoreItStoppedBeforeSaying(t *testing.T) {
 	assert.Equal(t, "ipam.ipaddress/7", got.Annotations[v1alpha1.ReservationRecordAnnotation],
 		"the IPAddress names the restored record, which a release after a clusterctl move or under Retain goes by")
 	assert.Equal(t, backend.records[0].Marker, got.Annotations[v1alpha1.ReservationMarkerAnnotation])
+}
+
+// A record handed over by the guard, or restored for a moved one, whose
+// manager stopped before it noted the record on the IPAddress: the audit
+// that finds the address held notes it, before it reports the move, so
+// that a release under Retain, or after a clusterctl move, goes by the
+// record that holds the machine's address.
+func TestAuditNotesTheRecordOfAnAddressHeldAgain(t *testing.T) {
+	_, c := apitest.Server(t)
+	ctx := context.Background()
+	ns := apitest.Namespace(t, c)
+	claim := apitest.CreateClaim(t, c, ns, "m")
+	address := apitest.CreateAddress(t, c, claim, "10.0.0.5", map[string]string{
+		v1alpha1.RecordMovedAnnotation:       "10.0.0.9 (ipam.ipaddress/3)",
+		v1alpha1.ReservationRecordAnnotation: "ipam.ipaddress/3",
+	})
+	pool := &v1alpha1.NetboxIPPool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: apitest.PoolRef.Name, UID: types.UID(ns)}}
+	r := testAuditReconciler(c, c)
+	a := &auditRun{AuditReconciler: r, pool: pool, backend: &memoryAuditor{}, now: time.Now(), movedSeen: map[types.NamespacedName]string{}}
+	marker := backends.Marker(r.Identity, ns, "m")
+	held := map[string][]backends.Record{
+		marker + "|10.0.0.5": {{Address: netip.MustParsePrefix("10.0.0.5/24"), Marker: marker, Reference: "ipam.ipaddress/7"}},
+	}
+	require.NoError(t, a.checkBound(ctx, address, held))
+
+	got := &ipamv1.IPAddress{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(address), got))
+	assert.Equal(t, "ipam.ipaddress/7", got.Annotations[v1alpha1.ReservationRecordAnnotation], "the record at the machine's address")
+	reserved := &ipamv1.IPAddressClaim{}
+	require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(claim), reserved))
+	cond := conditions.Get(reserved, v1alpha1.AddressReservedCondition)
+	require.NotNil(t, cond)
+	assert.Equal(t, reasons.AddressHeldInClusterReason, cond.Reason, "the move is still reported")
 }

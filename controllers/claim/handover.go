@@ -61,7 +61,7 @@ func (r *ClaimReconciler) heldInCluster(ctx context.Context, claim *ipamv1.IPAdd
 // waits for the holder's IPAddress to go.
 func (r *ClaimReconciler) handOver(ctx context.Context, s *scope, backend backends.Reserver, alloc backends.Allocation, holder *ipamv1.IPAddress) (ctrl.Result, error) {
 	holderKey := client.ObjectKey{Namespace: holder.Namespace, Name: holder.Spec.ClaimRef.Name}
-	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(s.claim).Marker, Reference: alloc.Reference}
+	rec := backends.Record{Address: alloc.Address, Marker: r.backendClaim(s.claim).Marker, Reference: alloc.Reference, Planned: alloc.Planned}
 	holderClaim, err := r.giveToHolder(ctx, backend, s.kind, s.pool, rec, macaddress.Recorded(s.claim, s.kind, s.pool), holder, fmt.Sprintf(
 		"another address or scope (%s answered %s to claim %s/%s)", alloc.Endpoint, alloc.Address.Addr(), s.claim.Namespace, s.claim.Name))
 	if err != nil {
@@ -129,7 +129,8 @@ func (r *ClaimReconciler) giveToHolder(ctx context.Context, backend backends.Res
 	if live != nil && live.DeletionTimestamp.IsZero() {
 		// The holder's release, after a clusterctl move or under Retain,
 		// goes by the record its IPAddress names: this one now.
-		handedTo := backends.Allocation{Reference: rec.Reference, Endpoint: backend.Endpoint()}
+		// A plan stays a plan under its new marker (see backends' mark).
+		handedTo := backends.Allocation{Reference: rec.Reference, Endpoint: backend.Endpoint(), Planned: rec.Planned}
 		if err := reservation.NoteRecord(ctx, r.Client, holder, handedTo, holderMarker); err != nil {
 			return nil, err
 		}
