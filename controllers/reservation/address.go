@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ipamv1 "sigs.k8s.io/cluster-api/api/ipam/v1beta2"
+	"sigs.k8s.io/cluster-api/util/annotations"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/patch"
 
@@ -19,10 +20,9 @@ import (
 // NoteMarker records on an IPAddress the marker its claim's record carries,
 // unless it says so already.
 func NoteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress, marker string) error {
-	if address.Annotations[v1alpha1.ReservationMarkerAnnotation] == marker {
-		return nil
-	}
-	return annotateAddress(ctx, c, address, v1alpha1.ReservationMarkerAnnotation, marker, "the marker of its record")
+	return annotateAddress(ctx, c, address, "the marker of its record", func(o metav1.Object) {
+		annotations.AddAnnotations(o, map[string]string{v1alpha1.ReservationMarkerAnnotation: marker})
+	})
 }
 
 // NoteRecord records on an IPAddress the record that holds its address
@@ -32,30 +32,25 @@ func NoteMarker(ctx context.Context, c client.Client, address *ipamv1.IPAddress,
 // record still carries the source's marker), and keeps this one under
 // reclaimPolicy Retain.
 func NoteRecord(ctx context.Context, c client.Client, address *ipamv1.IPAddress, alloc backends.Allocation, marker string) error {
-	base := address.DeepCopy()
-	Record(address, alloc, marker)
-	if maps.Equal(base.Annotations, address.Annotations) {
-		return nil
-	}
-	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("noting on IPAddress %s its record %s: %w", address.Name, alloc.Reference, err)
-	}
-	return nil
+	return annotateAddress(ctx, c, address, "its record "+alloc.Reference, func(o metav1.Object) { Record(o, alloc, marker) })
 }
 
 // MarkRecordMoved notes on an IPAddress where its claim's record was moved.
 func MarkRecordMoved(ctx context.Context, c client.Client, address *ipamv1.IPAddress, movedTo string) error {
-	return annotateAddress(ctx, c, address, v1alpha1.RecordMovedAnnotation, movedTo, "that its record was moved")
+	return annotateAddress(ctx, c, address, "that its record was moved", func(o metav1.Object) {
+		annotations.AddAnnotations(o, map[string]string{v1alpha1.RecordMovedAnnotation: movedTo})
+	})
 }
 
-// annotateAddress sets one annotation of an IPAddress; what says what it
-// notes, for errors.
-func annotateAddress(ctx context.Context, c client.Client, address *ipamv1.IPAddress, key, value, what string) error {
+// annotateAddress writes what note changes of an IPAddress's annotations,
+// with one patch, unless it changes nothing; what says what it notes, for
+// errors.
+func annotateAddress(ctx context.Context, c client.Client, address *ipamv1.IPAddress, what string, note func(metav1.Object)) error {
 	base := address.DeepCopy()
-	if address.Annotations == nil {
-		address.Annotations = map[string]string{}
+	note(address)
+	if maps.Equal(base.Annotations, address.Annotations) {
+		return nil
 	}
-	address.Annotations[key] = value
 	if err := c.Patch(ctx, address, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("noting on IPAddress %s %s: %w", address.Name, what, err)
 	}
